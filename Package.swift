@@ -1,0 +1,61 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "matcher",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "matcher", targets: ["matcher"]),
+        .executable(name: "matcher-bench", targets: ["matcher-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // libpq, the only way this project talks to PostgreSQL.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        // Exact time values shared by the database client and the domain.
+        .target(name: "Chronology"),
+        // A small PostgreSQL client over libpq: connections, parameters, binary COPY, errors.
+        .target(name: "PostgresClient", dependencies: ["CLibPQ", "Chronology"]),
+        // The domain: entities, MasterItems, conditions, engine, repositories, use cases, reports.
+        .target(name: "Matching", dependencies: ["Chronology"]),
+        // The PostgreSQL repositories, migrations runner and seeding.
+        .target(name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology"]),
+        // The command line: commands only.
+        .executableTarget(
+            name: "matcher",
+            dependencies: [
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Benchmarks that print numbers (never timed tests).
+        .executableTarget(
+            name: "matcher-bench",
+            dependencies: [
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // Provisioning of throwaway databases on the private PostgreSQL for integration tests.
+        .target(
+            name: "PostgresTestSupport",
+            dependencies: ["PostgresClient", "MatchingPostgres"],
+            path: "Tests/PostgresTestSupport"
+        ),
+        .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
+        .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
+        .testTarget(name: "MatchingTests", dependencies: ["Matching", "Chronology"]),
+        .testTarget(
+            name: "MatchingPostgresTests",
+            dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "PostgresTestSupport", "Chronology"]
+        ),
+    ]
+)
