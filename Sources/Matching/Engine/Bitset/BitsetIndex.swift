@@ -1,0 +1,549 @@
+import Chronology
+import Dispatch
+
+/// A set of candidate rows the bitset engine needs for some condition: built once per evaluation and
+/// shared by every filter that uses it.
+enum BitsetNeed: Hashable, Sendable {
+    /// Single choice: the row's code equals `code`. Multi choice: the row's set contains `code`.
+    case code(item: Int, code: Int32)
+    /// Range or recency: the row's value is answered and `>= bound` (a range value, or microseconds).
+    case atLeast(item: Int, bound: Int64)
+    /// Range: the row's value is answered and `<= bound`.
+    case atMost(item: Int, bound: Int64)
+    /// Flag: the row's flag equals `value`.
+    case flag(item: Int, value: Bool)
+
+    var item: Int {
+        switch self {
+        case .code(let item, _), .atLeast(let item, _), .atMost(let item, _), .flag(let item, _): item
+        }
+    }
+
+    var isCode: Bool {
+        if case .code = self { return true }
+        return false
+    }
+}
+
+/// Where the rows of a need (or of a cached group of needs) are.
+enum Posting: Sendable {
+    /// No row.
+    case empty
+    /// A bitset of `wordCount` words at `offset` words into the arena, with `population` set bits.
+    case dense(offset: Int, population: Int)
+    /// Ascending, distinct rows: `BitsetIndex.sparseRows[sparseRanges[list]]`.
+    case sparse(list: Int, population: Int)
+
+    var population: Int {
+        switch self {
+        case .empty: 0
+        case .dense(_, let population), .sparse(_, let population): population
+        }
+    }
+}
+
+/// Fixed words that concurrent workers fill, each a distinct range of bitsets, and that every worker
+/// reads only after all fills finished (`concurrentPerform` returns). Allocated once, never resized,
+/// so no worker ever touches another's words or the container itself (the `ResultSlots` discipline).
+final class WordArena: @unchecked Sendable {
+    let words: UnsafeMutableBufferPointer<UInt64>
+
+    init(count: Int) {
+        words = .allocate(capacity: max(count, 1))
+        words.initialize(repeating: 0)
+    }
+
+    deinit {
+        words.deallocate()
+    }
+
+    /// The first word; valid for `count` words.
+    var base: UnsafeMutablePointer<UInt64> { words.baseAddress! }
+}
+
+/// Every bitset and posting list one evaluation needs, over a `CandidateBatch`'s rows (cap order).
+/// Needs and shared groups are numbered by the caller; postings are looked up by those numbers.
+struct BitsetIndex: Sendable {
+    let rowCount: Int
+    let wordCount: Int
+    let arena: WordArena
+    /// The posting of need `k`.
+    let needPostings: [Posting]
+    /// The posting of group `k` (an OR of needs) when it is shared, materialized once; nil otherwise.
+    let groupPostings: [Posting?]
+    /// Every sparse list, one after another; list `k` is `sparseRows[sparseRanges[k]]`.
+    let sparseRows: [Int32]
+    let sparseRanges: [Range<Int>]
+    /// Bytes of dense bitsets in the arena.
+    var arenaBytes: Int { arena.words.count * 8 }
+    /// Dense bitsets in the arena.
+    var bitsetCount: Int { wordCount == 0 ? 0 : arena.words.count / wordCount }
+    var sharedGroupCount: Int { groupPostings.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+
+    struct Options: Sendable {
+        /// A code's rows are kept as a list rather than a bitset when fewer than rows / `sparseDivisor`.
+        var sparseDivisor: Int
+        /// At most this many bytes of bitsets for shared OR-groups.
+        var groupBudgetBytes: Int
+        /// An OR-group is shared when at least this many filters use it.
+        var groupMinimumUses: Int
+    }
+
+    /// Builds the postings of `needs`, and of the groups (OR-groups of two or more needs, by need
+    /// number, with how many filters use each) worth sharing.
+    static func build(batch: CandidateBatch, needs: [BitsetNeed], groups: [[Int32]], groupUses: [Int],
+                      clock: EvaluationClock, options: Options) -> BitsetIndex {
+        let rowCount = batch.count
+        let wordCount = (rowCount + 63) >> 6
+        let columns = batch.columns
+        let sparseLimit = rowCount / max(options.sparseDivisor, 1)
+
+        // 1. The rows of every code need, item by item in parallel.
+        let byItem = Dictionary(grouping: needs.indices, by: { needs[$0].item })
+        let codeItems = byItem.map { ($0.key, $0.value.filter { needs[$0].isCode }) }.filter { !$0.1.isEmpty }
+        let codeLists = ResultSlots<[(Int, [Int32])]>(count: codeItems.count)
+        DispatchQueue.concurrentPerform(iterations: codeItems.count) { index in
+            let (item, itemNeeds) = codeItems[index]
+            let lists = Self.codeRows(columns.columns[item], needs: itemNeeds.map { needs[$0] }, rowCount: rowCount)
+            codeLists.set(index, Array(zip(itemNeeds, lists)))
+        }
+        var rowsOfCode = [[Int32]?](repeating: nil, count: needs.count)
+        for lists in codeLists.values() {
+            for (need, rows) in lists { rowsOfCode[need] = rows }
+        }
+
+        // 2. Which needs get a bitset; which shared groups too, within the budget.
+        var postings = [Posting](repeating: .empty, count: needs.count)
+        var sparseLists: [[Int32]] = []
+        var denseNeeds: [Int] = []
+        for need in needs.indices {
+            if let rows = rowsOfCode[need] {
+                if rows.isEmpty {
+                    postings[need] = .empty
+                } else if rows.count < sparseLimit {
+                    postings[need] = .sparse(list: sparseLists.count, population: rows.count)
+                    sparseLists.append(rows)
+                } else {
+                    denseNeeds.append(need)
+                }
+            } else {
+                denseNeeds.append(need)
+            }
+        }
+        let wordBytes = wordCount * 8
+        var budget = options.groupBudgetBytes
+        var denseGroups: [Int] = []
+        var sparseGroups: [Int] = []
+        let shared = groups.indices.filter { groupUses[$0] >= options.groupMinimumUses && groups[$0].count >= 2 }
+            .sorted { groupUses[$0] != groupUses[$1] ? groupUses[$0] > groupUses[$1] : $0 < $1 }
+        for group in shared {
+            let estimate = groups[group].reduce(0) { $0 + (rowsOfCode[Int($1)]?.count ?? rowCount) }
+            if estimate < sparseLimit {
+                sparseGroups.append(group)
+            } else if wordBytes <= budget {
+                budget -= wordBytes
+                denseGroups.append(group)
+            }
+        }
+
+        // 3. The arena: one bitset per dense need, then one per dense group.
+        let arena = WordArena(count: (denseNeeds.count + denseGroups.count) * wordCount)
+        var offsets = [Int](repeating: -1, count: needs.count)
+        for (slot, need) in denseNeeds.enumerated() { offsets[need] = slot * wordCount }
+
+        // 4. Fill the dense needs, item by item in parallel.
+        let denseByItem = Dictionary(grouping: denseNeeds, by: { needs[$0].item }).map { ($0.key, $0.value) }
+        let frozenRows = rowsOfCode
+        let frozenOffsets = offsets
+        let populations = ResultSlots<[(Int, Int)]>(count: denseByItem.count)
+        DispatchQueue.concurrentPerform(iterations: denseByItem.count) { index in
+            let (item, itemNeeds) = denseByItem[index]
+            populations.set(index, Self.fill(
+                itemNeeds, needs: needs, column: columns.columns[item], rowsOfCode: frozenRows, offsets: frozenOffsets,
+                arena: arena, rowCount: rowCount, clock: clock))
+        }
+        for list in populations.values() {
+            for (need, population) in list {
+                postings[need] = population == 0 ? .empty : .dense(offset: offsets[need], population: population)
+            }
+        }
+        rowsOfCode = []
+
+        // 5. The shared groups: bitsets (in parallel) and merged lists.
+        var groupPostings = [Posting?](repeating: nil, count: groups.count)
+        let frozenPostings = postings
+        let frozenLists = sparseLists
+        let groupPopulations = ResultSlots<Int>(count: denseGroups.count)
+        let groupBase = denseNeeds.count * wordCount
+        let frozenGroups = denseGroups
+        DispatchQueue.concurrentPerform(iterations: frozenGroups.count) { index in
+            let target = arena.base + groupBase + index * wordCount
+            var population = 0
+            for need in groups[frozenGroups[index]] {
+                switch frozenPostings[Int(need)] {
+                case .empty:
+                    break
+                case .dense(let offset, _):
+                    let source = arena.base + offset
+                    for word in 0..<wordCount { target[word] |= source[word] }
+                case .sparse(let list, _):
+                    for row in frozenLists[list] { target[Int(row) >> 6] |= 1 << UInt64(row & 63) }
+                }
+            }
+            for word in 0..<wordCount { population += target[word].nonzeroBitCount }
+            groupPopulations.set(index, population)
+        }
+        for (index, population) in groupPopulations.values().enumerated() {
+            groupPostings[denseGroups[index]] = population == 0 ? .empty
+                : .dense(offset: groupBase + index * wordCount, population: population)
+        }
+        for group in sparseGroups {
+            let rows = mergedRows(groups[group].map { postings[Int($0)] }, lists: sparseLists, arena: arena,
+                                  wordCount: wordCount)
+            if rows.isEmpty {
+                groupPostings[group] = .empty
+            } else {
+                groupPostings[group] = .sparse(list: sparseLists.count, population: rows.count)
+                sparseLists.append(rows)
+            }
+        }
+
+        var sparseRows: [Int32] = []
+        sparseRows.reserveCapacity(sparseLists.reduce(0) { $0 + $1.count })
+        var sparseRanges: [Range<Int>] = []
+        for list in sparseLists {
+            sparseRanges.append(sparseRows.count..<sparseRows.count + list.count)
+            sparseRows.append(contentsOf: list)
+        }
+        return BitsetIndex(rowCount: rowCount, wordCount: wordCount, arena: arena, needPostings: postings,
+                           groupPostings: groupPostings, sparseRows: sparseRows, sparseRanges: sparseRanges)
+    }
+
+    /// The ascending distinct rows of the union of `postings` (small ones: a dense one is expanded).
+    static func mergedRows(_ postings: [Posting], lists: [[Int32]], arena: WordArena, wordCount: Int) -> [Int32] {
+        var rows: [Int32] = []
+        for posting in postings {
+            switch posting {
+            case .empty:
+                break
+            case .sparse(let list, _):
+                rows.append(contentsOf: lists[list])
+            case .dense(let offset, _):
+                for word in 0..<wordCount {
+                    var bits = arena.base[offset + word]
+                    while bits != 0 {
+                        rows.append(Int32(word << 6 + bits.trailingZeroBitCount))
+                        bits &= bits - 1
+                    }
+                }
+            }
+        }
+        if postings.count > 1 { sortUnique(&rows) }
+        return rows
+    }
+
+    /// Sorts `rows` and removes repetitions.
+    static func sortUnique(_ rows: inout [Int32]) {
+        rows.sort()
+        var unique = 0
+        for index in rows.indices where index == 0 || rows[index] != rows[unique - 1] {
+            rows[unique] = rows[index]
+            unique += 1
+        }
+        rows.removeLast(rows.count - unique)
+    }
+
+    /// The ascending rows of each `.code` need of one item's column.
+    private static func codeRows(_ column: ProfileColumns.Column, needs: [BitsetNeed],
+                                 rowCount: Int) -> [[Int32]] {
+        var lists = Array(repeating: [Int32](), count: needs.count)
+        switch column {
+        case .codes(let codes):
+            // Single choice: a direct table over every Int16 code.
+            var slot = [Int32](repeating: -1, count: 1 << 16)
+            for (index, need) in needs.enumerated() {
+                guard case .code(_, let code) = need, let narrow = Int16(exactly: code) else { continue }
+                slot[Int(narrow) + 32768] = Int32(index)
+            }
+            codes.withUnsafeBufferPointer { codes in
+                for row in 0..<rowCount {
+                    let index = slot[Int(codes[row]) + 32768]
+                    if index >= 0 { lists[Int(index)].append(Int32(row)) }
+                }
+            }
+        case .codeSets(let sets):
+            // Multi choice: codes up to Int32.max (communities), looked up in a small hash table.
+            var table = CodeTable(capacity: needs.count)
+            for (index, need) in needs.enumerated() {
+                guard case .code(_, let code) = need else { continue }
+                table.insert(code, Int32(index))
+            }
+            var lastRow = [Int32](repeating: -1, count: needs.count)
+            sets.offsets.withUnsafeBufferPointer { offsets in
+                sets.values.withUnsafeBufferPointer { values in
+                    for row in 0..<rowCount {
+                        for element in offsets[row]..<offsets[row + 1] {
+                            let index = Int(table.lookup(values[element]))
+                            if index >= 0 && lastRow[index] != Int32(row) {
+                                lastRow[index] = Int32(row)
+                                lists[index].append(Int32(row))
+                            }
+                        }
+                    }
+                }
+            }
+        default:
+            break  // a code condition on a column without codes never matches
+        }
+        return lists
+    }
+
+    /// Fills the bitsets of one item's dense needs (by number); returns each one's population.
+    private static func fill(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
+                             rowsOfCode: [[Int32]?], offsets: [Int], arena: WordArena, rowCount: Int,
+                             clock: EvaluationClock) -> [(Int, Int)] {
+        let wordCount = (rowCount + 63) >> 6
+        var result: [(Int, Int)] = []
+        var cuts: [(Int, BitsetNeed)] = []
+        for need in itemNeeds {
+            let target = arena.base + offsets[need]
+            switch needs[need] {
+            case .code:
+                let rows = rowsOfCode[need] ?? []
+                for row in rows { target[Int(row) >> 6] |= 1 << UInt64(row & 63) }
+                result.append((need, rows.count))
+            case .flag(_, let value):
+                var population = 0
+                if case .flags(let bits) = column {
+                    bits.words.withUnsafeBufferPointer { source in
+                        for word in 0..<wordCount {
+                            let bits = value ? source[word] : ~source[word] & tailMask(word: word, rowCount: rowCount)
+                            target[word] = bits
+                            population += bits.nonzeroBitCount
+                        }
+                    }
+                }
+                result.append((need, population))
+            case .atLeast, .atMost:
+                cuts.append((need, needs[need]))
+            }
+        }
+        if !cuts.isEmpty {
+            result += fillCuts(cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount, clock: clock)
+        }
+        return result
+    }
+
+    /// The ones of word `word` that are rows (all but the bits past the last row).
+    @inline(__always)
+    static func tailMask(word: Int, rowCount: Int) -> UInt64 {
+        let valid = rowCount - word << 6
+        return valid >= 64 ? ~0 : (1 << UInt64(valid)) &- 1
+    }
+
+    /// The bitsets of `atLeast` / `atMost` needs on one ordered column (a range value or a timestamp):
+    /// rows sorted into buckets between the bounds, then one sweep up (atMost) and one down (atLeast).
+    private static func fillCuts(_ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, offsets: [Int],
+                                 arena: WordArena, rowCount: Int, clock: EvaluationClock) -> [(Int, Int)] {
+        let wordCount = (rowCount + 63) >> 6
+        // The row values, nil when unanswered (never matching a bound).
+        var values = [Int64](repeating: 0, count: rowCount)
+        var answered = [Bool](repeating: false, count: rowCount)
+        switch column {
+        case .integers(let column):
+            for row in 0..<rowCount where column.answered[row] {
+                values[row] = Int64(column.values[row])
+                answered[row] = true
+            }
+        case .dates(let column):
+            values = Self.ages(column, rowCount: rowCount, clock: clock)
+            for row in 0..<rowCount where column.answered[row] { answered[row] = true }
+        case .timestamps(let stamps):
+            for row in 0..<rowCount { values[row] = stamps[row] }
+            answered = [Bool](repeating: true, count: rowCount)
+        default:
+            // A bound on a column without ordered values never matches: every bitset stays empty.
+            return cuts.map { ($0.0, 0) }
+        }
+        // Split points: value <= split[k] for atMost(split[k]); value > split[k] for atLeast(split[k] + 1).
+        var splitSet = Set<Int64>()
+        for (_, cut) in cuts {
+            switch cut {
+            case .atMost(_, let bound): splitSet.insert(bound)
+            case .atLeast(_, let bound) where bound > Int64.min: splitSet.insert(bound - 1)
+            default: break
+            }
+        }
+        let splits = splitSet.sorted()
+        // Bucket of a value: the first split it does not exceed (splits.count when above all).
+        @inline(__always) func bucket(_ value: Int64) -> Int {
+            var low = 0, high = splits.count
+            while low < high {
+                let middle = (low + high) >> 1
+                if splits[middle] < value { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+        let bucketCount = splits.count + 1
+        var starts = [Int](repeating: 0, count: bucketCount + 1)
+        var bucketOf = [Int32](repeating: -1, count: rowCount)
+        for row in 0..<rowCount where answered[row] {
+            let b = bucket(values[row])
+            bucketOf[row] = Int32(b)
+            starts[b + 1] += 1
+        }
+        for b in 0..<bucketCount { starts[b + 1] += starts[b] }
+        var next = starts
+        var sorted = [Int32](repeating: 0, count: starts[bucketCount])
+        for row in 0..<rowCount where bucketOf[row] >= 0 {
+            let b = Int(bucketOf[row])
+            sorted[next[b]] = Int32(row)
+            next[b] += 1
+        }
+        bucketOf = []
+        var atMostBySplit: [Int: Int] = [:]
+        var atLeastBySplit: [Int: Int] = [:]   // keyed by the split just below the bound
+        var everyAnswered: [Int] = []
+        for (need, cut) in cuts {
+            switch cut {
+            case .atMost(_, let bound): atMostBySplit[splits.firstIndex(of: bound)!] = need
+            case .atLeast(_, let bound) where bound > Int64.min: atLeastBySplit[splits.firstIndex(of: bound - 1)!] = need
+            default: everyAnswered.append(need)
+            }
+        }
+        var result: [(Int, Int)] = []
+        var running = [UInt64](repeating: 0, count: wordCount)
+        // Up: after bucket k, `running` holds every value <= splits[k].
+        var population = 0
+        for k in 0..<splits.count {
+            for index in starts[k]..<starts[k + 1] {
+                let row = Int(sorted[index])
+                running[row >> 6] |= 1 << UInt64(row & 63)
+            }
+            population += starts[k + 1] - starts[k]
+            if let need = atMostBySplit[k] {
+                let target = arena.base + offsets[need]
+                for word in 0..<wordCount { target[word] = running[word] }
+                result.append((need, population))
+            }
+        }
+        // Down: after bucket k + 1, `running` holds every value > splits[k].
+        for word in 0..<wordCount { running[word] = 0 }
+        population = 0
+        var k = splits.count - 1
+        while k >= 0 {
+            for index in starts[k + 1]..<starts[k + 2] {
+                let row = Int(sorted[index])
+                running[row >> 6] |= 1 << UInt64(row & 63)
+            }
+            population += starts[k + 2] - starts[k + 1]
+            if let need = atLeastBySplit[k] {
+                let target = arena.base + offsets[need]
+                for word in 0..<wordCount { target[word] = running[word] }
+                result.append((need, population))
+            }
+            k -= 1
+        }
+        for need in everyAnswered {
+            let target = arena.base + offsets[need]
+            for index in sorted.indices {
+                let row = Int(sorted[index])
+                target[row >> 6] |= 1 << UInt64(row & 63)
+            }
+            result.append((need, sorted.count))
+        }
+        return result
+    }
+
+    /// Each row's age on the run's date, as the reference counts it; 0 where unanswered.
+    private static func ages(_ column: NullableInt32Column, rowCount: Int, clock: EvaluationClock) -> [Int64] {
+        var ages = [Int64](repeating: 0, count: rowCount)
+        let runDate = clock.runDate
+        // Memoized by birth day: most candidates share a few thousand days.
+        var memo = CodeTable(capacity: 1 << 12)
+        for row in 0..<rowCount where column.answered[row] {
+            let days = column.values[row]
+            let cached = memo.lookupValue(days)
+            if let cached {
+                ages[row] = Int64(cached)
+            } else {
+                let age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
+                if memo.count < 1 << 16 { memo.insert(days, age) }
+                ages[row] = Int64(age)
+            }
+        }
+        return ages
+    }
+}
+
+/// An open-addressing hash table from Int32 keys to Int32 values (multi-choice codes to need slots),
+/// much faster than `Dictionary` in the per-element loops. Grows as needed.
+struct CodeTable {
+    private var keys: [Int32]
+    private var values: [Int32]
+    private var used: [Bool]
+    private var mask: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        var size = 16
+        while size < capacity * 2 { size <<= 1 }
+        keys = Array(repeating: 0, count: size)
+        values = Array(repeating: -1, count: size)
+        used = Array(repeating: false, count: size)
+        mask = size - 1
+    }
+
+    @inline(__always)
+    private func slot(_ key: Int32) -> Int {
+        Int(truncatingIfNeeded: (UInt64(UInt32(bitPattern: key)) &* 0x9E37_79B9_7F4A_7C15) >> 32) & mask
+    }
+
+    mutating func insert(_ key: Int32, _ value: Int32) {
+        if (count + 1) * 2 > keys.count { grow() }
+        var index = slot(key)
+        while used[index] {
+            if keys[index] == key { values[index] = value; return }
+            index = (index + 1) & mask
+        }
+        used[index] = true
+        keys[index] = key
+        values[index] = value
+        count += 1
+    }
+
+    /// The value of `key`, or -1.
+    @inline(__always)
+    func lookup(_ key: Int32) -> Int32 {
+        var index = slot(key)
+        while used[index] {
+            if keys[index] == key { return values[index] }
+            index = (index + 1) & mask
+        }
+        return -1
+    }
+
+    /// The value of `key`, or nil.
+    @inline(__always)
+    func lookupValue(_ key: Int32) -> Int32? {
+        var index = slot(key)
+        while used[index] {
+            if keys[index] == key { return values[index] }
+            index = (index + 1) & mask
+        }
+        return nil
+    }
+
+    private mutating func grow() {
+        let oldKeys = keys, oldValues = values, oldUsed = used
+        let size = keys.count * 2
+        keys = Array(repeating: 0, count: size)
+        values = Array(repeating: -1, count: size)
+        used = Array(repeating: false, count: size)
+        mask = size - 1
+        count = 0
+        for index in oldKeys.indices where oldUsed[index] {
+            insert(oldKeys[index], oldValues[index])
+        }
+    }
+}

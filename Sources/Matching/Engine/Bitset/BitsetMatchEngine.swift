@@ -1,0 +1,519 @@
+import Dispatch
+
+/// The fast engine: every filter compiled once per run into an AND of OR-groups over shared bitsets
+/// (one bit per candidate, in the cap's order), evaluated 64 candidates per word and 64 words per
+/// chunk, filters spread across cores in blocks. A filter's scan stops at its `limit`-th candidate
+/// that `exclusions` lets through, so its answer is exactly the reference engine's.
+///
+/// - Codes (single and multi choice) get a bitset each, built for the codes filters list only; a
+///   rare code (communities) keeps a sorted list of rows instead, which also lets a scan skip chunks.
+/// - Range conditions use cumulative bitsets (`value <= b`, `value >= b`) for the bounds filters use;
+///   age is counted per candidate on the run's date first. NULL fails every range.
+/// - `last_login` recency is a prefix of the candidates (they are in `last_login_at` order); any other
+///   recency item is a cumulative bitset over its timestamps.
+/// - anyOf lists used by several filters are OR-ed once into a shared bitset, within a memory budget.
+/// - In each chunk a filter ANDs its groups, most selective first, and stops at the first empty result.
+public struct BitsetMatchEngine: MatchEngine {
+    public struct Options: Sendable {
+        /// Filters evaluated together, chunk by chunk, by one worker.
+        public var filtersPerBlock = 512
+        /// A code's rows are a list rather than a bitset when fewer than candidates / `sparseDivisor`.
+        public var sparseDivisor = 64
+        /// At most this many bytes of bitsets for anyOf lists shared by several filters.
+        public var sharedGroupBudgetBytes = 128 << 20
+        /// An anyOf list is shared when at least this many filters use it.
+        public var sharedGroupMinimumUses = 2
+
+        public init() {}
+    }
+
+    /// What one evaluation did, for benchmarks and logs.
+    public struct Statistics: Sendable {
+        public var planSeconds = 0.0
+        public var indexSeconds = 0.0
+        public var scanSeconds = 0.0
+        /// Bytes of bitsets built (codes, bounds, flags, shared groups).
+        public var bitsetBytes = 0
+        public var bitsets = 0
+        public var sparseRows = 0
+        public var sharedGroups = 0
+    }
+
+    /// Every filter's answer, how many candidates satisfy its conditions (before exclusions and
+    /// `limit`), and statistics.
+    public struct CountingEvaluation: Sendable {
+        public let results: [FilterResult]
+        public let matchCounts: [Int]
+        public let statistics: Statistics
+    }
+
+    public let options: Options
+
+    public init(options: Options = Options()) {
+        self.options = options
+    }
+
+    public func evaluate(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+                         clock: EvaluationClock, exclusions: MatchExclusions) -> [FilterResult] {
+        run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false).results
+    }
+
+    /// `evaluate`, and also counts every candidate satisfying each filter's conditions (the scan then
+    /// never stops early).
+    public func evaluateCounting(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+                                 clock: EvaluationClock, exclusions: MatchExclusions) -> CountingEvaluation {
+        run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: true)
+    }
+
+    /// `evaluate` with statistics.
+    public func evaluateWithStatistics(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+                                       clock: EvaluationClock, exclusions: MatchExclusions) -> CountingEvaluation {
+        run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false)
+    }
+
+    private func run(_ filters: [PreparedFilter], batch: CandidateBatch, limit: Int, clock: EvaluationClock,
+                     exclusions: MatchExclusions, counting: Bool) -> CountingEvaluation {
+        var statistics = Statistics()
+        let limit = max(limit, 0)
+        if filters.isEmpty {
+            return CountingEvaluation(results: [], matchCounts: [], statistics: statistics)
+        }
+        if batch.count == 0 || (limit == 0 && !counting) {
+            return CountingEvaluation(
+                results: filters.map { FilterResult(filterId: $0.filter.id, profileIds: []) },
+                matchCounts: Array(repeating: 0, count: filters.count), statistics: statistics)
+        }
+
+        // Plan every filter, and number what they need.
+        var started = ContinuousClock.now
+        let plans = CompiledPlans(filters, clock: clock)
+        statistics.planSeconds = Self.seconds(since: started)
+
+        started = ContinuousClock.now
+        let index = BitsetIndex.build(
+            batch: batch, needs: plans.needs, groups: plans.groups, groupUses: plans.groupUses, clock: clock,
+            options: .init(sparseDivisor: options.sparseDivisor, groupBudgetBytes: options.sharedGroupBudgetBytes,
+                           groupMinimumUses: options.sharedGroupMinimumUses))
+        let skip = ExclusionIndex(exclusions)
+        statistics.indexSeconds = Self.seconds(since: started)
+        statistics.bitsetBytes = index.arenaBytes
+        statistics.bitsets = index.bitsetCount
+        statistics.sparseRows = index.sparseRows.count
+        statistics.sharedGroups = index.sharedGroupCount
+
+        // Scan, block by block of filters, in parallel.
+        started = ContinuousClock.now
+        let blockSize = max(options.filtersPerBlock, 1)
+        let blockCount = (filters.count + blockSize - 1) / blockSize
+        let blocks = ResultSlots<BlockOutcome>(count: blockCount)
+        let logins = batch.columns.lastLoginAt
+        let ids = batch.ids
+        let filterIds = filters.map(\.filter.id)
+        let ownerIds = filters.map(\.owner.id)
+        DispatchQueue.concurrentPerform(iterations: blockCount) { block in
+            let range = block * blockSize..<min(filters.count, block * blockSize + blockSize)
+            blocks.set(block, Self.scanBlock(
+                range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
+                ownerIds: ownerIds, limit: limit, counting: counting, skip: skip))
+        }
+        var results: [FilterResult] = []
+        var counts: [Int] = []
+        results.reserveCapacity(filters.count)
+        counts.reserveCapacity(filters.count)
+        for outcome in blocks.values() {
+            results += outcome.results
+            counts += outcome.counts
+        }
+        statistics.scanSeconds = Self.seconds(since: started)
+        return CountingEvaluation(results: results, matchCounts: counts, statistics: statistics)
+    }
+
+    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let (s, attoseconds) = (ContinuousClock.now - start).components
+        return Double(s) + Double(attoseconds) / 1e18
+    }
+
+    struct BlockOutcome: Sendable {
+        let results: [FilterResult]
+        let counts: [Int]
+    }
+
+    /// The block's filters as flat arrays, then the chunk-major scan.
+    private static func scanBlock(_ range: Range<Int>, plans: CompiledPlans, index: BitsetIndex, logins: [Int64],
+                                  ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Int, counting: Bool,
+                                  skip: ExclusionIndex) -> BlockOutcome {
+        let rowCount = index.rowCount
+        // Per filter: first group, end of groups, words to scan, rows to scan.
+        var filterMeta = [Int](repeating: 0, count: range.count * 4)
+        // Per group: first dense ref, end of dense refs, sparse source (0 index, 1 local), first row, end row.
+        var groupMeta: [Int] = []
+        groupMeta.reserveCapacity(range.count * 40)
+        var refs: [Int] = []
+        refs.reserveCapacity(range.count * 12)
+        var localRows: [Int32] = []
+        var live: [Int] = []
+        // One filter's groups: (estimate, first dense, end dense, first list, end list) into the scratch below.
+        var resolved: [(estimate: Int, dense: Range<Int>, lists: Range<Int>)] = []
+        var denseScratch: [Int] = []
+        var listScratch: [Int] = []
+        var order: [Int] = []
+        for (local, filter) in range.enumerated() {
+            let groupStart = groupMeta.count / 5
+            filterMeta[local * 4] = groupStart
+            filterMeta[local * 4 + 1] = groupStart
+            if plans.never[filter] { continue }
+            let prefixRows = plans.login[filter] == Int64.min ? rowCount : Self.prefix(logins, atLeast: plans.login[filter])
+            if prefixRows == 0 { continue }
+            // Resolve each group to bitsets and lists.
+            resolved.removeAll(keepingCapacity: true)
+            denseScratch.removeAll(keepingCapacity: true)
+            listScratch.removeAll(keepingCapacity: true)
+            var never = false
+            for term in plans.terms[plans.termStarts[filter]..<plans.termStarts[filter + 1]] {
+                let denseStart = denseScratch.count, listStart = listScratch.count
+                var estimate = 0
+                func take(_ posting: Posting) {
+                    switch posting {
+                    case .empty: break
+                    case .dense(let offset, let population): denseScratch.append(offset); estimate += population
+                    case .sparse(let list, let population): listScratch.append(list); estimate += population
+                    }
+                }
+                if term >= 0 {
+                    take(index.needPostings[Int(term)])
+                } else if let shared = index.groupPostings[Int(-term - 1)] {
+                    take(shared)
+                } else {
+                    for need in plans.groups[Int(-term - 1)] { take(index.needPostings[Int(need)]) }
+                }
+                if denseScratch.count == denseStart && listScratch.count == listStart {
+                    never = true
+                    break
+                }
+                resolved.append((min(estimate, rowCount), denseStart..<denseScratch.count, listStart..<listScratch.count))
+            }
+            if never { continue }
+            // Most selective first.
+            order.removeAll(keepingCapacity: true)
+            order += resolved.indices
+            order.sort { resolved[$0].estimate < resolved[$1].estimate }
+            for position in order {
+                let group = resolved[position]
+                groupMeta.append(refs.count)
+                refs += denseScratch[group.dense]
+                groupMeta.append(refs.count)
+                if group.lists.isEmpty {
+                    groupMeta += [0, 0, 0]
+                } else if group.lists.count == 1 {
+                    let rows = index.sparseRanges[listScratch[group.lists.lowerBound]]
+                    groupMeta += [0, rows.lowerBound, rows.upperBound]
+                } else {
+                    let start = localRows.count
+                    for list in listScratch[group.lists] { localRows += index.sparseRows[index.sparseRanges[list]] }
+                    var merged = Array(localRows[start...])
+                    BitsetIndex.sortUnique(&merged)
+                    localRows.replaceSubrange(start..., with: merged)
+                    groupMeta += [1, start, localRows.count]
+                }
+            }
+            filterMeta[local * 4 + 1] = groupMeta.count / 5
+            filterMeta[local * 4 + 2] = (prefixRows + 63) >> 6
+            filterMeta[local * 4 + 3] = prefixRows
+            live.append(local)
+        }
+
+        // The scan.
+        var found = Array(repeating: [Int64](), count: range.count)
+        var counts = Array(repeating: 0, count: range.count)
+        var cursors = [Int](repeating: 0, count: groupMeta.count / 5)
+        for group in cursors.indices { cursors[group] = groupMeta[group * 5 + 3] }
+        let recorded = range.map { skip.recorded(filterId: filterIds[$0]) }
+        filterMeta.withUnsafeBufferPointer { filterMeta in
+        groupMeta.withUnsafeBufferPointer { groupMeta in
+        refs.withUnsafeBufferPointer { refs in
+        localRows.withUnsafeBufferPointer { localRows in
+        index.sparseRows.withUnsafeBufferPointer { indexRows in
+        cursors.withUnsafeMutableBufferPointer { cursors in
+        ids.withUnsafeBufferPointer { ids in
+            let kernel = Kernel(
+                filterMeta: filterMeta, groupMeta: groupMeta, refs: refs, arena: UnsafePointer(index.arena.base),
+                indexRows: indexRows, localRows: localRows, cursors: cursors)
+            kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) { local, row in
+                let id = ids[row]
+                if !skip.excludes(owner: ownerIds[range.lowerBound + local], recorded: recorded[local], profileId: id) {
+                    found[local].append(id)
+                }
+                return found[local].count
+            }
+        }}}}}}}
+        let results = range.enumerated().map { local, filter in
+            FilterResult(filterId: filterIds[filter], profileIds: found[local])
+        }
+        return BlockOutcome(results: results, counts: counts)
+    }
+
+    /// How many leading candidates have `last_login_at >= threshold` (they are in descending order).
+    static func prefix(_ logins: [Int64], atLeast threshold: Int64) -> Int {
+        var low = 0, high = logins.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if logins[middle] >= threshold { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// The chunk-major scan of one block of filters: for each chunk of 64 words (4,096 candidates), each
+/// live filter ANDs its groups into `acc`, counts and extracts its set bits in order.
+private struct Kernel {
+    static let chunkWords = 64
+
+    let filterMeta: UnsafeBufferPointer<Int>
+    let groupMeta: UnsafeBufferPointer<Int>
+    let refs: UnsafeBufferPointer<Int>
+    let arena: UnsafePointer<UInt64>
+    let indexRows: UnsafeBufferPointer<Int32>
+    let localRows: UnsafeBufferPointer<Int32>
+    let cursors: UnsafeMutableBufferPointer<Int>
+
+    /// `accept(filter, row)` records the row unless excluded and returns the filter's found count.
+    func scan(live: [Int], limit: Int, counting: Bool, counts: inout [Int], accept: (Int, Int) -> Int) {
+        var live = live
+        var maxWords = 0
+        for filter in live { maxWords = max(maxWords, filterMeta[filter * 4 + 2]) }
+        var foundCount = [Int](repeating: 0, count: filterMeta.count / 4)
+        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Self.chunkWords * 2) { scratch in
+            let acc = scratch.baseAddress!
+            let tmp = acc + Self.chunkWords
+            var chunk = 0
+            while chunk < maxWords && !live.isEmpty {
+                var position = 0
+                while position < live.count {
+                    let filter = live[position]
+                    let prefixWords = filterMeta[filter * 4 + 2]
+                    if chunk >= prefixWords || (!counting && foundCount[filter] >= limit) {
+                        live.swapAt(position, live.count - 1)
+                        live.removeLast()
+                        continue
+                    }
+                    let length = min(Self.chunkWords, prefixWords - chunk)
+                    if evaluate(filter, chunk: chunk, length: length, acc: acc, tmp: tmp) {
+                        if chunk + length == prefixWords {
+                            let tail = filterMeta[filter * 4 + 3] & 63
+                            if tail != 0 { acc[length - 1] &= (1 << UInt64(tail)) &- 1 }
+                        }
+                        if counting {
+                            var total = 0
+                            for word in 0..<length { total &+= acc[word].nonzeroBitCount }
+                            counts[filter] += total
+                        }
+                        if foundCount[filter] < limit {
+                            var found = foundCount[filter]
+                            words: for word in 0..<length {
+                                var bits = acc[word]
+                                while bits != 0 {
+                                    let row = (chunk + word) << 6 + bits.trailingZeroBitCount
+                                    bits &= bits &- 1
+                                    found = accept(filter, row)
+                                    if found >= limit { break words }
+                                }
+                            }
+                            foundCount[filter] = found
+                        }
+                    }
+                    position += 1
+                }
+                chunk += Self.chunkWords
+            }
+        }
+    }
+
+    /// ANDs the filter's groups over words `chunk ..< chunk + length` into `acc`; false when empty.
+    @inline(__always)
+    private func evaluate(_ filter: Int, chunk: Int, length: Int, acc: UnsafeMutablePointer<UInt64>,
+                          tmp: UnsafeMutablePointer<UInt64>) -> Bool {
+        let groupStart = filterMeta[filter * 4]
+        let groupEnd = filterMeta[filter * 4 + 1]
+        if groupStart == groupEnd {
+            for word in 0..<length { acc[word] = ~0 }
+            return true
+        }
+        let firstRow = chunk << 6
+        let endRow = (chunk + length) << 6
+        for group in groupStart..<groupEnd {
+            let first = group == groupStart
+            let denseStart = groupMeta[group * 5]
+            let denseEnd = groupMeta[group * 5 + 1]
+            let sparseEnd = groupMeta[group * 5 + 4]
+            var any: UInt64 = 0
+            if cursors[group] == sparseEnd {
+                // Dense only (or a list already consumed).
+                if denseStart == denseEnd { return false }
+                let source = arena + refs[denseStart] + chunk
+                if denseEnd - denseStart == 1 {
+                    if first {
+                        for word in 0..<length { let value = source[word]; acc[word] = value; any |= value }
+                    } else {
+                        for word in 0..<length { let value = acc[word] & source[word]; acc[word] = value; any |= value }
+                    }
+                } else {
+                    for word in 0..<length { tmp[word] = source[word] }
+                    for ref in denseStart + 1..<denseEnd {
+                        let other = arena + refs[ref] + chunk
+                        for word in 0..<length { tmp[word] |= other[word] }
+                    }
+                    if first {
+                        for word in 0..<length { let value = tmp[word]; acc[word] = value; any |= value }
+                    } else {
+                        for word in 0..<length { let value = acc[word] & tmp[word]; acc[word] = value; any |= value }
+                    }
+                }
+            } else {
+                // A list of rows, maybe with bitsets: skip rows of earlier chunks, take this chunk's.
+                let rows = groupMeta[group * 5 + 2] == 0 ? indexRows : localRows
+                var cursor = cursors[group]
+                while cursor < sparseEnd && Int(rows[cursor]) < firstRow { cursor += 1 }
+                if denseStart == denseEnd {
+                    if cursor == sparseEnd || Int(rows[cursor]) >= endRow {
+                        cursors[group] = cursor
+                        return false
+                    }
+                    for word in 0..<length { tmp[word] = 0 }
+                } else {
+                    let source = arena + refs[denseStart] + chunk
+                    for word in 0..<length { tmp[word] = source[word] }
+                    for ref in denseStart + 1..<denseEnd {
+                        let other = arena + refs[ref] + chunk
+                        for word in 0..<length { tmp[word] |= other[word] }
+                    }
+                }
+                while cursor < sparseEnd {
+                    let row = Int(rows[cursor])
+                    if row >= endRow { break }
+                    tmp[(row - firstRow) >> 6] |= 1 << UInt64(row & 63)
+                    cursor += 1
+                }
+                cursors[group] = cursor
+                if first {
+                    for word in 0..<length { let value = tmp[word]; acc[word] = value; any |= value }
+                } else {
+                    for word in 0..<length { let value = acc[word] & tmp[word]; acc[word] = value; any |= value }
+                }
+            }
+            if any == 0 { return false }
+        }
+        return true
+    }
+}
+
+/// Every filter's plan with its needs and OR-groups numbered, in flat arrays.
+struct CompiledPlans: Sendable {
+    /// Distinct needs; a need's number is its index.
+    let needs: [BitsetNeed]
+    /// Distinct OR-groups of two or more needs (by number), and how many filters use each.
+    let groups: [[Int32]]
+    let groupUses: [Int]
+    /// Per filter.
+    let never: [Bool]
+    /// Per filter: the `last_login_at` threshold, `Int64.min` for none.
+    let login: [Int64]
+    /// Filter `f`'s groups are `terms[termStarts[f] ..< termStarts[f + 1]]`: a need number (a group of
+    /// one need) when >= 0, else group number `-term - 1`.
+    let termStarts: [Int]
+    let terms: [Int32]
+
+    init(_ filters: [PreparedFilter], clock: EvaluationClock) {
+        // Plans in parallel; numbering in one pass.
+        let partSize = 4096
+        let parts = (filters.count + partSize - 1) / partSize
+        let slots = ResultSlots<[FilterPlan]>(count: parts)
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
+            let range = part * partSize..<min(filters.count, part * partSize + partSize)
+            slots.set(part, range.map { FilterPlan(filters[$0].conditions, clock: clock) })
+        }
+        var needNumbers: [BitsetNeed: Int32] = [:]
+        var groupNumbers: [[Int32]: Int32] = [:]
+        var needs: [BitsetNeed] = []
+        var groups: [[Int32]] = []
+        var groupUses: [Int] = []
+        var never: [Bool] = []
+        var login: [Int64] = []
+        var termStarts: [Int] = [0]
+        var terms: [Int32] = []
+        never.reserveCapacity(filters.count)
+        login.reserveCapacity(filters.count)
+        termStarts.reserveCapacity(filters.count + 1)
+        func number(_ need: BitsetNeed) -> Int32 {
+            if let number = needNumbers[need] { return number }
+            let number = Int32(needs.count)
+            needNumbers[need] = number
+            needs.append(need)
+            return number
+        }
+        for part in slots.values() {
+            for plan in part {
+                never.append(plan.never)
+                login.append(plan.loginThreshold ?? Int64.min)
+                if !plan.never {
+                    for group in plan.groups {
+                        if group.count == 1 {
+                            terms.append(number(group[0]))
+                        } else {
+                            let members = group.map(number)
+                            if let existing = groupNumbers[members] {
+                                groupUses[Int(existing)] += 1
+                                terms.append(-existing - 1)
+                            } else {
+                                let new = Int32(groups.count)
+                                groupNumbers[members] = new
+                                groups.append(members)
+                                groupUses.append(1)
+                                terms.append(-new - 1)
+                            }
+                        }
+                    }
+                }
+                termStarts.append(terms.count)
+            }
+        }
+        self.needs = needs
+        self.groups = groups
+        self.groupUses = groupUses
+        self.never = never
+        self.login = login
+        self.termStarts = termStarts
+        self.terms = terms
+    }
+}
+
+/// `MatchExclusions.excludes`, answered faster: the recorded pairs grouped by filter (sorted profile
+/// ids), the owner compared directly, and the block set asked only when it has any block.
+struct ExclusionIndex: Sendable {
+    private let byFilter: [Int64: [Int64]]
+    private let blocks: BlockSet?
+
+    init(_ exclusions: MatchExclusions) {
+        var byFilter: [Int64: [Int64]] = [:]
+        for pair in exclusions.existing { byFilter[pair.filterId, default: []].append(pair.profileId) }
+        for key in byFilter.keys { byFilter[key]!.sort() }
+        self.byFilter = byFilter
+        self.blocks = exclusions.blocks.count == 0 ? nil : exclusions.blocks
+    }
+
+    /// The profiles recorded for the filter, sorted.
+    func recorded(filterId: Int64) -> [Int64] { byFilter[filterId] ?? [] }
+
+    /// Exactly `MatchExclusions.excludes(filter, profileId:)`, given the filter's owner and `recorded(filterId:)`.
+    @inline(__always)
+    func excludes(owner: Int64, recorded: [Int64], profileId: Int64) -> Bool {
+        if profileId == owner { return true }
+        if let blocks, blocks.blocksEitherWay(owner, profileId) { return true }
+        if recorded.isEmpty { return false }
+        var low = 0, high = recorded.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if recorded[middle] < profileId { low = middle + 1 } else { high = middle }
+        }
+        return low < recorded.count && recorded[low] == profileId
+    }
+}

@@ -1,0 +1,94 @@
+/// The checks of runs.md's eligibility rule, other than the conditions themselves, in the order an
+/// explanation lists them. `ReferenceEvaluator.matches` and `explain` both evaluate them through
+/// `EligibilityFacts`, so the rule lives in this one place.
+public enum EligibilityRule: String, Sendable, Hashable, CaseIterable {
+    case profileActive = "profile active"
+    case ownerActive = "owner active"
+    case filterNotDeleted = "filter not deleted"
+    case filterValid = "filter valid"
+    case notTheOwner = "not the owner"
+    case noBlockEitherWay = "no block either way"
+}
+
+/// What the eligibility of one (filter, profile) pair depends on.
+struct EligibilityFacts<Blocks: BlockLookup> {
+    let profile: Profile?
+    let filter: SavedFilter
+    /// The filter's owner; nil when absent, or when the record given is not `filter.ownerId`'s.
+    let owner: FilterOwner?
+    let conditions: Result<FilterConditions, FilterValidationError>
+    let blocks: Blocks
+
+    init(
+        profile: Profile?, filter: SavedFilter, owner: FilterOwner?,
+        conditions: Result<FilterConditions, FilterValidationError>, blocks: Blocks
+    ) {
+        self.profile = profile
+        self.filter = filter
+        self.owner = owner?.id == filter.ownerId ? owner : nil
+        self.conditions = conditions
+        self.blocks = blocks
+    }
+
+    /// Whether `rule` holds. A missing profile or owner fails every rule about it.
+    func passes(_ rule: EligibilityRule) -> Bool {
+        switch rule {
+        case .profileActive:
+            return profile?.isActive ?? false
+        case .ownerActive:
+            return owner?.isActive ?? false
+        case .filterNotDeleted:
+            return !filter.isDeleted
+        case .filterValid:
+            if case .success = conditions { return true }
+            return false
+        case .notTheOwner:
+            guard let profile else { return false }
+            return profile.id != filter.ownerId
+        case .noBlockEitherWay:
+            guard let profile else { return false }
+            return !blocks.blocksEitherWay(profile.id, filter.ownerId)
+        }
+    }
+
+    /// Why `rule` holds or not, for an operator.
+    func detail(_ rule: EligibilityRule) -> String {
+        switch rule {
+        case .profileActive:
+            guard let profile else { return "profile not found" }
+            return "profile \(profile.id) status \(Profile.Status.describe(profile.status))"
+        case .ownerActive:
+            guard let owner else { return "owner \(filter.ownerId) not found" }
+            return "owner \(owner.id) status \(Profile.Status.describe(owner.status)), plan \(Profile.Plan.describe(owner.plan))"
+        case .filterNotDeleted:
+            guard let deletedAt = filter.deletedAt else { return "filter \(filter.id) not deleted" }
+            return "filter \(filter.id) deleted at \(deletedAt.iso8601)"
+        case .filterValid:
+            switch conditions {
+            case .success: return "valid"
+            case .failure(let error): return error.description
+            }
+        case .notTheOwner:
+            guard let profile else { return "profile not found" }
+            return profile.id == filter.ownerId
+                ? "profile \(profile.id) is the filter's owner"
+                : "profile \(profile.id), owner \(filter.ownerId)"
+        case .noBlockEitherWay:
+            guard let profile else { return "profile not found" }
+            return blocks.blocksEitherWay(profile.id, filter.ownerId)
+                ? "profile \(profile.id) and owner \(filter.ownerId) are blocked (one way or both)"
+                : "no block between profile \(profile.id) and owner \(filter.ownerId)"
+        }
+    }
+
+    /// Whether every rule holds.
+    var eligible: Bool {
+        EligibilityRule.allCases.allSatisfy(passes)
+    }
+
+    /// The conditions that count: those the owner's plan allows (an absent owner counts as free).
+    var effectiveConditions: (conditions: FilterConditions, ignoredPaidKeys: [String])? {
+        guard case .success(let decoded) = conditions else { return nil }
+        return decoded.effective(forOwnerPlan: owner?.plan ?? Profile.Plan.free)
+    }
+}

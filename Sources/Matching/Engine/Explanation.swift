@@ -1,0 +1,68 @@
+/// Why a profile does or does not match a saved filter (`matcher explain`).
+public struct Explanation: Sendable, Hashable, CustomStringConvertible {
+    /// One eligibility check (`EligibilityRule`).
+    public struct Check: Sendable, Hashable {
+        public let name: String
+        public let passed: Bool
+        public let detail: String
+
+        public init(name: String, passed: Bool, detail: String) {
+            self.name = name
+            self.passed = passed
+            self.detail = detail
+        }
+    }
+
+    public enum Outcome: Sendable, Hashable {
+        case pass
+        case fail
+        /// A condition on a paid item while the owner lacks the plan: not applied.
+        case ignoredNotOnPlan
+    }
+
+    /// One condition of the filter, with the profile's value.
+    public struct ConditionLine: Sendable, Hashable {
+        public let itemKey: String
+        public let profileValue: String
+        public let condition: String
+        public let outcome: Outcome
+
+        public init(itemKey: String, profileValue: String, condition: String, outcome: Outcome) {
+            self.itemKey = itemKey
+            self.profileValue = profileValue
+            self.condition = condition
+            self.outcome = outcome
+        }
+    }
+
+    /// Profile active, owner active, filter not deleted, filter valid (with the validation error),
+    /// not the owner, no block either way.
+    public let eligibility: [Check]
+    /// One per condition present in the filter, in catalogue order; empty when the filter is invalid.
+    public let conditions: [ConditionLine]
+    public let matches: Bool
+
+    public init(eligibility: [Check], conditions: [ConditionLine], matches: Bool) {
+        self.eligibility = eligibility
+        self.conditions = conditions
+        self.matches = matches
+    }
+
+    /// A plain-text report, one line per check and condition.
+    public var description: String {
+        var lines = ["matches: \(matches ? "yes" : "no")", "eligibility:"]
+        for check in eligibility {
+            lines.append("  \(check.passed ? "pass" : "FAIL")  \(check.name): \(check.detail)")
+        }
+        lines.append(conditions.isEmpty ? "conditions: none" : "conditions:")
+        for line in conditions {
+            let outcome = switch line.outcome {
+            case .pass: "pass"
+            case .fail: "FAIL"
+            case .ignoredNotOnPlan: "ignored (not on the owner's plan)"
+            }
+            lines.append("  \(outcome)  \(line.itemKey): \(line.profileValue); wants \(line.condition)")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

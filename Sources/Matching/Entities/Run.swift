@@ -1,0 +1,108 @@
+import Chronology
+
+public enum RunKind: String, Sendable, Hashable, Codable {
+    case run
+    case backfill
+}
+
+public enum RunStatus: String, Sendable, Hashable, Codable {
+    case running
+    case succeeded
+    case failed
+}
+
+/// Where change capture stands: an opaque token from the profile store (a PostgreSQL
+/// `pg_snapshot` in text form, or a version counter in memory). Changes committed
+/// after it are visible to a later run; changes visible in it were already considered.
+public struct ChangeMark: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let token: String
+    public init(_ token: String) { self.token = token }
+    public var description: String { token }
+}
+
+/// The phases a run reports timings for.
+public enum RunPhase: String, Sendable, Hashable, Codable, CaseIterable {
+    case read
+    case evaluate
+    case write
+}
+
+/// What a run has written so far; kept in the runs table and carried across a resume.
+public struct RunCounters: Sendable, Hashable, Codable {
+    public let candidates: Int
+    public let filtersEvaluated: Int
+    public let filtersInvalid: Int
+    public let filtersPaidIgnored: Int
+    public let matchesWritten: Int
+    public let notificationsWritten: Int
+
+    public init(candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
+                matchesWritten: Int = 0, notificationsWritten: Int = 0) {
+        self.candidates = candidates
+        self.filtersEvaluated = filtersEvaluated
+        self.filtersInvalid = filtersInvalid
+        self.filtersPaidIgnored = filtersPaidIgnored
+        self.matchesWritten = matchesWritten
+        self.notificationsWritten = notificationsWritten
+    }
+
+    public static let zero = RunCounters()
+
+    public static func + (a: RunCounters, b: RunCounters) -> RunCounters {
+        RunCounters(candidates: a.candidates + b.candidates,
+                    filtersEvaluated: a.filtersEvaluated + b.filtersEvaluated,
+                    filtersInvalid: a.filtersInvalid + b.filtersInvalid,
+                    filtersPaidIgnored: a.filtersPaidIgnored + b.filtersPaidIgnored,
+                    matchesWritten: a.matchesWritten + b.matchesWritten,
+                    notificationsWritten: a.notificationsWritten + b.notificationsWritten)
+    }
+}
+
+/// A row of the runs table (`matcher_runs`).
+public struct RunRecord: Sendable, Hashable {
+    public let id: Int64
+    public let kind: RunKind
+    public let shard: Shard
+    public let clock: Timestamp
+    public let maxPerFilter: Int
+    public let writesNotifications: Bool
+    public let status: RunStatus
+    /// The change-capture window: profiles changed after `since` (every profile when nil) and visible at `upTo`.
+    public let since: ChangeMark?
+    public let upTo: ChangeMark?
+    /// Filters up to and including this id have been written; a resumed run continues after it.
+    public let resumeAfterFilter: Int64?
+    /// The backfill's selection, so that only the same backfill resumes it.
+    public let parameters: String
+    public let counters: RunCounters
+
+    public init(id: Int64, kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
+                status: RunStatus, since: ChangeMark?, upTo: ChangeMark?, resumeAfterFilter: Int64?,
+                parameters: String, counters: RunCounters) {
+        self.id = id
+        self.kind = kind
+        self.shard = shard
+        self.clock = clock
+        self.maxPerFilter = maxPerFilter
+        self.writesNotifications = writesNotifications
+        self.status = status
+        self.since = since
+        self.upTo = upTo
+        self.resumeAfterFilter = resumeAfterFilter
+        self.parameters = parameters
+        self.counters = counters
+    }
+}
+
+/// A filter skipped as invalid, with the reason, for operators.
+public struct InvalidFilter: Sendable, Hashable {
+    public let filterId: Int64
+    public let ownerId: Int64
+    public let error: FilterValidationError
+
+    public init(filterId: Int64, ownerId: Int64, error: FilterValidationError) {
+        self.filterId = filterId
+        self.ownerId = ownerId
+        self.error = error
+    }
+}

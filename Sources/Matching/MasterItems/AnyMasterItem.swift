@@ -1,0 +1,58 @@
+/// A MasterItem, type-erased: its declaration as plain values, and its definition's functions.
+/// Two items are equal when their keys are.
+public struct AnyMasterItem: Sendable, Hashable, CustomStringConvertible {
+    public let key: String
+    public let column: String
+    public let storage: ColumnStorage
+    public let kind: ItemKind
+    public let domain: ClosedRange<Int32>?
+    public let requiredPlan: Int16
+    public let labels: [String]
+    /// The item's position in `MasterItem.all` (and in `Profile.values`).
+    public let index: Int
+    /// The item's definition.
+    public let definition: any MasterItemDefinition.Type
+
+    init(_ definition: any MasterItemDefinition.Type, index: Int) {
+        self.key = definition.key
+        self.column = definition.column
+        self.storage = definition.storage
+        self.kind = definition.kind
+        self.domain = definition.domain
+        self.requiredPlan = definition.requiredPlan
+        self.labels = definition.labels
+        self.index = index
+        self.definition = definition
+    }
+
+    public func decodeCondition(_ json: JSONValue) throws(FilterValidationError) -> ConditionForm {
+        try definition.decodeCondition(json)
+    }
+
+    public func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
+        definition.evaluate(form, on: value, clock: clock)
+    }
+
+    public func describe(value: ItemValue, clock: EvaluationClock) -> String {
+        definition.describe(value: value, clock: clock)
+    }
+
+    public func describe(condition: ConditionForm, clock: EvaluationClock) -> String {
+        definition.describe(condition: condition, clock: clock)
+    }
+
+    /// The orientation label of `code`, if the item has one.
+    public func label(for code: Int32) -> String? {
+        code >= 1 && code <= labels.count ? labels[Int(code) - 1] : nil
+    }
+
+    public var description: String { key }
+
+    public static func == (lhs: AnyMasterItem, rhs: AnyMasterItem) -> Bool {
+        lhs.key == rhs.key
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+    }
+}

@@ -1,0 +1,8 @@
+extension MasterItem {
+    /// 身長, in cm.
+    public enum Height: RangeItemDefinition {
+        public static let key = "height"
+        public static let column = "height_cm"
+        public static let domain: ClosedRange<Int32>? = 120...230
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+
+/// What a person reads (a run summary, an explanation), as data: titled sections of rows. One renderer
+/// turns any report into terminal text or JSON, so commands stay declarative and tests read values.
+public struct Report: Sendable, Hashable {
+    public let title: String
+    public let sections: [ReportSection]
+
+    public init(title: String, sections: [ReportSection]) {
+        self.title = title
+        self.sections = sections
+    }
+
+    public func section(_ title: String) -> ReportSection? { sections.first { $0.title == title } }
+}
+
+public struct ReportSection: Sendable, Hashable {
+    public enum Layout: Sendable, Hashable {
+        /// Label-value pairs: rows of two cells.
+        case fields
+        /// A table with these column names.
+        case table(columns: [String])
+    }
+
+    public let title: String
+    public let layout: Layout
+    public let rows: [[ReportValue]]
+
+    public static func fields(_ title: String, _ pairs: [(String, ReportValue)]) -> ReportSection {
+        ReportSection(title: title, layout: .fields, rows: pairs.map { [.text($0.0), $0.1] })
+    }
+
+    public static func table(_ title: String, columns: [String], rows: [[ReportValue]]) -> ReportSection {
+        ReportSection(title: title, layout: .table(columns: columns), rows: rows)
+    }
+
+    /// The value of a `fields` row by its label.
+    public func value(_ label: String) -> ReportValue? {
+        rows.first { $0.first == .text(label) }.flatMap { $0.count > 1 ? $0[1] : nil }
+    }
+}
+
+public enum ReportValue: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+    case text(String)
+    case integer(Int)
+    case seconds(Double)
+    case flag(Bool)
+    case none
+
+    public init(stringLiteral value: String) { self = .text(value) }
+
+    public var description: String {
+        switch self {
+        case .text(let s): return s
+        case .integer(let n): return String(n)
+        case .seconds(let s): return String(format: "%.3f s", s)
+        case .flag(let b): return b ? "yes" : "no"
+        case .none: return "-"
+        }
+    }
+}
+
+public enum ReportFormat: String, Sendable, CaseIterable {
+    case text
+    case json
+}
+
+public enum ReportRenderer {
+    public static func render(_ report: Report, as format: ReportFormat) -> String {
+        switch format {
+        case .text: return text(report)
+        case .json: return json(report)
+        }
+    }
+
+    static func text(_ report: Report) -> String {
+        var lines = [report.title]
+        for section in report.sections {
+            lines.append("")
+            lines.append(section.title)
+            switch section.layout {
+            case .fields:
+                let width = section.rows.map { $0.first?.description.count ?? 0 }.max() ?? 0
+                for row in section.rows {
+                    let label = row.first?.description ?? ""
+                    let value = row.dropFirst().map(\.description).joined(separator: " ")
+                    lines.append("  " + label.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + value)
+                }
+            case .table(let columns):
+                let cells = [columns] + section.rows.map { $0.map(\.description) }
+                let widths = columns.indices.map { i in cells.map { i < $0.count ? $0[i].count : 0 }.max() ?? 0 }
+                for row in cells {
+                    let padded = columns.indices.map { i in
+                        (i < row.count ? row[i] : "").padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    }
+                    lines.append(("  " + padded.joined(separator: "  ")).trimmingTrailingSpaces())
+                }
+                if section.rows.isEmpty { lines.append("  (none)") }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func json(_ report: Report) -> String {
+        var sections: [String] = []
+        for section in report.sections {
+            let body: String
+            switch section.layout {
+            case .fields:
+                body = "{" + section.rows.map { row in
+                    jsonString(key(row.first?.description ?? "")) + ": " + jsonValue(row.count > 1 ? row[1] : .none)
+                }.joined(separator: ", ") + "}"
+            case .table(let columns):
+                body = "[" + section.rows.map { row in
+                    "{" + columns.indices.map { i in
+                        jsonString(key(columns[i])) + ": " + jsonValue(i < row.count ? row[i] : .none)
+                    }.joined(separator: ", ") + "}"
+                }.joined(separator: ", ") + "]"
+            }
+            sections.append(jsonString(key(section.title)) + ": " + body)
+        }
+        return "{\"title\": \(jsonString(report.title)), " + sections.joined(separator: ", ") + "}"
+    }
+
+    /// "Matches written" -> "matches_written".
+    static func key(_ label: String) -> String {
+        label.lowercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
+            .split(separator: "_", omittingEmptySubsequences: true).joined(separator: "_")
+    }
+
+    static func jsonValue(_ value: ReportValue) -> String {
+        switch value {
+        case .text(let s): return jsonString(s)
+        case .integer(let n): return String(n)
+        case .seconds(let s): return String(format: "%.6f", s)
+        case .flag(let b): return b ? "true" : "false"
+        case .none: return "null"
+        }
+    }
+
+    static func jsonString(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+extension String {
+    fileprivate func trimmingTrailingSpaces() -> String {
+        var s = self
+        while s.last == " " { s.removeLast() }
+        return s
+    }
+}

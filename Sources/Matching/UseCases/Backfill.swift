@@ -1,0 +1,120 @@
+import Chronology
+import Foundation
+
+/// A backfill, started by hand (runs.md): the same evaluation as a run over a chosen set of profiles
+/// and filters. It writes matches like a run; notifications only when asked (`--notify`), so that a
+/// backfill never floods users. It does not move the shard's change-capture progress.
+///
+/// An interrupted backfill with the same selection and shard is resumed after its last committed unit.
+public struct Backfill: Sendable {
+    public struct Input: Sendable {
+        public let profiles: ProfileSelection
+        public let filters: FilterSelection
+        public let writesNotifications: Bool
+        public let now: Timestamp?
+        public let timeZone: TimeZone
+        public let shard: Shard
+        public let maxPerFilter: Int
+        public let dryRun: Bool
+
+        public init(profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
+                    now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
+                    dryRun: Bool = false) {
+            self.profiles = profiles
+            self.filters = filters
+            self.writesNotifications = writesNotifications
+            self.now = now
+            self.timeZone = timeZone
+            self.shard = shard
+            self.maxPerFilter = maxPerFilter
+            self.dryRun = dryRun
+        }
+
+        /// The selection in a stable text form: an interrupted backfill is resumed only by the same one.
+        var parameters: String {
+            let profilePart: String
+            switch profiles {
+            case .all: profilePart = "all"
+            case .changed(let from, let to): profilePart = "changed \(from.iso8601)..<\(to.iso8601)"
+            }
+            let filterPart: String
+            switch filters {
+            case .all: filterPart = "all"
+            case .ids(let ids): filterPart = "ids " + ids.sorted().map(String.init).joined(separator: ",")
+            case .owners(let ids): filterPart = "owners " + ids.sorted().map(String.init).joined(separator: ",")
+            }
+            return "{\"profiles\": \"\(profilePart)\", \"filters\": \"\(filterPart)\", \"notify\": \(writesNotifications)}"
+        }
+    }
+
+    private let pass: MatchingPass
+    private let profiles: any ProfileRepository
+    private let runs: any RunRepository
+    private let output: any RunOutputHandler
+
+    public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
+                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = ReferenceMatchEngine(),
+                output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
+                unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
+        self.pass = MatchingPass(filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
+                                 engine: engine, output: output, stop: stop,
+                                 unitFilterLimit: max(1, unitFilterLimit), unitMatchLimit: max(1, unitMatchLimit))
+        self.profiles = profiles
+        self.runs = runs
+        self.output = output
+    }
+
+    public func execute(_ input: Input) throws -> RunSummary {
+        guard let lock = try runs.tryLock(kind: .backfill, shard: input.shard) else {
+            throw RunLocked(kind: .backfill, shard: input.shard)
+        }
+        defer { lock.release() }
+
+        var timer = PhaseTimer()
+        timer.begin(.read, output)
+        let candidates = try profiles.profiles(input.profiles)
+        timer.end(.read, output)
+        output.handle(.candidatesLoaded(candidates.count))
+
+        if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
+           interrupted.parameters == input.parameters {
+            output.handle(.started(kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
+                                   resumed: true, dryRun: false))
+            return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id) { timer in
+                try pass.execute(
+                    .init(run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: input.timeZone),
+                          shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
+                          writesNotifications: interrupted.writesNotifications,
+                          resumeAfterFilter: interrupted.resumeAfterFilter),
+                    candidates: candidates, timings: &timer)
+            }
+        }
+
+        let now = try input.now ?? profiles.currentTime()
+        let clock = EvaluationClock(now: now, timeZone: input.timeZone)
+        if input.dryRun {
+            output.handle(.started(kind: .backfill, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
+            let outcome = try pass.execute(
+                .init(run: nil, clock: clock, shard: input.shard, selection: input.filters,
+                      maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
+                      resumeAfterFilter: nil),
+                candidates: candidates, timings: &timer)
+            return pass.summarize(runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
+                                  resumedId: nil, counters: outcome.counters + RunCounters(candidates: candidates.count),
+                                  found: outcome.matchesFound, timer: timer)
+        }
+
+        let run = try runs.start(NewRun(
+            kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,
+            writesNotifications: input.writesNotifications, since: nil, upTo: nil, parameters: input.parameters,
+            candidates: candidates.count))
+        output.handle(.started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
+        return try pass.finishing(run, timer: timer, resumedId: nil) { timer in
+            try pass.execute(
+                .init(run: run, clock: clock, shard: input.shard, selection: input.filters,
+                      maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
+                      resumeAfterFilter: nil),
+                candidates: candidates, timings: &timer)
+        }
+    }
+}

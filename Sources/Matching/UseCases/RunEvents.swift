@@ -1,0 +1,101 @@
+import Chronology
+import Foundation
+
+/// What a run or backfill reports while it works; the CLI, the logs and the tests observe the same events.
+public enum RunEvent: Sendable {
+    case started(kind: RunKind, shard: Shard, clock: Timestamp, runId: Int64?, resumed: Bool, dryRun: Bool)
+    case phaseStarted(RunPhase)
+    case phaseFinished(RunPhase, seconds: Double)
+    case candidatesLoaded(Int)
+    case filtersLoaded(total: Int, invalid: Int, paidIgnored: Int, ownerInactive: Int)
+    case invalidFilter(InvalidFilter)
+    case unitCommitted(filtersDone: Int, filtersTotal: Int, matches: Int, notifications: Int)
+    case finished(RunSummary)
+}
+
+/// Receives a run's events. Called from the run's own thread, in order.
+public protocol RunOutputHandler: Sendable {
+    func handle(_ event: RunEvent)
+}
+
+/// Drops every event.
+public struct SilentRunOutput: RunOutputHandler {
+    public init() {}
+    public func handle(_ event: RunEvent) {}
+}
+
+/// Keeps every event, for tests.
+public final class RecordingRunOutput: RunOutputHandler, @unchecked Sendable {
+    private let lock = NSLock()
+    private var recorded: [RunEvent] = []
+
+    public init() {}
+
+    public func handle(_ event: RunEvent) {
+        lock.lock()
+        recorded.append(event)
+        lock.unlock()
+    }
+
+    public var events: [RunEvent] {
+        lock.lock()
+        defer { lock.unlock() }
+        return recorded
+    }
+}
+
+/// Asked at every unit-of-work boundary whether to stop (SIGTERM, SIGINT, a deadline).
+public final class StopRequest: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reason: String?
+
+    public init() {}
+
+    public func request(_ reason: String) {
+        lock.lock()
+        if self.reason == nil { self.reason = reason }
+        lock.unlock()
+    }
+
+    public var requestedReason: String? {
+        lock.lock()
+        defer { lock.unlock() }
+        return reason
+    }
+}
+
+/// The run stopped at a unit boundary because a stop was requested; everything committed stays, and
+/// the next run resumes after it.
+public struct RunStopped: Error, Sendable, CustomStringConvertible {
+    public let reason: String
+    public let runId: Int64?
+    public var description: String {
+        "stopped at a unit-of-work boundary (\(reason)); committed work is kept and the next run resumes"
+            + (runId.map { " run \($0)" } ?? "")
+    }
+}
+
+/// Another process holds the run lock of this shard: nothing was written (exit status 75).
+public struct RunLocked: Error, Sendable, CustomStringConvertible {
+    public let kind: RunKind
+    public let shard: Shard
+    public var description: String {
+        "another \(kind.rawValue) of shard \(shard) holds the lock; nothing written"
+    }
+}
+
+/// What a run did: the summary line, the runs table row and the report are built from it.
+public struct RunSummary: Sendable, Hashable {
+    public let runId: Int64?
+    public let kind: RunKind
+    public let shard: Shard
+    public let clock: Timestamp
+    public let dryRun: Bool
+    /// The run this one finished, when an earlier process died before completing it.
+    public let resumedRunId: Int64?
+    public let counters: RunCounters
+    /// Matches that qualified in a dry run (nothing is written then).
+    public let matchesFound: Int
+    public let phaseSeconds: [RunPhase: Double]
+    public let totalSeconds: Double
+}

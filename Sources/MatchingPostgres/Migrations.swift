@@ -1,0 +1,152 @@
+import Foundation
+import PostgresClient
+
+/// One numbered file of `sql/`: `0001_app_tables.sql` is version 1.
+public struct Migration: Sendable, Hashable {
+    public let version: Int
+    public let name: String
+    public let sql: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+    }
+
+    /// FNV-1a of the text, to notice a migration edited after it was applied.
+    public var checksum: String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in sql.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return String(hash, radix: 16)
+    }
+}
+
+public struct MigrationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
+}
+
+/// Applies the migrations of `sql/` in order, each once, in its own transaction, recording applied
+/// versions in `matcher_schema_migrations`. Safe to repeat and to run concurrently.
+public struct MigrationRunner {
+    private let connection: PostgresConnection
+
+    public init(connection: PostgresConnection) {
+        self.connection = connection
+    }
+
+    /// Reads `NNNN_name.sql` files from `directory`, ordered by number.
+    public static func load(from directory: URL) throws -> [Migration] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw MigrationError(description: "cannot read migrations in \(directory.path): \(error.localizedDescription)")
+        }
+        var migrations: [Migration] = []
+        for name in names where name.hasSuffix(".sql") {
+            let stem = name.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]) else { continue }
+            let sql = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+            migrations.append(Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
+        }
+        migrations.sort { $0.version < $1.version }
+        for (a, b) in zip(migrations, migrations.dropFirst()) where a.version == b.version {
+            throw MigrationError(description: "two migrations numbered \(a.version) in \(directory.path)")
+        }
+        guard !migrations.isEmpty else {
+            throw MigrationError(description: "no migrations (NNNN_name.sql) in \(directory.path)")
+        }
+        return migrations
+    }
+
+    /// Finds the project's `sql/` folder: `MATCHER_SQL_DIR`, then `share/matcher/sql` beside the
+    /// executable's prefix, then the nearest `sql/` above the executable or the working directory.
+    public static func defaultDirectory(executable: URL = MigrationRunner.currentExecutable) -> URL? {
+        let fm = FileManager.default
+        func isMigrations(_ url: URL) -> Bool {
+            fm.fileExists(atPath: url.appendingPathComponent("0001_app_tables.sql").path)
+        }
+        if let env = ProcessInfo.processInfo.environment["MATCHER_SQL_DIR"], !env.isEmpty {
+            return URL(fileURLWithPath: env)
+        }
+        let binDir = executable.resolvingSymlinksInPath().deletingLastPathComponent()
+        let shared = binDir.deletingLastPathComponent().appendingPathComponent("share/matcher/sql")
+        if isMigrations(shared) { return shared }
+        for start in [binDir, URL(fileURLWithPath: fm.currentDirectoryPath)] {
+            var dir = start
+            for _ in 0..<8 {
+                let candidate = dir.appendingPathComponent("sql")
+                if isMigrations(candidate) { return candidate }
+                let parent = dir.deletingLastPathComponent()
+                if parent.path == dir.path { break }
+                dir = parent
+            }
+        }
+        return nil
+    }
+
+    /// Applies what is missing; returns the migrations applied now (empty when up to date).
+    @discardableResult
+    public func apply(_ migrations: [Migration]) throws -> [Migration] {
+        try connection.execute("""
+            CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+            )
+            """)
+        var applied: [Migration] = []
+        for migration in migrations {
+            let didApply = try connection.transaction { tx -> Bool in
+                // One migrator at a time; whoever waits sees the other's work and skips it.
+                try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(0)])
+                let existing = try tx.query(
+                    "SELECT checksum FROM matcher_schema_migrations WHERE version = $1", [.int4(Int32(migration.version))])
+                if let row = existing.rows.first {
+                    let recorded = try row.string(0)
+                    guard recorded == migration.checksum else {
+                        throw MigrationError(description:
+                            "migration \(migration.version) (\(migration.name)) was edited after it was applied; "
+                            + "add a new migration instead")
+                    }
+                    return false
+                }
+                do {
+                    try tx.execute(migration.sql)
+                } catch {
+                    throw MigrationError(description: "migration \(migration.version) (\(migration.name)) failed: \(error)")
+                }
+                try tx.query(
+                    "INSERT INTO matcher_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    [.int4(Int32(migration.version)), .text(migration.name), .text(migration.checksum)])
+                return true
+            }
+            if didApply { applied.append(migration) }
+        }
+        return applied
+    }
+
+    /// Versions recorded as applied.
+    public func appliedVersions() throws -> [Int] {
+        let exists = try connection.query("SELECT to_regclass('matcher_schema_migrations') IS NOT NULL")
+        guard try exists.rows.first?.bool(0) == true else { return [] }
+        return try connection.query("SELECT version FROM matcher_schema_migrations ORDER BY version").rows.map {
+            Int(try $0.int32(0))
+        }
+    }
+
+    /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).
+    public static var currentExecutable: URL {
+        if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            return URL(fileURLWithPath: path)
+        }
+        return URL(fileURLWithPath: CommandLine.arguments[0])
+    }
+
+    static let lockNamespace: Int32 = 0x4D_41_54_00   // "MAT\0"
+}

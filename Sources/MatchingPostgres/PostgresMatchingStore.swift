@@ -1,0 +1,390 @@
+import Chronology
+import Foundation
+import Matching
+import PostgresClient
+
+/// The repositories over PostgreSQL (runs.md's tables plus the worker's bookkeeping from `sql/`).
+///
+/// One work connection serves every read and unit of work; run locks live on connections of their
+/// own, opened by `openConnection`, so that a lock lasts exactly as long as its holder's session.
+public final class PostgresMatchingStore: @unchecked Sendable {
+    public let connection: PostgresConnection
+    let openConnection: @Sendable () throws -> PostgresConnection
+
+    /// - Parameters:
+    ///   - connection: the work connection (used from one thread at a time; the connection serializes).
+    ///   - openConnection: opens another connection to the same database, for run locks.
+    public init(connection: PostgresConnection, openConnection: @escaping @Sendable () throws -> PostgresConnection) {
+        self.connection = connection
+        self.openConnection = openConnection
+    }
+
+    /// The columns a profile is read from, in `Profile.values` order after id, status and plan.
+    static let profileColumns: String = (["id", "status", "plan"] + MasterItem.all.map(\.column))
+        .map { "p.\($0)" }.joined(separator: ", ")
+
+    /// Streams profiles with binary COPY. `whereSQL` may read settings made with `set_config` earlier in
+    /// the same transaction: COPY takes no parameters, so values reach it only that way.
+    func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true") throws -> [Profile] {
+        var profiles: [Profile] = []
+        let items = MasterItem.all
+        try tx.copyOut("COPY (SELECT \(Self.profileColumns) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
+            let id = try row.int64() ?? 0
+            let status = try row.int16() ?? 0
+            let plan = try row.int16() ?? 0
+            var values: [ItemValue] = []
+            values.reserveCapacity(items.count)
+            for item in items {
+                values.append(try Self.decode(item.storage, &row))
+            }
+            profiles.append(Profile(id: id, status: status, plan: plan, values: values))
+        }
+        return profiles
+    }
+
+    static func decode(_ storage: ColumnStorage, _ row: inout BinaryCopyRow) throws -> ItemValue {
+        switch storage {
+        case .smallint: return .code(try row.int16() ?? 0)
+        case .nullableSmallint: return .integer(try row.int16().map(Int32.init))
+        case .nullableDate: return .date(try row.date())
+        case .smallintArray: return .codes(try row.int16Array()?.map(Int32.init) ?? [])
+        case .integerArray: return .codes(try row.int32Array() ?? [])
+        case .boolean: return .flag(try row.bool() ?? false)
+        case .timestamptz: return .timestamp(try row.timestamp() ?? Timestamp(microsecondsSinceEpoch: 0))
+        }
+    }
+
+    /// `set_config(name, value, true)`: a transaction-local setting, the parameterized way into COPY.
+    func setLocal(_ tx: PostgresConnection, _ settings: [(String, String)]) throws {
+        for (name, value) in settings {
+            try tx.query("SELECT set_config($1, $2, true)", [.text(name), .text(value)])
+        }
+    }
+
+    static func filter(from row: PostgresRow) throws -> SavedFilter {
+        let every = try row.interval(5)
+        return SavedFilter(
+            id: try row.int64(0), ownerId: try row.int64(1), name: try row.optionalString(2),
+            conditionsJSON: try row.string(3), notify: try row.bool(4),
+            notifyEvery: NotifyInterval(months: every.months, days: every.days, microseconds: every.microseconds),
+            createdAt: try row.timestamp(6), updatedAt: try row.timestamp(7), deletedAt: try row.optionalTimestamp(8))
+    }
+
+    static let filterColumns = "id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at"
+}
+
+// MARK: - Profiles
+
+extension PostgresMatchingStore: ProfileRepository {
+    public func changedProfiles(since: ChangeMark?, upTo: ChangeMark?) throws -> ChangedProfiles {
+        // One REPEATABLE READ transaction: the mark is exactly the snapshot the profiles were read in.
+        let changed = try connection.transaction(isolation: .repeatableRead) { tx in
+            let mark = ChangeMark(try tx.query("SELECT pg_current_snapshot()::text").rows[0].string(0))
+            var conditions: [String] = []
+            var settings: [(String, String)] = []
+            if let since {
+                settings.append(("matcher.since", since.token))
+                conditions.append("""
+                    c.changed_by >= pg_snapshot_xmin(current_setting('matcher.since')::pg_snapshot)
+                    AND NOT pg_visible_in_snapshot(c.changed_by, current_setting('matcher.since')::pg_snapshot)
+                    """)
+            }
+            if let upTo {
+                settings.append(("matcher.up_to", upTo.token))
+                conditions.append("pg_visible_in_snapshot(c.changed_by, current_setting('matcher.up_to')::pg_snapshot)")
+            }
+            try setLocal(tx, settings)
+            let profiles: [Profile]
+            if conditions.isEmpty {
+                profiles = try copyProfiles(tx)
+            } else {
+                profiles = try copyProfiles(
+                    tx, from: "profiles p JOIN matcher_profile_changes c ON c.profile_id = p.id",
+                    where: conditions.joined(separator: " AND "))
+            }
+            return ChangedProfiles(profiles: profiles, mark: upTo ?? mark)
+        }
+        FaultInjection.reach("after-read")
+        return changed
+    }
+
+    public func profiles(_ selection: ProfileSelection) throws -> [Profile] {
+        try connection.transaction(isolation: .repeatableRead) { tx in
+            switch selection {
+            case .all:
+                return try copyProfiles(tx)
+            case .changed(let from, let to):
+                try setLocal(tx, [("matcher.from", from.iso8601), ("matcher.to", to.iso8601)])
+                return try copyProfiles(tx, where: """
+                    p.updated_at >= current_setting('matcher.from')::timestamptz
+                    AND p.updated_at < current_setting('matcher.to')::timestamptz
+                    """)
+            }
+        }
+    }
+
+    public func profile(id: Int64) throws -> Profile? {
+        try connection.transaction { tx in
+            try setLocal(tx, [("matcher.profile_id", String(id))])
+            return try copyProfiles(tx, where: "p.id = current_setting('matcher.profile_id')::bigint").first
+        }
+    }
+
+    public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
+        guard !ids.isEmpty else { return [:] }
+        var owners: [Int64: FilterOwner] = [:]
+        for row in try connection.query("SELECT id, status, plan FROM profiles WHERE id = ANY($1)", [.int8Array(ids)]).rows {
+            let owner = FilterOwner(id: try row.int64(0), status: try row.int16(1), plan: try row.int16(2))
+            owners[owner.id] = owner
+        }
+        return owners
+    }
+
+    public func currentTime() throws -> Timestamp {
+        try connection.query("SELECT now()").rows[0].timestamp(0)
+    }
+}
+
+// MARK: - Filters
+
+extension PostgresMatchingStore: FilterRepository {
+    public func filters(_ selection: FilterSelection, shard: Shard, afterId: Int64?) throws -> [SavedFilter] {
+        var sql = """
+            SELECT \(Self.filterColumns) FROM saved_filters
+            WHERE deleted_at IS NULL AND ((owner_id % $1) + $1) % $1 = $2 AND id > $3
+            """
+        var parameters: [PostgresValue] = [.int8(Int64(shard.count)), .int8(Int64(shard.index)), .int8(afterId ?? .min)]
+        switch selection {
+        case .all: break
+        case .ids(let ids):
+            sql += " AND id = ANY($4)"
+            parameters.append(.int8Array(ids))
+        case .owners(let owners):
+            sql += " AND owner_id = ANY($4)"
+            parameters.append(.int8Array(owners))
+        }
+        sql += " ORDER BY id"
+        return try connection.query(sql, parameters).rows.map(Self.filter(from:))
+    }
+
+    public func filter(id: Int64) throws -> SavedFilter? {
+        try connection.query("SELECT \(Self.filterColumns) FROM saved_filters WHERE id = $1", [.int8(id)])
+            .rows.first.map(Self.filter(from:))
+    }
+
+    public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
+        try connection.transaction { tx in
+            if !validIds.isEmpty {
+                try tx.query("DELETE FROM matcher_invalid_filters WHERE filter_id = ANY($1)", [.int8Array(validIds)])
+            }
+            guard !invalid.isEmpty else { return }
+            try tx.query("""
+                INSERT INTO matcher_invalid_filters AS i (filter_id, owner_id, item_key, reason, run_id, filter_updated_at)
+                SELECT u.filter_id, u.owner_id, NULLIF(u.item_key, ''), u.reason, $5, f.updated_at
+                FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(filter_id, owner_id, item_key, reason)
+                LEFT JOIN saved_filters f ON f.id = u.filter_id
+                ON CONFLICT (filter_id) DO UPDATE SET
+                    owner_id = EXCLUDED.owner_id, item_key = EXCLUDED.item_key, reason = EXCLUDED.reason,
+                    run_id = EXCLUDED.run_id, filter_updated_at = EXCLUDED.filter_updated_at,
+                    detected_at = CASE WHEN i.reason = EXCLUDED.reason THEN i.detected_at ELSE clock_timestamp() END
+                """,
+                [.int8Array(invalid.map(\.filterId)), .int8Array(invalid.map(\.ownerId)),
+                 .textArray(invalid.map { $0.error.itemKey ?? "" }), .textArray(invalid.map { $0.error.description }),
+                 .int8(runId)])
+        }
+    }
+
+    public func recordedInvalidFilters() throws -> [InvalidFilter] {
+        try connection.query("""
+            SELECT filter_id, owner_id, item_key, reason FROM matcher_invalid_filters ORDER BY filter_id
+            """).rows.map { row in
+            let key = try row.optionalString(2)
+            let reason = try row.string(3)
+            let prefix = key.map { "\($0): " } ?? ""
+            let problem = reason.hasPrefix(prefix) ? String(reason.dropFirst(prefix.count)) : reason
+            return InvalidFilter(filterId: try row.int64(0), ownerId: try row.int64(1),
+                                 error: FilterValidationError(itemKey: key, problem: problem))
+        }
+    }
+}
+
+// MARK: - Blocks
+
+extension PostgresMatchingStore: BlockRepository {
+    public func blocks(involving ids: [Int64]?) throws -> BlockSet {
+        var pairs: [(blocker: Int64, blocked: Int64)] = []
+        if let ids {
+            for row in try connection.query(
+                "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
+                [.int8Array(ids)]).rows {
+                pairs.append((try row.int64(0), try row.int64(1)))
+            }
+        } else {
+            try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
+                pairs.append((try row.int64() ?? 0, try row.int64() ?? 0))
+            }
+        }
+        return BlockSet(pairs)
+    }
+}
+
+// MARK: - Matches and notifications
+
+extension PostgresMatchingStore: MatchRepository {
+    public func existingPairs(profileIds: [Int64]?) throws -> Set<MatchPair> {
+        var pairs = Set<MatchPair>()
+        if let ids = profileIds, ids.count <= 50_000 {
+            guard !ids.isEmpty else { return pairs }
+            for row in try connection.query(
+                "SELECT filter_id, profile_id FROM filter_matches WHERE profile_id = ANY($1)", [.int8Array(ids)]).rows {
+                pairs.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
+            }
+            return pairs
+        }
+        // Many candidates: one sequential COPY beats index probes; keep the pairs of the candidates.
+        let wanted = profileIds.map(Set.init)
+        try connection.copyOut("COPY filter_matches (filter_id, profile_id) TO STDOUT (FORMAT binary)") { row in
+            let pair = MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0)
+            if wanted?.contains(pair.profileId) ?? true { pairs.insert(pair) }
+        }
+        return pairs
+    }
+
+    public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
+        let outcome = try connection.transaction { tx in
+            // 1. New pairs; a pair present already (from any run, backfill or concurrent shard) is skipped.
+            var filterIds: [Int64] = []
+            var profileIds: [Int64] = []
+            for result in unit.matches {
+                for profileId in result.profileIds {
+                    filterIds.append(result.filterId)
+                    profileIds.append(profileId)
+                }
+            }
+            var inserted = 0
+            if !filterIds.isEmpty {
+                inserted = try tx.query("""
+                    INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id)
+                    SELECT u.filter_id, u.profile_id, $3, $4
+                    FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
+                    ORDER BY u.filter_id, u.profile_id
+                    ON CONFLICT (filter_id, profile_id) DO NOTHING
+                    """,
+                    [.int8Array(filterIds), .int8Array(profileIds), .timestamptz(unit.clock.now), .int8(unit.runId)]
+                ).affectedRows
+            }
+
+            // 2. Notifications, decided under lock on the unit filters' unnotified matches.
+            var notificationsWritten = 0
+            if let notify = unit.notify?.filter({ $0.filter.notify }), !notify.isEmpty {
+                notificationsWritten = try writeNotifications(tx, notify, unit: unit, planner: planner)
+            }
+
+            // 3. The run's cursor and counters, in the same transaction.
+            let c = unit.filterCounters
+            try tx.query("""
+                UPDATE matcher_runs SET resume_after_filter = $2,
+                    filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
+                    filters_paid_ignored = filters_paid_ignored + $5,
+                    matches_written = matches_written + $6, notifications_written = notifications_written + $7
+                WHERE id = $1
+                """,
+                [.int8(unit.runId), .int8(unit.lastFilterId), .int4(Int32(c.filtersEvaluated)),
+                 .int4(Int32(c.filtersInvalid)), .int4(Int32(c.filtersPaidIgnored)), .int4(Int32(inserted)),
+                 .int4(Int32(notificationsWritten))])
+            FaultInjection.reach("unit-before-commit")
+            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: notificationsWritten)
+        }
+        FaultInjection.reach("unit-after-commit")
+        return outcome
+    }
+
+    private func writeNotifications(_ tx: PostgresConnection, _ notify: [NotificationCandidateFilter], unit: WorkUnit,
+                                    planner: NotificationPlanner) throws -> Int {
+        let ids = notify.map(\.filter.id)
+        let owners = notify.map(\.filter.ownerId)
+        // Lock the waiting matches in a fixed order: a concurrent writer for the same filters waits here,
+        // then finds them notified.
+        let waiting = try tx.query("""
+            SELECT m.filter_id, m.profile_id, p.status, p.last_login_at,
+                   EXISTS (SELECT 1 FROM blocks b
+                           WHERE (b.blocker_id = u.owner_id AND b.blocked_id = m.profile_id)
+                              OR (b.blocker_id = m.profile_id AND b.blocked_id = u.owner_id)) AS blocked
+            FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
+            JOIN filter_matches m ON m.filter_id = u.filter_id AND m.notification_id IS NULL
+            LEFT JOIN profiles p ON p.id = m.profile_id
+            ORDER BY m.filter_id, m.profile_id
+            FOR UPDATE OF m
+            """, [.int8Array(ids), .int8Array(owners)]).rows.map { row in
+            WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
+                         profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
+        }
+        guard !waiting.isEmpty else { return 0 }
+        var last: [Int64: Timestamp] = [:]
+        for row in try tx.query("""
+            SELECT filter_id, max(created_at) FROM notifications WHERE filter_id = ANY($1) GROUP BY filter_id
+            """, [.int8Array(Array(Set(waiting.map(\.filterId))))]).rows {
+            last[try row.int64(0)] = try row.timestamp(1)
+        }
+        let planned = planner.plan(filters: notify, waiting: waiting, lastNotifiedAt: last, clock: unit.clock)
+        guard !planned.isEmpty else { return 0 }
+
+        // Ids first, so that the notifications go in with one COPY and their matches point at them.
+        let newIds = try tx.query(
+            "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
+            [.int4(Int32(planned.count))]).rows.map { try $0.int64(0) }
+        try tx.copyIn("""
+            COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id)
+            FROM STDIN (FORMAT binary)
+            """) { writer in
+            for (id, n) in zip(newIds, planned) {
+                writer.beginRow(fieldCount: 7)
+                writer.write(id)
+                writer.write(n.recipientId)
+                writer.write(n.filterId)
+                writer.write(Int32(n.matchCount))
+                writer.write(n.shownProfileIds)
+                writer.write(unit.clock.now)
+                writer.write(unit.runId)
+            }
+        }
+        var markFilter: [Int64] = []
+        var markProfile: [Int64] = []
+        var markNotification: [Int64] = []
+        for (id, n) in zip(newIds, planned) {
+            for profileId in n.countedProfileIds {
+                markFilter.append(n.filterId)
+                markProfile.append(profileId)
+                markNotification.append(id)
+            }
+        }
+        try tx.query("""
+            UPDATE filter_matches m SET notification_id = u.notification_id
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
+            """, [.int8Array(markFilter), .int8Array(markProfile), .int8Array(markNotification)])
+        return planned.count
+    }
+
+    public func matches(filterId: Int64) throws -> [FilterMatch] {
+        try connection.query("""
+            SELECT filter_id, profile_id, matched_at, run_id, notification_id FROM filter_matches
+            WHERE filter_id = $1 ORDER BY profile_id
+            """, [.int8(filterId)]).rows.map { row in
+            FilterMatch(filterId: try row.int64(0), profileId: try row.int64(1), matchedAt: try row.timestamp(2),
+                        runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4))
+        }
+    }
+
+    public func notifications(filterId: Int64) throws -> [MatchNotification] {
+        try connection.query("""
+            SELECT id, recipient_id, filter_id, match_count, profile_ids, created_at, sent_at, run_id
+            FROM notifications WHERE filter_id = $1 ORDER BY id
+            """, [.int8(filterId)]).rows.map { row in
+            MatchNotification(id: try row.int64(0), recipientId: try row.int64(1), filterId: try row.int64(2),
+                              matchCount: Int(try row.int32(3)), profileIds: try row.int64Array(4),
+                              createdAt: try row.timestamp(5), sentAt: try row.optionalTimestamp(6),
+                              runId: try row.optionalInt64(7))
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import CLibPQ
+import Foundation
+
+extension PostgresConnection {
+    /// A keyword/value connection string equal to `base` (keywords or a postgresql:// URI; nil or ""
+    /// for libpq's defaults) with `overriding` applied, for example `["dbname": "other"]`.
+    /// Throws `.usage` when libpq cannot parse `base`.
+    public static func conninfo(_ base: String?, overriding: [String: String]) throws -> String {
+        var pairs: [(String, String)] = []
+        if let base, !base.isEmpty {
+            guard let parsed = ConnectionString.parse(base) else {
+                throw PostgresError(kind: .usage, message: "libpq cannot parse the connection string")
+            }
+            pairs = parsed
+        }
+        for (key, value) in overriding.sorted(by: { $0.key < $1.key }) {
+            if let index = pairs.firstIndex(where: { $0.0 == key }) {
+                pairs[index].1 = value
+            } else {
+                pairs.append((key, value))
+            }
+        }
+        return pairs.map { "\($0.0)=\(ConnectionString.quote($0.1))" }.joined(separator: " ")
+    }
+}
+
+/// libpq connection string helpers: parsing, and keeping passwords out of error messages.
+enum ConnectionString {
+    /// The keywords `conninfo` sets, in libpq's order, or nil when libpq cannot parse it.
+    static func parse(_ conninfo: String) -> [(String, String)]? {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &errorMessage) else {
+            if let errorMessage { PQfreemem(errorMessage) }
+            return nil
+        }
+        defer { PQconninfoFree(options) }
+        return pairs(options)
+    }
+
+    private static func pairs(_ options: UnsafeMutablePointer<PQconninfoOption>) -> [(String, String)] {
+        var result: [(String, String)] = []
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val {
+                result.append((String(cString: keyword), String(cString: value)))
+            }
+            option += 1
+        }
+        return result
+    }
+
+    /// Whether `conninfo`, given to libpq as "dbname" with expand_dbname, names a database:
+    /// a plain name does; a connection string does when it sets dbname (or cannot be parsed,
+    /// in which case libpq reports the error).
+    static func namesDatabase(_ conninfo: String) -> Bool {
+        let isConnectionString = conninfo.contains("=")
+            || conninfo.hasPrefix("postgresql://") || conninfo.hasPrefix("postgres://")
+        guard isConnectionString else { return true }
+        guard let pairs = parse(conninfo) else { return true }
+        return pairs.contains { $0.0 == "dbname" && !$0.1.isEmpty }
+    }
+
+    static func quote(_ value: String) -> String {
+        let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+        return "'\(escaped)'"
+    }
+
+    /// The password a (possibly failed) PGconn was given.
+    static func secrets(of connection: OpaquePointer) -> [String] {
+        guard let options = PQconninfo(connection) else { return [] }
+        defer { PQconninfoFree(options) }
+        return pairs(options).filter { $0.0 == "password" }.map(\.1)
+    }
+
+    /// Passwords in a connection string, also a malformed one (whose fragments libpq may quote).
+    static func secrets(in conninfo: String) -> [String] {
+        var found = parse(conninfo)?.filter { $0.0 == "password" }.map(\.1) ?? []
+        for match in conninfo.matches(of: #/password\s*=\s*'((?:[^'\\]|\\.)*)'/#) {
+            found.append(String(match.output.1))
+        }
+        for match in conninfo.matches(of: #/password\s*=\s*([^\s&']+)/#) {
+            found.append(String(match.output.1))
+        }
+        for match in conninfo.matches(of: #/://[^/@:]*:([^@/]*)@/#) {
+            found.append(String(match.output.1))
+            found.append(String(match.output.1).removingPercentEncoding ?? "")
+        }
+        return found
+    }
+
+    /// `text` without the given secrets and without anything that looks like `password=…`.
+    static func redact(_ text: String, secrets: [String]) -> String {
+        var text = text
+        for secret in Set(secrets) where secret.count >= 3 {
+            text = text.replacingOccurrences(of: secret, with: "********")
+        }
+        text.replace(#/password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&']+)/#, with: "password=********")
+        text.replace(#/(://[^/@:\s]*):[^@/\s]*@/#) { "\($0.output.1):********@" }
+        return text
+    }
+}

@@ -1,0 +1,267 @@
+import CLibPQ
+import Chronology
+
+extension PostgresConnection {
+    /// Streams `COPY … TO STDOUT (FORMAT binary)` (`sql` is the whole statement) and calls `row`
+    /// once per data row, with a cursor that is valid only during the call. Returns the row count.
+    ///
+    /// If `row` throws, the COPY is cancelled and drained, so that the connection stays usable,
+    /// and the error is rethrown.
+    @discardableResult
+    public func copyOut(_ sql: String, _ row: (inout BinaryCopyRow) throws -> Void) throws -> Int {
+        try withConnection { connection in
+            let start = PQexec(connection, sql)
+            defer { PQclear(start) }
+            guard PQresultStatus(start) == PGRES_COPY_OUT else {
+                try check(start, connection)
+                throw PostgresError(kind: .usage, message: "copyOut needs a COPY … TO STDOUT statement")
+            }
+            var parser = BinaryCopyParser()
+            do {
+                try receive(connection, into: &parser, row)
+            } catch {
+                // Stop the server from sending the rest, then discard what is already under way.
+                cancelCurrentStatement()
+                drainCopyOut(connection)
+                throw error
+            }
+            if let error = finishResults(connection) { throw error }
+            guard parser.isFinished else {
+                throw PostgresError(kind: .copy, message: "the COPY data ended without the binary trailer")
+            }
+            return parser.rowCount
+        }
+    }
+
+    private func receive(
+        _ connection: OpaquePointer, into parser: inout BinaryCopyParser, _ row: (inout BinaryCopyRow) throws -> Void
+    ) throws {
+        while true {
+            var buffer: UnsafeMutablePointer<CChar>?
+            let length = PQgetCopyData(connection, &buffer, 0)
+            if length == -1 { break }  // done; the final result follows
+            guard length >= 0, let buffer else { throw connectionError(connection) }
+            defer { PQfreemem(buffer) }
+            try parser.feed(UnsafeRawBufferPointer(start: buffer, count: Int(length)), row)
+        }
+        guard !parser.hasPartialData else {
+            throw PostgresError(kind: .copy, message: "the COPY data ended inside a row")
+        }
+    }
+}
+
+/// Splits binary COPY data into the header, rows and the trailer.
+struct BinaryCopyParser {
+    private static let signature: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00]
+    private(set) var rowCount = 0
+    private(set) var isFinished = false
+    private var hasHeader = false
+    /// Bytes of a row (or the header) that continues in the next chunk.
+    private var pending: [UInt8] = []
+
+    var hasPartialData: Bool { !pending.isEmpty }
+
+    /// Parses a chunk of COPY data as libpq hands it over. The server sends one message per row,
+    /// so rows are normally parsed straight from libpq's buffer; a row split between chunks is
+    /// put together in `pending` first.
+    mutating func feed(_ chunk: UnsafeRawBufferPointer, _ row: (inout BinaryCopyRow) throws -> Void) throws {
+        if pending.isEmpty {
+            let used = try consume(chunk, row)
+            if used < chunk.count { pending.append(contentsOf: chunk[used...]) }
+        } else {
+            pending.append(contentsOf: chunk)
+            var buffered = pending
+            pending = []  // `consume` must not see `pending` change under it
+            let used = try buffered.withUnsafeBytes { try consume($0, row) }
+            buffered.removeFirst(used)
+            pending = buffered
+        }
+    }
+
+    /// Calls `row` for each complete row in `bytes`; returns how many bytes were used (the rest
+    /// is an incomplete row, to be passed again with more data).
+    private mutating func consume(_ bytes: UnsafeRawBufferPointer, _ row: (inout BinaryCopyRow) throws -> Void) throws -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        let count = bytes.count
+        var offset = 0
+        if !hasHeader {
+            guard count >= 19 else { return 0 }
+            guard Self.signature.withUnsafeBytes({ $0.elementsEqual(UnsafeRawBufferPointer(start: base, count: 11)) }) else {
+                throw PostgresError(kind: .copy, message: "not binary COPY data; use COPY … TO STDOUT (FORMAT binary)")
+            }
+            let flags = base.uint32BE(at: 11)
+            guard flags & 0xFFFF == 0, flags & 0x1_0000 == 0 else {
+                throw PostgresError(kind: .copy, message: "unsupported binary COPY header flags \(flags)")
+            }
+            let extensionLength = Int(base.uint32BE(at: 15))
+            guard count >= 19 + extensionLength else { return 0 }
+            offset = 19 + extensionLength
+            hasHeader = true
+        }
+        while offset < count {
+            guard !isFinished else {
+                throw PostgresError(kind: .copy, message: "data after the binary COPY trailer")
+            }
+            guard offset + 2 <= count else { break }
+            let fieldCount = Int(base.int16BE(at: offset))
+            if fieldCount == -1 {
+                isFinished = true
+                offset += 2
+                continue
+            }
+            guard fieldCount >= 0 else {
+                throw PostgresError(kind: .copy, message: "invalid field count \(fieldCount)")
+            }
+            // Find the row's end; stop if it is not all here yet.
+            var end = offset + 2
+            var complete = true
+            for _ in 0..<fieldCount {
+                guard end + 4 <= count else { complete = false; break }
+                let length = Int(base.int32BE(at: end))
+                end += 4
+                if length > 0 {
+                    end += length
+                    guard end <= count else { complete = false; break }
+                } else if length < -1 {
+                    throw PostgresError(kind: .copy, message: "invalid field length \(length)")
+                }
+            }
+            guard complete else { break }
+            var cursor = BinaryCopyRow(fields: base + offset + 2, fieldCount: fieldCount)
+            try row(&cursor)
+            rowCount += 1
+            offset = end
+        }
+        return offset
+    }
+}
+
+/// A cursor over one row of binary COPY data: read the fields in order. Scalars are read
+/// straight from libpq's buffer, without allocating. Valid only inside the `copyOut` callback.
+public struct BinaryCopyRow {
+    private var position: UnsafeRawPointer
+    /// The number of fields in the row.
+    public let fieldCount: Int
+    /// The index of the next field to read.
+    public private(set) var fieldIndex = 0
+
+    /// `fields` points at the first field's length; the parser has checked that the row is complete.
+    init(fields: UnsafeRawPointer, fieldCount: Int) {
+        self.position = fields
+        self.fieldCount = fieldCount
+    }
+
+    /// Whether the next field is NULL (false when there is none); does not advance.
+    public func isNull() -> Bool {
+        fieldIndex < fieldCount && position.int32BE() == -1
+    }
+
+    /// Skips the next field.
+    public mutating func skip() throws {
+        _ = try next()
+    }
+
+    /// The next field's bytes, or nil for NULL.
+    @inline(__always)
+    private mutating func next() throws -> UnsafeRawBufferPointer? {
+        guard fieldIndex < fieldCount else {
+            throw PostgresError(kind: .decoding, message: "read past the last field (the row has \(fieldCount) fields)")
+        }
+        let length = Int(position.int32BE())
+        fieldIndex += 1
+        position += 4
+        guard length >= 0 else { return nil }
+        defer { position += length }
+        return UnsafeRawBufferPointer(start: position, count: length)
+    }
+
+    @inline(__always)
+    private mutating func next(length: Int, _ type: StaticString) throws -> UnsafeRawPointer? {
+        guard let bytes = try next() else { return nil }
+        guard bytes.count == length else {
+            throw PostgresError(
+                kind: .decoding, message: "field \(fieldIndex - 1): \(type) needs \(length) bytes, got \(bytes.count)")
+        }
+        return bytes.baseAddress!
+    }
+
+    /// Runs a decoder on the next field, naming the field in its errors.
+    private mutating func decode<T>(_ decoder: (UnsafeRawBufferPointer) throws -> T) throws -> T? {
+        guard let bytes = try next() else { return nil }
+        do {
+            return try decoder(bytes)
+        } catch let error as PostgresError {
+            throw PostgresError(kind: .decoding, message: "field \(fieldIndex - 1): \(error.message)")
+        }
+    }
+
+    public mutating func int16() throws -> Int16? {
+        try next(length: 2, "int2")?.int16BE()
+    }
+
+    public mutating func int32() throws -> Int32? {
+        try next(length: 4, "int4")?.int32BE()
+    }
+
+    public mutating func int64() throws -> Int64? {
+        try next(length: 8, "int8")?.int64BE()
+    }
+
+    public mutating func bool() throws -> Bool? {
+        try next(length: 1, "bool").map { $0.load(as: UInt8.self) != 0 }
+    }
+
+    public mutating func float8() throws -> Double? {
+        try next(length: 8, "float8").map { Double(bitPattern: $0.uint64BE()) }
+    }
+
+    /// text, varchar, bpchar or name, as UTF-8.
+    public mutating func string() throws -> String? {
+        try next().map(BinaryDecoding.string)
+    }
+
+    /// jsonb in binary (a version byte, 1, then the JSON text).
+    public mutating func jsonb() throws -> String? {
+        try decode(BinaryDecoding.jsonb)
+    }
+
+    public mutating func date() throws -> CalendarDate? {
+        try next(length: 4, "date").map { CalendarDate(postgresDays: $0.int32BE()) }
+    }
+
+    public mutating func timestamp() throws -> Timestamp? {
+        try next(length: 8, "timestamptz").map { Timestamp(postgresMicroseconds: $0.int64BE()) }
+    }
+
+    public mutating func interval() throws -> PostgresInterval? {
+        try next(length: 16, "interval").map(BinaryDecoding.interval)
+    }
+
+    /// A one-dimensional int2/int4/int8 array whose elements fit in Int16.
+    public mutating func int16Array() throws -> [Int16]? {
+        try decode { try BinaryDecoding.integerArray($0, as: Int16.self) }
+    }
+
+    public mutating func int32Array() throws -> [Int32]? {
+        try decode { try BinaryDecoding.integerArray($0, as: Int32.self) }
+    }
+
+    public mutating func int64Array() throws -> [Int64]? {
+        try decode { try BinaryDecoding.integerArray($0, as: Int64.self) }
+    }
+
+    /// A one-dimensional text (or varchar) array.
+    public mutating func stringArray() throws -> [String]? {
+        try decode(BinaryDecoding.textArray)
+    }
+
+    /// The next field's raw binary bytes.
+    public mutating func bytes() throws -> [UInt8]? {
+        try next().map { Array($0) }
+    }
+
+    /// The next field decoded as a value of type `oid`, as query results are.
+    public mutating func value(oid: UInt32) throws -> PostgresValue {
+        try decode { try BinaryDecoding.value(oid: oid, bytes: $0) } ?? .null
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// An error from the database client: a failed connection, an error reported by
+/// the server, a value that could not be decoded, a failed COPY, or a misuse of the API.
+public struct PostgresError: Error, CustomStringConvertible, Sendable {
+    public enum Kind: Sendable, Hashable {
+        /// Connecting failed, or the connection was lost.
+        case connection
+        /// The server reported an error (see `sqlState`).
+        case server
+        /// A received value did not have the expected type, length or shape.
+        case decoding
+        /// The COPY data stream was malformed or could not be sent.
+        case copy
+        /// The API was used incorrectly (closed connection, wrong statement, nested transaction, …).
+        case usage
+    }
+
+    public let kind: Kind
+    /// The five-character SQLSTATE of server errors ("42601", "23505", …).
+    public let sqlState: String?
+    public let message: String
+    public let detail: String?
+    public let hint: String?
+    /// The server's non-localized severity ("ERROR", "FATAL", "PANIC") for server errors.
+    public let severity: String?
+
+    public init(
+        kind: Kind, sqlState: String? = nil, message: String, detail: String? = nil, hint: String? = nil,
+        severity: String? = nil
+    ) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.severity = severity
+    }
+
+    /// One line, for example `ERROR 23505: duplicate key value violates unique constraint "t_pkey" (detail: Key (id)=(1) already exists.)`.
+    public var description: String {
+        var text: String
+        switch kind {
+        case .server:
+            text = "\(severity ?? "ERROR")\(sqlState.map { " \($0)" } ?? ""): \(message)"
+        case .connection:
+            text = sqlState.map { "connection error (\(severity ?? "ERROR") \($0)): \(message)" } ?? "connection error: \(message)"
+        case .decoding: text = "decoding error: \(message)"
+        case .copy: text = "COPY error: \(message)"
+        case .usage: text = "usage error: \(message)"
+        }
+        if let detail, !detail.isEmpty { text += " (detail: \(detail))" }
+        if let hint, !hint.isEmpty { text += " (hint: \(hint))" }
+        return singleLine(text)
+    }
+}
+
+extension PostgresError {
+    /// SQLSTATE 40001 or 40P01: the transaction may succeed when retried.
+    public var isSerializationFailure: Bool { sqlState == "40001" || sqlState == "40P01" }
+    /// SQLSTATE 23505.
+    public var isUniqueViolation: Bool { sqlState == "23505" }
+    /// SQLSTATE 57014: the statement was cancelled (`cancelCurrentStatement`, `statement_timeout`).
+    public var isQueryCanceled: Bool { sqlState == "57014" }
+}
+
+/// Joins libpq's multi-line messages ("…failed: …\n\tIs the server running…") into one line.
+func singleLine(_ text: String) -> String {
+    text.split(whereSeparator: \.isNewline)
+        .map { $0.trimmingCharacters(in: .whitespaces) }
+        .filter { !$0.isEmpty }
+        .joined(separator: " ")
+}

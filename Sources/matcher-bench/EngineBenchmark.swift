@@ -1,0 +1,384 @@
+import ArgumentParser
+import Chronology
+import Dispatch
+import Foundation
+import Matching
+
+/// The bitset engine in memory: generated profiles and filters, no database.
+struct EngineBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "Throughput of the bitset match engine on generated profiles and filters.",
+        discussion: """
+            Generates profiles (Tokyo-heavy residence, ages mostly 20–45, logins skewed to recent days) \
+            straight into ProfileColumns, and filters of 1–10 conditions around their owners, then times \
+            (a) counting every match of every filter while extracting its first --limit, and (b) the \
+            normal run (first --limit with early stop). Prints each repetition, the medians, pair \
+            evaluations per second (candidates × filters / seconds) and the peak RSS (VmHWM).
+            """)
+
+    @Option(help: "Profiles to generate (about 95% active).")
+    var profiles = 1_000_000
+
+    @Option(help: "Filters to generate.")
+    var filters = 100_000
+
+    @Option(help: "Matches extracted per filter (K).")
+    var limit = 100
+
+    @Option(help: "Repetitions of each mode; the median is reported.")
+    var repetitions = 3
+
+    @Option(help: "Seed of the generator.")
+    var seed: UInt64 = 2026
+
+    @Option(help: "Filters per block of the engine's scan.")
+    var filtersPerBlock = BitsetMatchEngine.Options().filtersPerBlock
+
+    @Option(help: "Recorded (filter, profile) pairs and blocks to generate as exclusions.")
+    var exclusions = 200_000
+
+    @Option(help: "Filters to check against the reference engine after the runs (0: none).")
+    var verify = 0
+
+    func validate() throws {
+        guard profiles > 0, filters > 0 else { throw ValidationError("--profiles and --filters must be positive") }
+        guard repetitions > 0 else { throw ValidationError("--repetitions must be positive") }
+        guard limit >= 0, exclusions >= 0, verify >= 0 else { throw ValidationError("negative option") }
+    }
+
+    func run() throws {
+        let clock = EvaluationClock(now: Timestamp(iso8601: "2026-03-01T03:00:00Z")!)
+        var started = ContinuousClock.now
+        var generator = BenchWorkload(seed: seed, clock: clock)
+        let columns = generator.columns(count: profiles)
+        let generated = started.elapsedSeconds
+        started = .now
+        let batch = CandidateBatch(columns)
+        let batchSeconds = started.elapsedSeconds
+        print("profiles: \(profiles) generated in \(format(generated)) s; \(batch.count) active candidates "
+              + "in cap order in \(format(batchSeconds)) s")
+
+        started = .now
+        let prepared = generator.filters(count: filters, columns: columns)
+        let exclusionSet = generator.exclusions(count: exclusions, filters: prepared, columns: columns)
+        print("filters: \(prepared.count) (\(format(Double(prepared.reduce(0) { $0 + $1.conditions.conditions.count }) / Double(prepared.count))) conditions on average) "
+              + "generated in \(format(started.elapsedSeconds)) s; exclusions: \(exclusionSet.existing.count) "
+              + "pairs, \(exclusionSet.blocks.count) blocks")
+        print("RSS after generation: \(PeakMemory.describe())")
+
+        var options = BitsetMatchEngine.Options()
+        options.filtersPerBlock = filtersPerBlock
+        let engine = BitsetMatchEngine(options: options)
+        let pairs = Double(batch.count) * Double(prepared.count)
+
+        print("\n(a) count every match, extract the first \(limit) per filter:")
+        var countingTimes: [Double] = []
+        var totalMatches = 0
+        var counted: [FilterResult] = []
+        for repetition in 1...repetitions {
+            started = .now
+            let evaluation = engine.evaluateCounting(prepared, against: batch, limit: limit, clock: clock,
+                                                     exclusions: exclusionSet)
+            let seconds = started.elapsedSeconds
+            countingTimes.append(seconds)
+            totalMatches = evaluation.matchCounts.reduce(0, +)
+            counted = evaluation.results
+            let s = evaluation.statistics
+            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s "
+                  + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s; "
+                  + "\(s.bitsets) bitsets = \(s.bitsetBytes >> 20) MiB, \(s.sparseRows) listed rows, "
+                  + "\(s.sharedGroups) shared groups)")
+        }
+        let countingMedian = median(countingTimes)
+        print("  matches: \(totalMatches) (\(format(Double(totalMatches) / Double(prepared.count))) per filter), "
+              + "extracted: \(counted.reduce(0) { $0 + $1.profileIds.count })")
+        print("  median: \(format(countingMedian)) s = \(rate(pairs / countingMedian)) pair evaluations/s")
+
+        print("\n(b) run mode: the first \(limit) per filter, early stop:")
+        var runTimes: [Double] = []
+        var results: [FilterResult] = []
+        for repetition in 1...repetitions {
+            started = .now
+            let evaluation = engine.evaluateWithStatistics(prepared, against: batch, limit: limit, clock: clock,
+                                                           exclusions: exclusionSet)
+            let seconds = started.elapsedSeconds
+            runTimes.append(seconds)
+            results = evaluation.results
+            let s = evaluation.statistics
+            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s "
+                  + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s)")
+        }
+        let runMedian = median(runTimes)
+        print("  found: \(results.reduce(0) { $0 + $1.profileIds.count }); same as (a): \(results == counted)")
+        print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
+
+        if verify > 0 {
+            let sample = Array(prepared.prefix(verify))
+            started = .now
+            let expected = ReferenceMatchEngine().evaluate(sample, against: batch, limit: limit, clock: clock,
+                                                           exclusions: exclusionSet)
+            let same = expected == Array(results.prefix(verify))
+            print("\nreference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
+                  + (same ? "identical" : "DIFFERENT"))
+            if !same { throw ExitCode.failure }
+        }
+        print("\npeak RSS (VmHWM): \(PeakMemory.describe())")
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2]
+            : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    private func format(_ value: Double) -> String { String(format: "%.3f", value) }
+
+    private func rate(_ value: Double) -> String { String(format: "%.2f×10^9", value / 1e9) }
+}
+
+extension ContinuousClock.Instant {
+    fileprivate var elapsedSeconds: Double {
+        let (seconds, attoseconds) = (ContinuousClock.now - self).components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// This process's memory from /proc/self/status.
+enum PeakMemory {
+    static func kilobytes(_ field: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        }
+        return nil
+    }
+
+    static func describe() -> String {
+        let peak = kilobytes("VmHWM").map { String(format: "%.0f MiB", Double($0) / 1024) } ?? "unknown"
+        let now = kilobytes("VmRSS").map { String(format: "%.0f MiB", Double($0) / 1024) } ?? "unknown"
+        return "peak \(peak), now \(now)"
+    }
+}
+
+/// SplitMix64.
+private struct BenchRandom: RandomNumberGenerator {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
+    mutating func chance(_ p: Double) -> Bool { unit() < p }
+    mutating func int(_ range: ClosedRange<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
+    mutating func normal(_ mean: Double, _ deviation: Double) -> Double {
+        let u = max(unit(), 1e-12), v = unit()
+        return mean + deviation * (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
+    }
+}
+
+/// A weighted choice among codes.
+private struct Weighted {
+    let codes: [Int32]
+    let cumulative: [Double]
+
+    init(_ pairs: [(Int32, Double)]) {
+        codes = pairs.map(\.0)
+        var total = 0.0
+        cumulative = pairs.map { total += $0.1; return total }
+    }
+
+    func draw(_ random: inout BenchRandom) -> Int32 {
+        let target = random.unit() * cumulative.last!
+        var low = 0, high = cumulative.count - 1
+        while low < high {
+            let middle = (low + high) / 2
+            if cumulative[middle] < target { low = middle + 1 } else { high = middle }
+        }
+        return codes[low]
+    }
+}
+
+/// Realistic-looking profiles and saved filters.
+private struct BenchWorkload {
+    var random: BenchRandom
+    let clock: EvaluationClock
+    let items = Dictionary(uniqueKeysWithValues: MasterItem.all.map { ($0.key, $0) })
+    /// Community ids: sparse up to Int32.max, popularity following a Zipf law.
+    let communityIds: [Int32]
+    let communityDraw: Weighted
+
+    static let residence = Weighted(
+        [(13, 30), (14, 12), (11, 8), (12, 7), (27, 8), (23, 5), (40, 4), (28, 3), (26, 2), (1, 2), (22, 1.5),
+         (34, 1.2), (4, 1)] + (1...48).map { (Int32($0), 0.35) } + [(0, 2)])
+    static let neighbours: [Int32: [Int32]] = [
+        13: [14, 11, 12, 19], 14: [13, 11, 12, 22], 11: [13, 12, 14, 10], 12: [13, 11, 14, 8],
+        27: [28, 26, 29, 30], 28: [27, 26, 33], 26: [27, 25, 29], 23: [21, 24, 22], 40: [41, 43, 44, 35],
+    ]
+
+    init(seed: UInt64, clock: EvaluationClock) {
+        random = BenchRandom(state: seed)
+        self.clock = clock
+        var ids = Set<Int32>()
+        while ids.count < 20_000 { ids.insert(Int32(truncatingIfNeeded: random.next() & 0x7FFF_FFFF) | 1) }
+        communityIds = ids.sorted()
+        communityDraw = Weighted(communityIds.enumerated().map { ($1, 1.0 / Double($0 + 1)) })
+    }
+
+    func index(_ key: String) -> Int { items[key]!.index }
+
+    mutating func age() -> Int {
+        random.chance(0.85) ? random.int(20...45) : (random.chance(0.3) ? random.int(18...19) : random.int(46...70))
+    }
+
+    mutating func single(_ key: String, unanswered: Double) -> Int16 {
+        if random.chance(unanswered) { return 0 }
+        let top = Int(items[key]!.domain!.upperBound)
+        // Skewed: low codes are the common answers.
+        let skew = random.unit() * random.unit()
+        return Int16(1 + Int(skew * Double(top)))
+    }
+
+    mutating func columns(count: Int) -> ProfileColumns {
+        var builder = ProfileColumns.Builder(reservingCapacity: count)
+        let now = clock.now.microsecondsSinceEpoch
+        let day = Timestamp.microsecondsPerDay
+        let runDay = clock.runDate.daysSinceEpoch
+        let singles = MasterItem.all.filter { $0.kind == .single && !["gender", "residence", "hometown"].contains($0.key) }
+        for id in 1...count {
+            let status: Int16 = random.chance(0.95) ? 1 : Int16(random.int(2...4))
+            builder.beginRow(id: Int64(id), status: status, plan: random.chance(0.2) ? 1 : 0)
+            let gender: Int16 = random.chance(0.55) ? 1 : 2
+            builder.appendCode(gender, item: index("gender"))
+            let birth = runDay - Int32(age() * 365 + random.int(0...364))
+            builder.appendDate(days: random.chance(0.02) ? nil : birth, item: index("age"))
+            let height = gender == 1 ? random.normal(171, 6) : random.normal(158, 5.5)
+            builder.appendInteger(random.chance(0.1) ? nil : Int32(min(230, max(120, height.rounded()))),
+                                  item: index("height"))
+            builder.appendInteger(random.chance(0.3) ? nil : Int32(1 + min(8, Int(random.unit() * random.unit() * 9 + random.unit() * 2))),
+                                  item: index("income"))
+            let residence = Int16(Self.residence.draw(&random))
+            builder.appendCode(residence, item: index("residence"))
+            builder.appendCode(random.chance(0.5) ? residence : Int16(Self.residence.draw(&random)), item: index("hometown"))
+            for item in singles {
+                builder.appendCode(single(item.key, unanswered: 0.15), item: item.index)
+            }
+            // Languages: Japanese, often English, rarely more.
+            builder.appendCodeElement(1, item: index("languages"))
+            if random.chance(0.3) { builder.appendCodeElement(2, item: index("languages")) }
+            if random.chance(0.05) { builder.appendCodeElement(Int32(random.int(3...30)), item: index("languages")) }
+            builder.endCodes(item: index("languages"))
+            for _ in 0..<random.int(0...5) {
+                builder.appendCodeElement(Int32(1 + Int(random.unit() * random.unit() * 40)), item: index("personality"))
+            }
+            builder.endCodes(item: index("personality"))
+            for _ in 0..<(random.chance(0.4) ? 0 : random.int(1...10)) {
+                builder.appendCodeElement(communityDraw.draw(&random), item: index("communities"))
+            }
+            builder.endCodes(item: index("communities"))
+            builder.appendFlag(random.chance(0.7), item: index("has_photo"))
+            builder.appendFlag(random.chance(0.6), item: index("has_introduction"))
+            builder.appendFlag(random.chance(0.5), item: index("verified"))
+            // Logins: a quarter within a day, over half within a week, the rest up to two years.
+            let loginDays = random.chance(0.25) ? random.unit() : random.chance(0.4) ? 1 + random.unit() * 6
+                : random.chance(0.5) ? 7 + random.unit() * 23 : 30 + random.unit() * 700
+            builder.appendTimestamp(microseconds: now - Int64(loginDays * Double(day)), item: index("last_login"))
+            builder.appendTimestamp(microseconds: now - Int64(random.unit() * 1_100 * Double(day)), item: index("registered"))
+        }
+        return builder.build()
+    }
+
+    mutating func filters(count: Int, columns: ProfileColumns) -> [PreparedFilter] {
+        guard case .codes(let genders) = columns.columns[index("gender")],
+              case .codes(let residences) = columns.columns[index("residence")],
+              case .dates(let births) = columns.columns[index("age")]
+        else { fatalError("unexpected columns") }
+        let runDay = clock.runDate.daysSinceEpoch
+        var result: [PreparedFilter] = []
+        result.reserveCapacity(count)
+        let now = clock.now
+        // Optional conditions: key, probability, and how to draw them.
+        for id in 1...count {
+            var row = random.int(0...columns.count - 1)
+            while columns.statuses[row] != 1 { row = random.int(0...columns.count - 1) }
+            let ownerPlan = columns.plans[row]
+            let ownerAge = births.answered[row] ? Int((runDay - births.values[row]) / 365) : 30
+            var members: [String] = []
+            if random.chance(0.95) { members.append(#""gender":{"anyOf":[\#(genders[row] == 1 ? 2 : 1)]}"#) }
+            if random.chance(0.9) {
+                let low = max(18, ownerAge - random.int(0...6)), high = min(120, ownerAge + random.int(0...8))
+                members.append(random.chance(0.15) ? #""age":{"min":\#(low)}"# : #""age":{"min":\#(low),"max":\#(high)}"#)
+            }
+            if random.chance(0.7) {
+                let home = Int32(residences[row] == 0 ? 13 : residences[row])
+                var codes = [home]
+                let near = Self.neighbours[home] ?? []
+                if !near.isEmpty { codes += near.prefix(random.int(0...near.count)) }
+                members.append(#""residence":{"anyOf":[\#(codes.map(String.init).joined(separator: ","))]}"#)
+            }
+            let extra = random.int(0...6)
+            var optional: [String] = []
+            while optional.count < extra {
+                let member: String
+                switch random.int(0...15) {
+                case 0: let low = 150 + random.int(0...30); member = #""height":{"min":\#(low),"max":\#(low + random.int(5...30))}"#
+                case 1: member = #""income":{"min":\#(random.int(2...6))}"#
+                case 2, 3: member = #""last_login":{"withinDays":\#([1, 3, 7, 14, 30][random.int(0...4)])}"#
+                case 4: member = #""has_photo":true"#
+                case 5: member = #""verified":true"#
+                case 6: member = random.chance(0.6) ? #""smoking":{"anyOf":[1]}"# : #""smoking":{"anyOf":[0,1,5]}"#
+                case 7: member = #""drinking":{"anyOf":[\#(random.chance(0.5) ? "1,3" : "1,2,3")]}"#
+                case 8: member = #""body_type":{"anyOf":[\#(random.chance(0.5) ? "1,2,3" : "2,3,4")]}"#
+                case 9: member = #""education":{"anyOf":[3,4]}"#
+                case 10: member = #""marital_status":{"anyOf":[1]}"#
+                case 11: member = #""marriage_intent":{"anyOf":[\#(random.chance(0.5) ? "1,2" : "1,2,3")]}"#
+                case 12:
+                    let codes = Set((0..<random.int(1...3)).map { _ in 1 + Int(random.unit() * random.unit() * 40) })
+                    member = #""personality":{"anyOf":[\#(codes.sorted().map(String.init).joined(separator: ","))]}"#
+                case 13:
+                    let codes = Set((0..<random.int(1...3)).map { _ in communityDraw.draw(&random) })
+                    member = #""communities":{"anyOf":[\#(codes.sorted().map(String.init).joined(separator: ","))]}"#
+                case 14: member = #""has_children":{"anyOf":[1]}"#
+                default: member = #""registered":{"withinDays":\#(random.chance(0.5) ? 30 : 90)}"#
+                }
+                let key = String(member.split(separator: "\"")[0])
+                if !members.contains(where: { $0.hasPrefix("\"\(key)\"") }) && !optional.contains(where: { $0.hasPrefix("\"\(key)\"") }) {
+                    optional.append(member)
+                }
+            }
+            members += optional
+            if members.isEmpty { members.append(#""has_photo":true"#) }
+            members = Array(members.prefix(10))
+            let json = "{" + members.joined(separator: ",") + "}"
+            let conditions: FilterConditions
+            do {
+                conditions = try FilterConditions.decode(json: json)
+            } catch {
+                fatalError("generated an invalid filter \(json): \(error)")
+            }
+            let ownerId = columns.ids[row]
+            let filter = SavedFilter(id: Int64(id), ownerId: ownerId, conditionsJSON: json, createdAt: now, updatedAt: now)
+            result.append(PreparedFilter(
+                filter: filter, owner: FilterOwner(id: ownerId, status: 1, plan: ownerPlan),
+                conditions: conditions.effective(forOwnerPlan: ownerPlan).conditions))
+        }
+        return result
+    }
+
+    mutating func exclusions(count: Int, filters: [PreparedFilter], columns: ProfileColumns) -> MatchExclusions {
+        var existing = Set<MatchPair>()
+        var blocks: [(blocker: Int64, blocked: Int64)] = []
+        for _ in 0..<count {
+            let filter = filters[random.int(0...filters.count - 1)]
+            let profile = columns.ids[random.int(0...columns.count - 1)]
+            existing.insert(MatchPair(filterId: filter.filter.id, profileId: profile))
+            if random.chance(0.25) { blocks.append((filter.owner.id, profile)) }
+        }
+        return MatchExclusions(existing: existing, blocks: BlockSet(blocks))
+    }
+}

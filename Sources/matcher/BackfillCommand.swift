@@ -1,0 +1,65 @@
+import ArgumentParser
+import Chronology
+import Foundation
+import Logging
+import Matching
+import MatchingPostgres
+
+struct Backfill: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Evaluate chosen filters against chosen profiles; writes matches, and notifications only with --notify.")
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: RunOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(help: "Only profiles whose updated_at is at or after this time (ISO 8601).")
+    var changedSince: String?
+    @Option(help: "Only profiles whose updated_at is before this time (ISO 8601; default: the run's clock).")
+    var changedBefore: String?
+    @Option(name: .customLong("filter"), parsing: .upToNextOption, help: "Only these filter ids (repeatable).")
+    var filterIds: [Int64] = []
+    @Option(name: .customLong("owner"), parsing: .upToNextOption, help: "Only the filters of these owners (repeatable).")
+    var ownerIds: [Int64] = []
+    @Flag(help: "Also write notifications (default: no, so that a backfill never floods users).")
+    var notify = false
+
+    func validate() throws {
+        if !filterIds.isEmpty && !ownerIds.isEmpty {
+            throw ValidationError("choose filters by --filter or by --owner, not both")
+        }
+        for (flag, value) in [("--changed-since", changedSince), ("--changed-before", changedBefore)] {
+            if let value, Timestamp(iso8601: value) == nil {
+                throw ValidationError("\(flag) \(value): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
+            }
+        }
+    }
+
+    func run() throws {
+        Log.bootstrap(output.logFormat)
+        let logger = Logger(label: "matcher.backfill")
+        let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
+        try runReportingFailures(logger, "backfill", metrics: metrics) {
+            let store = try Database(database).store()
+            let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
+            let profiles: ProfileSelection
+            if changedSince != nil || changedBefore != nil {
+                let from = changedSince.flatMap(Timestamp.init(iso8601:)) ?? Timestamp(microsecondsSinceEpoch: .min / 2)
+                let to = try changedBefore.flatMap(Timestamp.init(iso8601:)) ?? options.now ?? store.currentTime()
+                profiles = .changed(from: from, to: to)
+            } else {
+                profiles = .all
+            }
+            let filters: FilterSelection = !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
+            let useCase = Matching.Backfill(
+                profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                engine: ReferenceMatchEngine(), output: LoggingRunOutput(logger: logger), stop: trap.stop,
+                unitFilterLimit: options.unitFilters)
+            let summary = try useCase.execute(.init(
+                profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
+                timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))
+            printReport(.runSummary(summary), output.format)
+            return summary
+        }
+    }
+}

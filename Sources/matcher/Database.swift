@@ -1,0 +1,56 @@
+import Foundation
+import MatchingPostgres
+import PostgresClient
+
+/// Opens connections as configured, with deadlines so that a silent network fails the run instead of
+/// hanging it: connect_timeout, TCP keepalives and user timeout, and a statement_timeout.
+struct Database {
+    let conninfo: String?
+    let options: [String: String]
+
+    init(_ settings: DatabaseOptions) {
+        let fromEnvironment = ProcessInfo.processInfo.environment["DATABASE_URL"]
+        conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
+        var options: [String: String] = [
+            "application_name": "matcher",
+            "connect_timeout": String(settings.connectTimeout),
+            "keepalives": "1",
+            "keepalives_idle": "30",
+            "keepalives_interval": "10",
+            "keepalives_count": "3",
+            "tcp_user_timeout": "60000",
+        ]
+        if settings.statementTimeout > 0 {
+            options["options"] = "-c statement_timeout=\(settings.statementTimeout * 1000)"
+        }
+        // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
+        // so it is never in the environment, the command line or a log.
+        if let password = Database.passwordFromFile() { options["password"] = password }
+        self.options = options
+    }
+
+    static func passwordFromFile() -> String? {
+        let env = ProcessInfo.processInfo.environment
+        var paths: [String] = []
+        if let file = env["MATCHER_DATABASE_PASSWORD_FILE"], !file.isEmpty { paths.append(file) }
+        if let dir = env["CREDENTIALS_DIRECTORY"], !dir.isEmpty { paths.append(dir + "/database-password") }
+        for path in paths {
+            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+                return text.trimmingCharacters(in: .newlines)
+            }
+        }
+        return nil
+    }
+
+    func connect() throws -> PostgresConnection {
+        try PostgresConnection(conninfo, options: options)
+    }
+
+    func store() throws -> PostgresMatchingStore {
+        let conninfo = self.conninfo
+        let options = self.options
+        return PostgresMatchingStore(connection: try connect()) {
+            try PostgresConnection(conninfo, options: options)
+        }
+    }
+}

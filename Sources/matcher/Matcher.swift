@@ -1,0 +1,11 @@
+import ArgumentParser
+
+@main
+struct Matcher: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "matcher",
+        abstract: "Finds new matches for saved search filters and writes match and notification rows.",
+        subcommands: [Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self],
+        defaultSubcommand: nil
+    )
+}

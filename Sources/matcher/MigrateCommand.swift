@@ -1,0 +1,38 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MatchingPostgres
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply the migrations in sql/ to the configured database, in order, once each; safe to repeat.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "The folder of NNNN_name.sql migrations (default: $MATCHER_SQL_DIR, share/matcher/sql, or ./sql).")
+    var sqlDir: String?
+    @Option(help: "Log format on standard error: logfmt or json.")
+    var logFormat: LogFormat = .logfmt
+
+    func run() throws {
+        Log.bootstrap(logFormat)
+        let logger = Logger(label: "matcher.migrate")
+        try runReportingFailures(logger, "migrate") {
+            guard let directory = sqlDir.map({ URL(fileURLWithPath: $0) }) ?? MigrationRunner.defaultDirectory() else {
+                throw MigrationError(description: "no sql/ folder found; pass --sql-dir or set MATCHER_SQL_DIR")
+            }
+            let migrations = try MigrationRunner.load(from: directory)
+            let connection = try Database(database).connect()
+            defer { connection.close() }
+            let applied = try MigrationRunner(connection: connection).apply(migrations)
+            for migration in applied {
+                logger.info("migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            }
+            let latest = migrations.last.map { String($0.version) } ?? "-"
+            let names = applied.map { String(format: "%04d", $0.version) + "_" + $0.name }
+            print(applied.isEmpty
+                ? "matcher migrate: up to date (version \(latest))"
+                : "matcher migrate: applied \(names.joined(separator: ", ")) (now at version \(latest))")
+            return nil
+        }
+    }
+}

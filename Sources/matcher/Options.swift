@@ -1,0 +1,69 @@
+import ArgumentParser
+import Chronology
+import Foundation
+import Matching
+
+/// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
+struct DatabaseOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"),
+            help: "A libpq connection string or postgresql:// URI (default: $DATABASE_URL, else libpq's PG* defaults).")
+    var databaseURL: String?
+
+    @Option(help: "Seconds to wait for a connection before failing.")
+    var connectTimeout: Int = 10
+
+    @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
+    var statementTimeout: Int = 1_800
+}
+
+/// The flags every run-like command takes (cli.md).
+struct RunOptions: ParsableArguments {
+    @Option(help: "The run's clock, ISO 8601 (default: the database's clock when the run starts).",
+            transform: { text in
+                guard let t = Timestamp(iso8601: text) else {
+                    throw ValidationError("--now \(text): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
+                }
+                return t
+            })
+    var now: Timestamp?
+
+    @Option(help: "Run only the filters of owners with owner_id mod N = K, as K/N.",
+            transform: { text in
+                do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
+            })
+    var shard: Shard = .all
+
+    @Option(help: "At most this many new pairs per filter and run.")
+    var maxPerFilter: Int = 100
+
+    @Flag(help: "Evaluate and report; write nothing.")
+    var dryRun = false
+
+    @Option(help: "The time zone of the run's date (ages).")
+    var timeZone: String = "Asia/Tokyo"
+
+    @Option(help: "Filters per unit of work (each unit commits its matches, notifications and progress together).")
+    var unitFilters: Int = 2_000
+
+    func validate() throws {
+        guard unitFilters >= 1 else { throw ValidationError("--unit-filters must be at least 1") }
+        guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
+        guard TimeZone(identifier: timeZone) != nil else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
+    }
+
+    var zone: TimeZone { TimeZone(identifier: timeZone) ?? .tokyo }
+}
+
+/// How the command reports.
+struct OutputOptions: ParsableArguments {
+    @Option(help: "Report format: text or json.")
+    var format: ReportFormat = .text
+
+    @Option(help: "Log format on standard error: logfmt or json.")
+    var logFormat: LogFormat = .logfmt
+
+    @Option(help: "Write Prometheus text-format metrics to this file (atomically) after the run.")
+    var metricsFile: String?
+}
+
+extension ReportFormat: ExpressibleByArgument {}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Matching
+import MatchingPostgres
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "One incremental run: profiles changed since the shard's last successful run, against its filters.")
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var options: RunOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        Log.bootstrap(output.logFormat)
+        let logger = Logger(label: "matcher.run")
+        let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .run, shard: options.shard) }
+        try runReportingFailures(logger, "run", metrics: metrics) {
+            let store = try Database(database).store()
+            let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
+            let useCase = RunMatching(
+                profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                engine: ReferenceMatchEngine(), output: LoggingRunOutput(logger: logger), stop: trap.stop,
+                unitFilterLimit: options.unitFilters)
+            let summary = try useCase.execute(.init(
+                now: options.now, timeZone: options.zone, shard: options.shard,
+                maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))
+            printReport(.runSummary(summary), output.format)
+            return summary
+        }
+    }
+}

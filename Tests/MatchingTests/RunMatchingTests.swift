@@ -1,0 +1,376 @@
+import Chronology
+import Foundation
+import Testing
+@testable import Matching
+
+@Suite struct RunMatchingTests {
+    /// Owner 1 (a man) searches women in Tokyo; profiles 10... are candidates.
+    func seeded() -> InMemoryStore {
+        let store = InMemoryStore(now: World.day1)
+        store.save([
+            World.profile(1, gender: 1),
+            World.profile(10, loginHoursAgo: 5),
+            World.profile(11, loginHoursAgo: 1),
+            World.profile(12, loginHoursAgo: 1),
+            World.profile(13, residence: 27),       // Osaka: no match
+            World.profile(14, status: 2),           // hidden: not a candidate
+            World.profile(15, gender: 1),           // a man: no match
+        ])
+        store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}}"#)])
+        return store
+    }
+
+    @Test func firstRunConsidersEveryProfileAndWritesCappedMatchesAndOneNotification() throws {
+        let store = seeded()
+        let summary = try World.run(store, maxPerFilter: 100)
+        #expect(World.pairs(store).map(\.profileId) == [10, 11, 12])
+        #expect(summary.counters.candidates == 7)
+        #expect(summary.counters.matchesWritten == 3)
+        #expect(summary.counters.notificationsWritten == 1)
+        let note = try #require(store.allNotifications.first)
+        #expect(note.recipientId == 1)
+        #expect(note.matchCount == 3)
+        // Latest login first, ties by smallest id.
+        #expect(note.profileIds == [11, 12, 10])
+        #expect(note.createdAt == World.day1)
+        #expect(store.allMatches.allSatisfy { $0.notificationId == note.id && $0.matchedAt == World.day1 })
+    }
+
+    @Test func capKeepsLatestLoginThenSmallestId() throws {
+        let store = seeded()
+        _ = try World.run(store, maxPerFilter: 2)
+        #expect(World.pairs(store).map(\.profileId) == [11, 12])
+    }
+
+    @Test func rerunAddsNothing() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        let before = World.rows(store)
+        let again = try World.run(store)
+        #expect(again.counters.matchesWritten == 0)
+        #expect(again.counters.notificationsWritten == 0)
+        #expect(again.counters.candidates == 0)
+        let after = World.rows(store)
+        #expect(after.matches == before.matches)
+        #expect(after.notifications == before.notifications)
+    }
+
+    @Test func secondRunConsidersOnlyChangedProfilesAndNewFiltersWaitForBackfill() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        // Day 2: 13 moves to Tokyo; a new filter would match 10-12 but they did not change.
+        store.setClock(World.day2)
+        store.save([World.profile(13, residence: 13, at: World.day2)])
+        store.save([World.filter(101, owner: 15, #"{"gender": {"anyOf": [2]}}"#)])
+        let summary = try World.run(store, now: World.day2)
+        #expect(summary.counters.candidates == 1)
+        #expect(Set(World.pairs(store)) == Set([
+            MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11),
+            MatchPair(filterId: 100, profileId: 12), MatchPair(filterId: 100, profileId: 13),
+            MatchPair(filterId: 101, profileId: 13),
+        ]))
+        // A day has passed since filter 100's notification: a new digest with the one new match.
+        let notes = try store.notifications(filterId: 100)
+        #expect(notes.count == 2)
+        #expect(notes.last?.matchCount == 1)
+        #expect(notes.last?.profileIds == [13])
+    }
+
+    @Test func notifyEveryHoldsMatchesUntilDue() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        let halfDay = World.day1.adding(microseconds: 12 * 3_600_000_000)
+        store.setClock(halfDay)
+        store.save([World.profile(13, residence: 13, at: halfDay)])
+        let early = try World.run(store, now: halfDay)
+        #expect(early.counters.matchesWritten == 1)
+        #expect(early.counters.notificationsWritten == 0)
+        #expect(try store.matches(filterId: 100).first { $0.profileId == 13 }?.notificationId == nil)
+        // Exactly one day after the last notification: due, even with no new match in this run.
+        let due = try World.run(store, now: World.day2)
+        #expect(due.counters.notificationsWritten == 1)
+        let last = try #require(try store.notifications(filterId: 100).last)
+        #expect(last.profileIds == [13])
+        #expect(last.createdAt == World.day2)
+    }
+
+    @Test func notificationLeavesOutProfilesNoLongerEligible() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10), World.profile(11)])
+        store.save([World.filter(100, owner: 1, every: NotifyInterval(months: 0, days: 7, microseconds: 0))])
+        _ = try World.run(store)
+        // Day 2: two new matches, one hidden before the notification is due, one blocked.
+        store.save([World.profile(20, at: World.day2), World.profile(21, at: World.day2), World.profile(22, at: World.day2)])
+        _ = try World.run(store, now: World.day2)
+        #expect(try store.notifications(filterId: 100).count == 1)
+        let day9 = World.day1.adding(days: 8)
+        store.save([World.profile(20, status: 2, at: day9)])
+        store.block(21, 1)
+        store.setClock(day9)
+        let later = try World.run(store, now: day9)
+        #expect(later.counters.notificationsWritten == 1)
+        let digest = try #require(try store.notifications(filterId: 100).last)
+        #expect(digest.profileIds == [22])
+        #expect(digest.matchCount == 1)
+        let waiting = try store.matches(filterId: 100).filter { $0.notificationId == nil }.map(\.profileId)
+        #expect(waiting.sorted() == [20, 21])
+    }
+
+    @Test func noNotificationWhenNoWaitingMatchIsEligible() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, every: NotifyInterval(months: 0, days: 7, microseconds: 0))])
+        _ = try World.run(store)
+        #expect(store.allNotifications.count == 1)
+        // Day 2: a new match waits (not due for a week); then the owner blocks it.
+        store.save([World.profile(11, at: World.day2)])
+        #expect(try World.run(store, now: World.day2).counters.matchesWritten == 1)
+        store.block(1, 11)
+        let day9 = World.day1.adding(days: 8)
+        let summary = try World.run(store, now: day9)
+        #expect(summary.counters.notificationsWritten == 0)
+        #expect(store.allNotifications.count == 1)
+        #expect(try store.matches(filterId: 100).first { $0.profileId == 11 }?.notificationId == nil)
+    }
+
+    @Test func eligibilityExcludesOwnerBlocksInactiveOwnersDeletedAndNotifyOff() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([
+            World.profile(1, gender: 2),                 // owner searching women, is one
+            World.profile(2, gender: 1, status: 3),      // suspended owner
+            World.profile(3, gender: 1),
+            World.profile(10), World.profile(11), World.profile(12),
+        ])
+        store.block(1, 11)
+        store.block(12, 1)
+        store.save([
+            World.filter(100, owner: 1),
+            World.filter(101, owner: 2),
+            World.filter(102, owner: 3, deleted: true),
+            World.filter(103, owner: 3, notify: false),
+        ])
+        let summary = try World.run(store)
+        #expect(World.pairs(store).filter { $0.filterId == 100 }.map(\.profileId) == [10])
+        #expect(World.pairs(store).filter { $0.filterId == 101 || $0.filterId == 102 }.isEmpty)
+        #expect(World.pairs(store).filter { $0.filterId == 103 }.map(\.profileId) == [1, 10, 11, 12])
+        #expect(try store.notifications(filterId: 103).isEmpty)
+        #expect(summary.counters.filtersEvaluated == 2)
+        #expect(summary.counters.notificationsWritten == 1)
+    }
+
+    @Test func invalidFiltersAreSkippedRecordedAndCountedAndTheRunSucceeds() throws {
+        let store = seeded()
+        store.save([
+            World.filter(101, owner: 1, #"{"age": {"min": 40, "max": 30}}"#),
+            World.filter(102, owner: 1, #"{"favorite_color": {"anyOf": [1]}}"#),
+        ])
+        let output = RecordingRunOutput()
+        let summary = try World.run(store, output: output)
+        #expect(summary.counters.filtersInvalid == 2)
+        #expect(summary.counters.filtersEvaluated == 1)
+        let recorded = try store.recordedInvalidFilters()
+        #expect(recorded.map(\.filterId) == [101, 102])
+        #expect(recorded.map(\.error.description) == ["age: min 40 is greater than max 30", "favorite_color: unknown item"])
+        #expect(World.pairs(store).allSatisfy { $0.filterId == 100 })
+        // Fixed, it is evaluated again (on changed profiles) and forgotten as invalid.
+        store.save([World.filter(101, owner: 1, #"{"age": {"min": 20, "max": 40}}"#)])
+        store.save([World.profile(10, at: World.day1)])
+        _ = try World.run(store)
+        #expect(try store.recordedInvalidFilters().map(\.filterId) == [102])
+        #expect(World.pairs(store).contains(MatchPair(filterId: 101, profileId: 10)))
+    }
+
+    @Test func paidConditionIgnoredForFreeOwnerAndCounted() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([
+            World.profile(1, gender: 1, plan: 0), World.profile(2, gender: 1, plan: 1),
+            World.profile(10, communities: [7]), World.profile(11, communities: [8]),
+        ])
+        let json = #"{"gender": {"anyOf": [2]}, "communities": {"anyOf": [7]}}"#
+        store.save([World.filter(100, owner: 1, json), World.filter(101, owner: 2, json)])
+        let summary = try World.run(store)
+        #expect(World.pairs(store).filter { $0.filterId == 100 }.map(\.profileId) == [10, 11])
+        #expect(World.pairs(store).filter { $0.filterId == 101 }.map(\.profileId) == [10])
+        #expect(summary.counters.filtersPaidIgnored == 1)
+    }
+
+    @Test func dryRunWritesNothing() throws {
+        let store = seeded()
+        let summary = try World.run(store, dryRun: true)
+        #expect(summary.matchesFound == 3)
+        #expect(summary.runId == nil)
+        #expect(store.allMatches.isEmpty)
+        #expect(store.allNotifications.isEmpty)
+        #expect(store.allRuns.isEmpty)
+        // And a real run afterwards still considers every profile.
+        #expect(try World.run(store).counters.matchesWritten == 3)
+    }
+
+    @Test func concurrentStartOfTheSameShardIsRefused() throws {
+        let store = seeded()
+        let held = try #require(try store.tryLock(kind: .run, shard: .all))
+        #expect(throws: RunLocked.self) { try World.run(store) }
+        #expect(store.allMatches.isEmpty)
+        // Another shard and a backfill are not blocked by it.
+        #expect(try store.tryLock(kind: .run, shard: Shard(index: 0, count: 2)) != nil)
+        #expect(try store.tryLock(kind: .backfill, shard: .all) != nil)
+        held.release()
+        #expect(try World.run(store).counters.matchesWritten == 3)
+    }
+
+    func manyFilters() -> InMemoryStore {
+        let store = InMemoryStore(now: World.day1)
+        var profiles: [Profile] = []
+        for id in Int64(1)...40 {
+            profiles.append(World.profile(id, gender: Int16(id % 2 + 1), residence: Int16(id % 3 == 0 ? 27 : 13),
+                                          loginHoursAgo: Int(id % 7)))
+        }
+        store.save(profiles)
+        var filters: [SavedFilter] = []
+        for id in Int64(100)..<124 {
+            let gender = id % 2 + 1
+            filters.append(World.filter(id, owner: id - 99, #"{"gender": {"anyOf": [\#(gender)]}, "residence": {"anyOf": [13]}}"#,
+                                        notify: id % 5 != 0))
+        }
+        store.save(filters)
+        return store
+    }
+
+    @Test func crashBetweenUnitsThenRerunEqualsOneCleanRun() throws {
+        let clean = manyFilters()
+        _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        for failAfter in [0, 1, 3, 5] {
+            let crashed = manyFilters()
+            crashed.failCommit(after: failAfter)
+            #expect(throws: InMemoryCommitFailure.self) { try World.run(crashed, maxPerFilter: 3, unitFilterLimit: 4) }
+            let status = crashed.allRuns.last?.status
+            #expect(status == .failed)
+            let resumed = try World.run(crashed, maxPerFilter: 3, unitFilterLimit: 4)
+            #expect(resumed.resumedRunId == crashed.allRuns.first?.id)
+            #expect(World.rows(crashed).matches == World.rows(clean).matches, "failing after \(failAfter) units")
+            #expect(World.rows(crashed).notifications == World.rows(clean).notifications, "failing after \(failAfter) units")
+            let first = try #require(crashed.allRuns.first)
+            #expect(first.status == .succeeded)
+            #expect(first.counters.matchesWritten == clean.allRuns.first?.counters.matchesWritten)
+        }
+    }
+
+    @Test func shardsTogetherEqualOneRun() throws {
+        let whole = manyFilters()
+        _ = try World.run(whole, maxPerFilter: 3)
+        let sharded = manyFilters()
+        for k in 0..<4 {
+            _ = try World.run(sharded, shard: try Shard(index: k, count: 4), maxPerFilter: 3)
+        }
+        #expect(World.rows(sharded).matches == World.rows(whole).matches)
+        #expect(World.rows(sharded).notifications == World.rows(whole).notifications)
+        // Each shard keeps its own progress: a change is seen by every shard's next run.
+        sharded.save([World.profile(41, gender: 2, at: World.day1)])
+        var candidates: [Int] = []
+        for k in 0..<4 {
+            candidates.append(try World.run(sharded, shard: try Shard(index: k, count: 4)).counters.candidates)
+        }
+        #expect(candidates == [1, 1, 1, 1])
+    }
+
+    @Test func stopRequestEndsAtUnitBoundaryAndNextRunCompletes() throws {
+        let clean = manyFilters()
+        _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        let store = manyFilters()
+        let stop = StopRequest()
+        stop.request("SIGTERM")
+        let useCase = RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                                  stop: stop, unitFilterLimit: 4)
+        #expect(throws: RunStopped.self) { try useCase.execute(.init(now: World.day1, maxPerFilter: 3)) }
+        #expect(store.allMatches.isEmpty)
+        _ = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(World.rows(store).matches == World.rows(clean).matches)
+    }
+}
+
+@Suite struct BackfillTests {
+    @Test func backfillEvaluatesNewFilterAgainstUnchangedProfilesWithoutNotifying() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10), World.profile(11, residence: 27)])
+        _ = try World.run(store)
+        store.save([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#)])
+        #expect(try World.run(store).counters.matchesWritten == 0)
+        let summary = try World.backfill(store, .init(filters: .ids([100]), now: World.day1))
+        #expect(summary.kind == .backfill)
+        #expect(World.pairs(store) == [MatchPair(filterId: 100, profileId: 10)])
+        #expect(store.allNotifications.isEmpty)
+        // With --notify, waiting matches are notified.
+        store.save([World.profile(12)])
+        let notifying = try World.backfill(store, .init(filters: .owners([1]), writesNotifications: true, now: World.day1))
+        #expect(notifying.counters.notificationsWritten == 1)
+        #expect(store.allNotifications.first?.profileIds == [10, 12])
+    }
+
+    @Test func backfillByChangedWindow() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1)], updatedAt: World.day1)
+        store.save([World.profile(10)], updatedAt: World.day1.adding(days: -5))
+        store.save([World.profile(11)], updatedAt: World.day1.adding(days: -1))
+        store.save([World.filter(100, owner: 1)])
+        _ = try World.backfill(store, .init(profiles: .changed(from: World.day1.adding(days: -2), to: World.day1),
+                                            now: World.day1))
+        #expect(World.pairs(store).map(\.profileId) == [11])
+    }
+}
+
+@Suite struct ExplainMatchTests {
+    @Test func explainsEachConditionAndEligibility() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10, residence: 27)])
+        store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13, 14]}}"#)])
+        let result = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+            .execute(.init(filterId: 100, profileId: 10, now: World.day1))
+        #expect(result.explanation.matches == false)
+        #expect(result.explanation.conditions.map(\.itemKey) == ["gender", "residence"])
+        #expect(result.explanation.conditions.map(\.outcome) == [.pass, .fail])
+        let report = Report.explanation(result)
+        let text = ReportRenderer.render(report, as: .text)
+        #expect(text.contains("NO MATCH"))
+        #expect(text.contains("residence"))
+        let json = ReportRenderer.render(report, as: .json)
+        #expect(json.contains("\"conditions\": ["))
+        #expect(throws: ExplainMatch.FilterNotFound.self) {
+            try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+                .execute(.init(filterId: 999, profileId: 10, now: World.day1))
+        }
+    }
+}
+
+@Suite struct ReportTests {
+    @Test func runSummaryRendersAsTextAndJSON() throws {
+        let summary = RunSummary(runId: 7, kind: .run, shard: try Shard(index: 1, count: 4), clock: World.day1,
+                                 dryRun: false, resumedRunId: nil,
+                                 counters: RunCounters(candidates: 5, filtersEvaluated: 3, filtersInvalid: 1,
+                                                       matchesWritten: 9, notificationsWritten: 2),
+                                 matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75)
+        let report = Report.runSummary(summary)
+        #expect(report.section("Counts")?.value("Matches written") == .integer(9))
+        let text = ReportRenderer.render(report, as: .text)
+        #expect(text.hasPrefix("matcher run #7"))
+        #expect(text.contains("  Matches written                       9"))
+        let json = ReportRenderer.render(report, as: .json)
+        #expect(json.contains("\"matches_written\": 9"))
+        #expect(json.contains("\"shard\": \"1/4\""))
+        #expect(json.contains("\"read\": 0.500000"))
+    }
+
+    @Test func jsonEscapesControlAndQuotes() {
+        let report = Report(title: "t \"q\"\n", sections: [.fields("S", [("k", .text("a\u{1}b"))])])
+        #expect(ReportRenderer.render(report, as: .json) == #"{"title": "t \"q\"\n", "s": {"k": "a\u0001b"}}"#)
+    }
+}
+
+@Suite struct NotifyIntervalTests {
+    @Test func addsLikePostgres() throws {
+        let jan31 = try #require(Timestamp(iso8601: "2026-01-31T10:00:00Z"))
+        let month = NotifyInterval(months: 1, days: 0, microseconds: 0)
+        #expect(month.added(to: jan31, in: .tokyo).iso8601 == "2026-02-28T10:00:00Z")
+        let mixed = NotifyInterval(months: 0, days: 1, microseconds: 3_600_000_000)
+        #expect(mixed.added(to: jan31, in: .tokyo).iso8601 == "2026-02-01T11:00:00Z")
+    }
+}

@@ -1,0 +1,123 @@
+-- Least-privilege role for the matcher worker (`matcher run` / `matcher backfill`).
+--
+-- Run it as the owner of the tables (the role that applied sql/0001_*.sql,
+-- sql/0002_*.sql, ... via `matcher migrate`), connected to the matcher database:
+--
+--   psql "$OWNER_URL" -v worker_role=matcher_worker -f sql/roles/worker_role.sql
+--
+-- psql variables (all optional):
+--   worker_role  the worker's role name               (default matcher_worker)
+--   schema       the schema holding the tables        (default public)
+--   app_role     the application's role: see "The profiles trigger" below
+--
+-- It is idempotent and declarative: it creates the role when missing, revokes
+-- every table and sequence privilege the role has in the schema, then grants
+-- exactly the list below, in one transaction. Run it again after every
+-- migration (a new table is not granted by default on purpose).
+--
+-- The role is created NOLOGIN, with no password: nothing secret is in this
+-- file. To let the worker log in, once, as a superuser or CREATEROLE role:
+--   ALTER ROLE matcher_worker LOGIN;
+--   \password matcher_worker          -- psql prompts; the password never hits a log
+-- (or keep it NOLOGIN and GRANT it to a login role, or use certificate auth).
+-- An existing role's LOGIN/password are left as they are.
+--
+-- What the worker may do (shared/spec/runs.md):
+--   read         profiles, saved_filters, blocks (the app's tables)
+--   read, insert, update   filter_matches, notifications (+ notifications' identity)
+--   read, insert, update, delete   its bookkeeping: matcher_profile_changes,
+--                matcher_runs (+ identity), matcher_shard_progress,
+--                matcher_invalid_filters
+--   CONNECT on the database, USAGE on the schema.
+-- Not granted because `matcher run` does not use them: matcher_schema_migrations
+-- (read by `matcher migrate`, which runs as the owner) and TEMPORARY (note that
+-- PostgreSQL grants TEMPORARY to PUBLIC by default; revoke it from PUBLIC if
+-- your policy says so).
+-- What it may not: CREATE in the schema or database, DDL of any kind, DELETE or
+-- TRUNCATE of matches and notifications, any write to the app's tables, any
+-- other table. Run locks are advisory locks, which need no privilege.
+--
+-- The profiles trigger: matcher_record_profile_changes() (sql/0002) runs with
+-- the privileges of whoever writes profiles, i.e. the APP's role, which then
+-- needs INSERT, UPDATE and SELECT on matcher_profile_changes. The fix we
+-- recommend is a migration making it
+--     ALTER FUNCTION matcher_record_profile_changes() SECURITY DEFINER
+--         SET search_path = pg_catalog, public;
+-- (owned by the tables' owner), after which the app needs no grant on worker
+-- tables. Until then, pass -v app_role=NAME and this script grants the app
+-- role exactly that (and nothing when the function is already SECURITY DEFINER).
+
+\set ON_ERROR_STOP on
+\if :{?worker_role}
+\else
+\set worker_role matcher_worker
+\endif
+\if :{?schema}
+\else
+\set schema public
+\endif
+
+BEGIN;
+
+-- The role: created when missing, NOLOGIN and without any special attribute.
+SELECT format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS INHERIT',
+              :'worker_role')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'worker_role')
+\gexec
+
+-- Refuse to manage a role that bypasses privileges anyway (an error aborts
+-- the transaction and psql exits non-zero).
+SELECT format('DO $refuse$ BEGIN RAISE EXCEPTION %L; END $refuse$',
+              format('role %s is a superuser or bypasses row-level security: refusing to use it as the worker role', rolname))
+  FROM pg_roles
+ WHERE rolname = :'worker_role' AND (rolsuper OR rolbypassrls)
+\gexec
+
+-- Database and schema.
+SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'worker_role')
+\gexec
+SELECT format('REVOKE CREATE ON SCHEMA %I FROM %I', :'schema', :'worker_role')
+\gexec
+SELECT format('GRANT USAGE ON SCHEMA %I TO %I', :'schema', :'worker_role')
+\gexec
+
+-- Start from nothing in this schema, so that a privilege removed from this
+-- file is removed from the role on the next run.
+SELECT format('REVOKE ALL ON ALL TABLES IN SCHEMA %I FROM %I', :'schema', :'worker_role')
+\gexec
+SELECT format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA %I FROM %I', :'schema', :'worker_role')
+\gexec
+
+-- Tables. A missing table is an error (run the migrations first).
+SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :'worker_role')
+  FROM (VALUES
+        ('profiles',                'SELECT'),
+        ('saved_filters',           'SELECT'),
+        ('blocks',                  'SELECT'),
+        ('filter_matches',          'SELECT, INSERT, UPDATE'),
+        ('notifications',           'SELECT, INSERT, UPDATE'),
+        ('matcher_profile_changes', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE')
+       ) AS g(tbl, privileges)
+\gexec
+
+-- Identity sequences of the tables the worker inserts into (nextval needs USAGE).
+SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', s.seq, :'worker_role')
+  FROM (VALUES ('notifications'), ('matcher_runs')) AS t(tbl),
+       LATERAL (SELECT pg_get_serial_sequence(format('%I.%I', :'schema', t.tbl), 'id') AS seq) AS s
+ WHERE s.seq IS NOT NULL
+\gexec
+
+-- The app role and the profiles trigger (see the header).
+\if :{?app_role}
+SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE %I.matcher_profile_changes TO %I',
+              :'schema', :'app_role')
+ WHERE NOT (SELECT p.prosecdef
+              FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE n.nspname = :'schema' AND p.proname = 'matcher_record_profile_changes')
+\gexec
+\endif
+
+COMMIT;
