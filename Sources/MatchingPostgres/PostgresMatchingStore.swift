@@ -23,35 +23,29 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     static let profileColumns: String = (["id", "status", "plan"] + MasterItem.all.map(\.column))
         .map { "p.\($0)" }.joined(separator: ", ")
 
-    /// Streams profiles with binary COPY. `whereSQL` may read settings made with `set_config` earlier in
-    /// the same transaction: COPY takes no parameters, so values reach it only that way.
-    func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true") throws -> [Profile] {
-        var profiles: [Profile] = []
-        let items = MasterItem.all
+    /// Streams profiles with binary COPY straight into columns (no per-profile objects). `whereSQL`
+    /// may read settings made with `set_config` earlier in the same transaction: COPY takes no
+    /// parameters, so values reach it only that way.
+    func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true",
+                      expected: Int = 0) throws -> ProfileColumns {
+        var builder = ProfileColumns.Builder(reservingCapacity: expected)
+        let storages = MasterItem.all.map(\.storage)
         try tx.copyOut("COPY (SELECT \(Self.profileColumns) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
-            let id = try row.int64() ?? 0
-            let status = try row.int16() ?? 0
-            let plan = try row.int16() ?? 0
-            var values: [ItemValue] = []
-            values.reserveCapacity(items.count)
-            for item in items {
-                values.append(try Self.decode(item.storage, &row))
+            builder.beginRow(id: try row.int64() ?? 0, status: try row.int16() ?? 0, plan: try row.int16() ?? 0)
+            for (item, storage) in storages.enumerated() {
+                switch storage {
+                case .smallint: builder.appendCode(try row.int16() ?? 0, item: item)
+                case .nullableSmallint: builder.appendInteger(try row.int16().map(Int32.init), item: item)
+                case .nullableDate: builder.appendDate(days: try row.date()?.daysSinceEpoch, item: item)
+                case .smallintArray: builder.appendCodes((try row.int16Array() ?? []).lazy.map(Int32.init), item: item)
+                case .integerArray: builder.appendCodes(try row.int32Array() ?? [], item: item)
+                case .boolean: builder.appendFlag(try row.bool() ?? false, item: item)
+                case .timestamptz:
+                    builder.appendTimestamp(microseconds: try row.timestamp()?.microsecondsSinceEpoch ?? 0, item: item)
+                }
             }
-            profiles.append(Profile(id: id, status: status, plan: plan, values: values))
         }
-        return profiles
-    }
-
-    static func decode(_ storage: ColumnStorage, _ row: inout BinaryCopyRow) throws -> ItemValue {
-        switch storage {
-        case .smallint: return .code(try row.int16() ?? 0)
-        case .nullableSmallint: return .integer(try row.int16().map(Int32.init))
-        case .nullableDate: return .date(try row.date())
-        case .smallintArray: return .codes(try row.int16Array()?.map(Int32.init) ?? [])
-        case .integerArray: return .codes(try row.int32Array() ?? [])
-        case .boolean: return .flag(try row.bool() ?? false)
-        case .timestamptz: return .timestamp(try row.timestamp() ?? Timestamp(microsecondsSinceEpoch: 0))
-        }
+        return builder.build()
     }
 
     /// `set_config(name, value, true)`: a transaction-local setting, the parameterized way into COPY.
@@ -94,7 +88,7 @@ extension PostgresMatchingStore: ProfileRepository {
                 conditions.append("pg_visible_in_snapshot(c.changed_by, current_setting('matcher.up_to')::pg_snapshot)")
             }
             try setLocal(tx, settings)
-            let profiles: [Profile]
+            let profiles: ProfileColumns
             if conditions.isEmpty {
                 profiles = try copyProfiles(tx)
             } else {
@@ -108,7 +102,7 @@ extension PostgresMatchingStore: ProfileRepository {
         return changed
     }
 
-    public func profiles(_ selection: ProfileSelection) throws -> [Profile] {
+    public func profiles(_ selection: ProfileSelection) throws -> ProfileColumns {
         try connection.transaction(isolation: .repeatableRead) { tx in
             switch selection {
             case .all:
@@ -126,7 +120,8 @@ extension PostgresMatchingStore: ProfileRepository {
     public func profile(id: Int64) throws -> Profile? {
         try connection.transaction { tx in
             try setLocal(tx, [("matcher.profile_id", String(id))])
-            return try copyProfiles(tx, where: "p.id = current_setting('matcher.profile_id')::bigint").first
+            let found = try copyProfiles(tx, where: "p.id = current_setting('matcher.profile_id')::bigint")
+            return found.count > 0 ? found.profile(at: 0) : nil
         }
     }
 

@@ -35,11 +35,23 @@ struct EngineBenchmark: ParsableCommand {
     @Option(help: "Filters per block of the engine's scan.")
     var filtersPerBlock = BitsetMatchEngine.Options().filtersPerBlock
 
+    @Option(help: "MiB of bitsets for anyOf lists shared by several filters.")
+    var groupBudgetMib = BitsetMatchEngine.Options().sharedGroupBudgetBytes >> 20
+
+    @Option(help: "A code keeps a list of rows rather than a bitset below candidates / this.")
+    var sparseDivisor = BitsetMatchEngine.Options().sparseDivisor
+
     @Option(help: "Recorded (filter, profile) pairs and blocks to generate as exclusions.")
     var exclusions = 200_000
 
     @Option(help: "Filters to check against the reference engine after the runs (0: none).")
     var verify = 0
+
+    @Option(help: "Before each timed run, wait up to this many seconds for the CPUs to be 90% idle (shared machines).")
+    var waitIdle = 0
+
+    @Option(help: "Modes to time, comma-separated: count (a), run (b).")
+    var modes = "count,run"
 
     func validate() throws {
         guard profiles > 0, filters > 0 else { throw ValidationError("--profiles and --filters must be positive") }
@@ -69,23 +81,30 @@ struct EngineBenchmark: ParsableCommand {
 
         var options = BitsetMatchEngine.Options()
         options.filtersPerBlock = filtersPerBlock
+        options.sharedGroupBudgetBytes = groupBudgetMib << 20
+        options.sparseDivisor = sparseDivisor
         let engine = BitsetMatchEngine(options: options)
         let pairs = Double(batch.count) * Double(prepared.count)
 
+        let modeList = Set(modes.split(separator: ",").map(String.init))
+        var counted: [FilterResult] = []
+        if modeList.contains("count") {
         print("\n(a) count every match, extract the first \(limit) per filter:")
         var countingTimes: [Double] = []
         var totalMatches = 0
-        var counted: [FilterResult] = []
         for repetition in 1...repetitions {
+            CPUTime.waitForIdle(seconds: waitIdle)
             started = .now
+            let cpu = CPUTime.seconds()
             let evaluation = engine.evaluateCounting(prepared, against: batch, limit: limit, clock: clock,
                                                      exclusions: exclusionSet)
             let seconds = started.elapsedSeconds
+            let cpuSeconds = CPUTime.seconds() - cpu
             countingTimes.append(seconds)
             totalMatches = evaluation.matchCounts.reduce(0, +)
             counted = evaluation.results
             let s = evaluation.statistics
-            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s "
+            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
                   + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s; "
                   + "\(s.bitsets) bitsets = \(s.bitsetBytes >> 20) MiB, \(s.sparseRows) listed rows, "
                   + "\(s.sharedGroups) shared groups)")
@@ -94,31 +113,38 @@ struct EngineBenchmark: ParsableCommand {
         print("  matches: \(totalMatches) (\(format(Double(totalMatches) / Double(prepared.count))) per filter), "
               + "extracted: \(counted.reduce(0) { $0 + $1.profileIds.count })")
         print("  median: \(format(countingMedian)) s = \(rate(pairs / countingMedian)) pair evaluations/s")
+        }
 
+        var results: [FilterResult] = []
+        if modeList.contains("run") {
         print("\n(b) run mode: the first \(limit) per filter, early stop:")
         var runTimes: [Double] = []
-        var results: [FilterResult] = []
         for repetition in 1...repetitions {
+            CPUTime.waitForIdle(seconds: waitIdle)
             started = .now
+            let cpu = CPUTime.seconds()
             let evaluation = engine.evaluateWithStatistics(prepared, against: batch, limit: limit, clock: clock,
                                                            exclusions: exclusionSet)
             let seconds = started.elapsedSeconds
+            let cpuSeconds = CPUTime.seconds() - cpu
             runTimes.append(seconds)
             results = evaluation.results
             let s = evaluation.statistics
-            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s "
+            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
                   + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s)")
         }
         let runMedian = median(runTimes)
-        print("  found: \(results.reduce(0) { $0 + $1.profileIds.count }); same as (a): \(results == counted)")
+        print("  found: \(results.reduce(0) { $0 + $1.profileIds.count })"
+              + (counted.isEmpty ? "" : "; same as (a): \(results == counted)"))
         print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
+        }
 
         if verify > 0 {
             let sample = Array(prepared.prefix(verify))
             started = .now
             let expected = ReferenceMatchEngine().evaluate(sample, against: batch, limit: limit, clock: clock,
                                                            exclusions: exclusionSet)
-            let same = expected == Array(results.prefix(verify))
+            let same = expected == Array((results.isEmpty ? counted : results).prefix(verify))
             print("\nreference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
                   + (same ? "identical" : "DIFFERENT"))
             if !same { throw ExitCode.failure }
@@ -141,6 +167,39 @@ extension ContinuousClock.Instant {
     fileprivate var elapsedSeconds: Double {
         let (seconds, attoseconds) = (ContinuousClock.now - self).components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// This process's CPU time (user and system, every thread).
+enum CPUTime {
+    static func seconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// Waits (up to `seconds`) until the machine's CPUs were at least 90% idle over half a second.
+    static func waitForIdle(seconds: Int) {
+        guard seconds > 0 else { return }
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            guard let first = ticks() else { return }
+            Thread.sleep(forTimeInterval: 0.5)
+            guard let second = ticks() else { return }
+            let total = second.total - first.total
+            if total > 0 && (second.idle - first.idle) * 10 >= total * 9 { return }
+        }
+        print("  (the machine stayed busy)")
+    }
+
+    /// The aggregate CPU line of /proc/stat: all ticks, and idle plus iowait ticks.
+    private static func ticks() -> (total: Int, idle: Int)? {
+        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = stat.split(separator: "\n").first else { return nil }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Int($0) }
+        guard fields.count >= 5 else { return nil }
+        return (fields.reduce(0, +), fields[3] + fields[4])
     }
 }
 
@@ -208,7 +267,6 @@ private struct Weighted {
 private struct BenchWorkload {
     var random: BenchRandom
     let clock: EvaluationClock
-    let items = Dictionary(uniqueKeysWithValues: MasterItem.all.map { ($0.key, $0) })
     /// Community ids: sparse up to Int32.max, popularity following a Zipf law.
     let communityIds: [Int32]
     let communityDraw: Weighted
@@ -230,18 +288,12 @@ private struct BenchWorkload {
         communityDraw = Weighted(communityIds.enumerated().map { ($1, 1.0 / Double($0 + 1)) })
     }
 
-    func index(_ key: String) -> Int { items[key]!.index }
+    func index(_ key: String) -> Int { BenchWorkload.indexes[key]! }
 
-    mutating func age() -> Int {
+    static let indexes = Dictionary(uniqueKeysWithValues: MasterItem.all.map { ($0.key, $0.index) })
+
+    mutating func drawAge() -> Int {
         random.chance(0.85) ? random.int(20...45) : (random.chance(0.3) ? random.int(18...19) : random.int(46...70))
-    }
-
-    mutating func single(_ key: String, unanswered: Double) -> Int16 {
-        if random.chance(unanswered) { return 0 }
-        let top = Int(items[key]!.domain!.upperBound)
-        // Skewed: low codes are the common answers.
-        let skew = random.unit() * random.unit()
-        return Int16(1 + Int(skew * Double(top)))
     }
 
     mutating func columns(count: Int) -> ProfileColumns {
@@ -250,45 +302,51 @@ private struct BenchWorkload {
         let day = Timestamp.microsecondsPerDay
         let runDay = clock.runDate.daysSinceEpoch
         let singles = MasterItem.all.filter { $0.kind == .single && !["gender", "residence", "hometown"].contains($0.key) }
+            .map { ($0.index, Int($0.domain!.upperBound)) }
+        let gender = index("gender"), age = index("age"), height = index("height"), income = index("income")
+        let residenceItem = index("residence"), hometown = index("hometown"), languages = index("languages")
+        let personality = index("personality"), communities = index("communities"), hasPhoto = index("has_photo")
+        let hasIntroduction = index("has_introduction"), verified = index("verified")
+        let lastLogin = index("last_login"), registered = index("registered")
         for id in 1...count {
             let status: Int16 = random.chance(0.95) ? 1 : Int16(random.int(2...4))
             builder.beginRow(id: Int64(id), status: status, plan: random.chance(0.2) ? 1 : 0)
-            let gender: Int16 = random.chance(0.55) ? 1 : 2
-            builder.appendCode(gender, item: index("gender"))
-            let birth = runDay - Int32(age() * 365 + random.int(0...364))
-            builder.appendDate(days: random.chance(0.02) ? nil : birth, item: index("age"))
-            let height = gender == 1 ? random.normal(171, 6) : random.normal(158, 5.5)
-            builder.appendInteger(random.chance(0.1) ? nil : Int32(min(230, max(120, height.rounded()))),
-                                  item: index("height"))
+            let sex: Int16 = random.chance(0.55) ? 1 : 2
+            builder.appendCode(sex, item: gender)
+            let birth = runDay - Int32(drawAge() * 365 + random.int(0...364))
+            builder.appendDate(days: random.chance(0.02) ? nil : birth, item: age)
+            let centimetres = sex == 1 ? random.normal(171, 6) : random.normal(158, 5.5)
+            builder.appendInteger(random.chance(0.1) ? nil : Int32(min(230, max(120, centimetres.rounded()))),
+                                  item: height)
             builder.appendInteger(random.chance(0.3) ? nil : Int32(1 + min(8, Int(random.unit() * random.unit() * 9 + random.unit() * 2))),
-                                  item: index("income"))
+                                  item: income)
             let residence = Int16(Self.residence.draw(&random))
-            builder.appendCode(residence, item: index("residence"))
-            builder.appendCode(random.chance(0.5) ? residence : Int16(Self.residence.draw(&random)), item: index("hometown"))
-            for item in singles {
-                builder.appendCode(single(item.key, unanswered: 0.15), item: item.index)
+            builder.appendCode(residence, item: residenceItem)
+            builder.appendCode(random.chance(0.5) ? residence : Int16(Self.residence.draw(&random)), item: hometown)
+            for (item, top) in singles {
+                builder.appendCode(random.chance(0.15) ? 0 : Int16(1 + Int(random.unit() * random.unit() * Double(top))), item: item)
             }
             // Languages: Japanese, often English, rarely more.
-            builder.appendCodeElement(1, item: index("languages"))
-            if random.chance(0.3) { builder.appendCodeElement(2, item: index("languages")) }
-            if random.chance(0.05) { builder.appendCodeElement(Int32(random.int(3...30)), item: index("languages")) }
-            builder.endCodes(item: index("languages"))
+            builder.appendCodeElement(1, item: languages)
+            if random.chance(0.3) { builder.appendCodeElement(2, item: languages) }
+            if random.chance(0.05) { builder.appendCodeElement(Int32(random.int(3...30)), item: languages) }
+            builder.endCodes(item: languages)
             for _ in 0..<random.int(0...5) {
-                builder.appendCodeElement(Int32(1 + Int(random.unit() * random.unit() * 40)), item: index("personality"))
+                builder.appendCodeElement(Int32(1 + Int(random.unit() * random.unit() * 40)), item: personality)
             }
-            builder.endCodes(item: index("personality"))
+            builder.endCodes(item: personality)
             for _ in 0..<(random.chance(0.4) ? 0 : random.int(1...10)) {
-                builder.appendCodeElement(communityDraw.draw(&random), item: index("communities"))
+                builder.appendCodeElement(communityDraw.draw(&random), item: communities)
             }
-            builder.endCodes(item: index("communities"))
-            builder.appendFlag(random.chance(0.7), item: index("has_photo"))
-            builder.appendFlag(random.chance(0.6), item: index("has_introduction"))
-            builder.appendFlag(random.chance(0.5), item: index("verified"))
+            builder.endCodes(item: communities)
+            builder.appendFlag(random.chance(0.7), item: hasPhoto)
+            builder.appendFlag(random.chance(0.6), item: hasIntroduction)
+            builder.appendFlag(random.chance(0.5), item: verified)
             // Logins: a quarter within a day, over half within a week, the rest up to two years.
             let loginDays = random.chance(0.25) ? random.unit() : random.chance(0.4) ? 1 + random.unit() * 6
                 : random.chance(0.5) ? 7 + random.unit() * 23 : 30 + random.unit() * 700
-            builder.appendTimestamp(microseconds: now - Int64(loginDays * Double(day)), item: index("last_login"))
-            builder.appendTimestamp(microseconds: now - Int64(random.unit() * 1_100 * Double(day)), item: index("registered"))
+            builder.appendTimestamp(microseconds: now - Int64(loginDays * Double(day)), item: lastLogin)
+            builder.appendTimestamp(microseconds: now - Int64(random.unit() * 1_100 * Double(day)), item: registered)
         }
         return builder.build()
     }

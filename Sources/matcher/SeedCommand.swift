@@ -10,13 +10,13 @@ struct Seed: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a deterministic load-test world, a day of changes to it, or the OkCupid data set.",
         discussion: """
-            A world:      matcher seed --profiles 1000000 --filters 100000 --seed 7 --now 2026-03-01T03:00:00Z
-            A day:        matcher seed --changes 30000 --seed 7 --now 2026-03-02T03:00:00Z
-            OkCupid:      matcher seed --okcupid okcupid-profiles.csv.gz --filters 6000 --now 2026-03-01T03:00:00Z
+            A world:  matcher seed --profiles 1000000 --filters 100000 --seed 7 --now 2026-03-01T03:00:00Z
+            A day:    matcher seed --changes 30000 --seed 7 --now 2026-03-02T03:00:00Z
+            OkCupid:  matcher seed --okcupid okcupid-profiles.csv.gz --now 2026-03-01T03:00:00Z
 
-            The same seed, --now and sizes write the same rows, byte for byte. A world is written only into a
-            database without profiles or filters, unless --append (after the existing ids) or --replace (TRUNCATE
-            the app's and the worker's tables first). --changes applies ordinary INSERT and UPDATE statements, as
+            The same seed, --now and sizes write the same rows, byte for byte. A world is written only into a \
+            database without profiles or filters, unless --append (after the existing ids) or --replace (TRUNCATE \
+            the app's and the worker's tables first). --changes applies ordinary INSERT and UPDATE statements, as \
             the app would, so that the next run's change capture sees them.
             """)
 

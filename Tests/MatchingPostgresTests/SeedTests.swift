@@ -1,7 +1,7 @@
 import Chronology
 import Foundation
 import Matching
-@testable import MatchingPostgres
+import MatchingPostgres
 import PostgresClient
 import PostgresTestSupport
 import Testing

@@ -227,9 +227,9 @@ struct ConnectionTests {
             for i in 0..<25 {
                 do {
                     let row = try connection.query("SELECT $1::int8 * 2", [.int8(Int64(worker * 100 + i))]).rows[0]
-                    if try row.int64(0) != Int64(worker * 100 + i) * 2 { failures.set(failures.get() + 1) }
+                    if try row.int64(0) != Int64(worker * 100 + i) * 2 { failures.update { $0 += 1 } }
                 } catch {
-                    failures.set(failures.get() + 1)
+                    failures.update { $0 += 1 }
                 }
             }
         }

@@ -7,12 +7,12 @@ public enum ProfileSelection: Sendable, Hashable {
     case changed(from: Timestamp, to: Timestamp)
 }
 
-/// Profiles changed since a mark, and the mark to remember for next time.
+/// Profiles changed since a mark (columnar), and the mark to remember for next time.
 public struct ChangedProfiles: Sendable {
-    public let profiles: [Profile]
+    public let profiles: ProfileColumns
     public let mark: ChangeMark
 
-    public init(profiles: [Profile], mark: ChangeMark) {
+    public init(profiles: ProfileColumns, mark: ChangeMark) {
         self.profiles = profiles
         self.mark = mark
     }
@@ -24,7 +24,7 @@ public protocol ProfileRepository: Sendable {
     /// late by a transaction that began earlier is returned by the first read whose mark sees it.
     func changedProfiles(since: ChangeMark?, upTo: ChangeMark?) throws -> ChangedProfiles
     /// The profiles a backfill selects.
-    func profiles(_ selection: ProfileSelection) throws -> [Profile]
+    func profiles(_ selection: ProfileSelection) throws -> ProfileColumns
     func profile(id: Int64) throws -> Profile?
     /// Status and plan of filter owners; an id with no profile row is absent.
     func owners(ids: [Int64]) throws -> [Int64: FilterOwner]

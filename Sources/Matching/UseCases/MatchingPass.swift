@@ -30,7 +30,7 @@ struct MatchingPass {
         let matchesFound: Int
     }
 
-    func execute(_ plan: Plan, candidates: [Profile], timings: inout PhaseTimer) throws -> Outcome {
+    func execute(_ plan: Plan, candidates: ProfileColumns, timings: inout PhaseTimer) throws -> Outcome {
         // Read: the shard's filters, their owners, blocks and the pairs already recorded.
         timings.begin(.read, output)
         let chosen = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)

@@ -255,7 +255,7 @@ public enum OkCupidMapping {
     /// unanswered.
     public static let jobs: [String: Int16] = [
         "student": Occupations.student, "computer / hardware / software": Occupations.it,
-        "science / tech / engineering": Occupations.engineer, "medicine / health": Occupations.nurse,
+        "science / tech / engineering": Occupations.engineer, "medicine / health": Occupations.medical,
         "banking / financial / real estate": Occupations.finance, "sales / marketing / biz dev": Occupations.sales,
         "executive / management": Occupations.executive, "education / academia": Occupations.teacher,
         "artistic / musical / writer": Occupations.creative, "entertainment / media": Occupations.media,

@@ -19,7 +19,6 @@ public struct SeedRandom: Sendable {
         case changes = 5
         case changeRow = 6
         case okcupid = 7
-        case community = 8
     }
 
     public init(seed: UInt64, stream: Stream, index: UInt64) {
@@ -146,15 +145,6 @@ public struct WeightedTable<Value: Sendable>: Sendable {
     }
 
     public var totalWeight: UInt64 { cumulative.last! }
-
-    /// The share of `value`'s weight, for tests and documentation.
-    public func share(where predicate: (Value) -> Bool) -> Double {
-        var sum: UInt64 = 0
-        for i in values.indices where predicate(values[i]) {
-            sum += cumulative[i] - (i == 0 ? 0 : cumulative[i - 1])
-        }
-        return Double(sum) / Double(totalWeight)
-    }
 
     @inline(__always)
     public func draw(_ random: inout SeedRandom) -> Value {

@@ -4,6 +4,8 @@ import Matching
 
 /// A deterministic model of a Japanese dating service's members, in pure Swift: profile `id` of the
 /// world (seed, now) is always the same profile, whatever else is generated, in whatever order.
+/// Per-profile draws use integer and IEEE arithmetic only (no libm), so that a world does not depend
+/// on the platform's math library; `pow` appears only in the tables' weights, rounded to 1e-6.
 ///
 /// The distributions (documented on each table) are modelled on a real service: residence heavy in
 /// Tokyo and the large prefectures, ages mostly 20 to 45, 55 % men, every optional item with its own
@@ -34,7 +36,8 @@ public struct SeedWorldModel: Sendable {
     /// Profile `id` of this world, registered at most three years before `now`.
     public func member(id: Int64) -> Member {
         var random = SeedRandom(seed: seed, stream: .profile, index: UInt64(bitPattern: id))
-        let createdDaysAgo = 1095 * pow(random.unit(), 1.35)  // more recent registrations: the service grows
+        let u = random.unit()
+        let createdDaysAgo = 1095 * u * (0.4 + 0.6 * u)  // more recent registrations: the service grows
         let createdAt = now.adding(microseconds: -Int64(createdDaysAgo * 86_400_000_000) - 60_000_000)
         return member(id: id, createdAt: createdAt, random: &random)
     }
@@ -130,7 +133,7 @@ public struct SeedWorldModel: Sendable {
         let daysAgo: Double
         if active {
             daysAgo = u < 0.35 ? random.unit() : u < 0.6 ? 1 + 6 * random.unit()
-                : u < 0.8 ? 7 + 23 * random.unit() : 30 + 400 * pow(random.unit(), 2)
+                : u < 0.8 ? 7 + 23 * random.unit() : 30 + 400 * random.unit() * random.unit()
         } else {
             daysAgo = u < 0.2 ? 7 * random.unit() : 7 + 200 * random.unit()
         }
@@ -260,7 +263,7 @@ enum Slots {
 /// orientation list, see docs/okcupid-mapping.md).
 enum Occupations {
     static let companyEmployee: Int16 = 1, civilServant: Int16 = 2, doctor: Int16 = 3, student: Int16 = 4, it: Int16 = 5
-    static let nurse: Int16 = 6, executive: Int16 = 7, finance: Int16 = 8, realEstate: Int16 = 9, teacher: Int16 = 10
+    static let medical: Int16 = 6, executive: Int16 = 7, finance: Int16 = 8, realEstate: Int16 = 9, teacher: Int16 = 10
     static let selfEmployed: Int16 = 11, creative: Int16 = 12, entertainment: Int16 = 13, sales: Int16 = 14
     static let clerical: Int16 = 15, retail: Int16 = 16, travel: Int16 = 17, transport: Int16 = 18
     static let construction: Int16 = 19, lawyer: Int16 = 20, researcher: Int16 = 21, engineer: Int16 = 22

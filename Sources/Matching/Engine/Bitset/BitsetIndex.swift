@@ -98,36 +98,31 @@ struct BitsetIndex: Sendable {
         let columns = batch.columns
         let sparseLimit = rowCount / max(options.sparseDivisor, 1)
 
-        // 1. The rows of every code need, item by item in parallel.
-        let byItem = Dictionary(grouping: needs.indices, by: { needs[$0].item })
-        let codeItems = byItem.map { ($0.key, $0.value.filter { needs[$0].isCode }) }.filter { !$0.1.isEmpty }
-        let codeLists = ResultSlots<[(Int, [Int32])]>(count: codeItems.count)
+        // 1. How many rows each code need has, item by item in parallel.
+        let byItem = Dictionary(grouping: needs.indices, by: { needs[$0].item }).map { ($0.key, $0.value) }
+        let codeItems = byItem.map { ($0.0, $0.1.filter { needs[$0].isCode }) }.filter { !$0.1.isEmpty }
+        let counted = ResultSlots<[Int]>(count: codeItems.count)
         DispatchQueue.concurrentPerform(iterations: codeItems.count) { index in
             let (item, itemNeeds) = codeItems[index]
-            let lists = Self.codeRows(columns.columns[item], needs: itemNeeds.map { needs[$0] }, rowCount: rowCount)
-            codeLists.set(index, Array(zip(itemNeeds, lists)))
+            counted.set(index, Self.codePopulations(columns.columns[item], needs: itemNeeds.map { needs[$0] },
+                                                    rowCount: rowCount))
         }
-        var rowsOfCode = [[Int32]?](repeating: nil, count: needs.count)
-        for lists in codeLists.values() {
-            for (need, rows) in lists { rowsOfCode[need] = rows }
+        var codePopulation = [Int](repeating: -1, count: needs.count)
+        for (index, populations) in counted.values().enumerated() {
+            for (need, population) in zip(codeItems[index].1, populations) { codePopulation[need] = population }
         }
 
-        // 2. Which needs get a bitset; which shared groups too, within the budget.
+        // 2. Which needs get a bitset (codes: when common enough; every bound and flag), which a list;
+        // which shared groups get a bitset too, within the budget.
         var postings = [Posting](repeating: .empty, count: needs.count)
-        var sparseLists: [[Int32]] = []
         var denseNeeds: [Int] = []
+        var listed = [Bool](repeating: false, count: needs.count)
         for need in needs.indices {
-            if let rows = rowsOfCode[need] {
-                if rows.isEmpty {
-                    postings[need] = .empty
-                } else if rows.count < sparseLimit {
-                    postings[need] = .sparse(list: sparseLists.count, population: rows.count)
-                    sparseLists.append(rows)
-                } else {
-                    denseNeeds.append(need)
-                }
-            } else {
+            let population = codePopulation[need]
+            if population < 0 || population >= max(sparseLimit, 1) {
                 denseNeeds.append(need)
+            } else if population > 0 {
+                listed[need] = true
             }
         }
         let wordBytes = wordCount * 8
@@ -137,7 +132,9 @@ struct BitsetIndex: Sendable {
         let shared = groups.indices.filter { groupUses[$0] >= options.groupMinimumUses && groups[$0].count >= 2 }
             .sorted { groupUses[$0] != groupUses[$1] ? groupUses[$0] > groupUses[$1] : $0 < $1 }
         for group in shared {
-            let estimate = groups[group].reduce(0) { $0 + (rowsOfCode[Int($1)]?.count ?? rowCount) }
+            let estimate = groups[group].reduce(0) { total, need in
+                total + (codePopulation[Int(need)] >= 0 ? codePopulation[Int(need)] : rowCount)
+            }
             if estimate < sparseLimit {
                 sparseGroups.append(group)
             } else if wordBytes <= budget {
@@ -151,23 +148,26 @@ struct BitsetIndex: Sendable {
         var offsets = [Int](repeating: -1, count: needs.count)
         for (slot, need) in denseNeeds.enumerated() { offsets[need] = slot * wordCount }
 
-        // 4. Fill the dense needs, item by item in parallel.
-        let denseByItem = Dictionary(grouping: denseNeeds, by: { needs[$0].item }).map { ($0.key, $0.value) }
-        let frozenRows = rowsOfCode
+        // 4. Fill the bitsets and lists, item by item in parallel.
         let frozenOffsets = offsets
-        let populations = ResultSlots<[(Int, Int)]>(count: denseByItem.count)
-        DispatchQueue.concurrentPerform(iterations: denseByItem.count) { index in
-            let (item, itemNeeds) = denseByItem[index]
-            populations.set(index, Self.fill(
-                itemNeeds, needs: needs, column: columns.columns[item], rowsOfCode: frozenRows, offsets: frozenOffsets,
+        let frozenListed = listed
+        let filled = ResultSlots<Filled>(count: byItem.count)
+        DispatchQueue.concurrentPerform(iterations: byItem.count) { index in
+            let (item, itemNeeds) = byItem[index]
+            filled.set(index, Self.fill(
+                itemNeeds, needs: needs, column: columns.columns[item], listed: frozenListed, offsets: frozenOffsets,
                 arena: arena, rowCount: rowCount, clock: clock))
         }
-        for list in populations.values() {
-            for (need, population) in list {
+        var sparseLists: [[Int32]] = []
+        for result in filled.values() {
+            for (need, population) in result.populations {
                 postings[need] = population == 0 ? .empty : .dense(offset: offsets[need], population: population)
             }
+            for (need, rows) in result.lists where !rows.isEmpty {
+                postings[need] = .sparse(list: sparseLists.count, population: rows.count)
+                sparseLists.append(rows)
+            }
         }
-        rowsOfCode = []
 
         // 5. The shared groups: bitsets (in parallel) and merged lists.
         var groupPostings = [Posting?](repeating: nil, count: groups.count)
@@ -253,32 +253,22 @@ struct BitsetIndex: Sendable {
         rows.removeLast(rows.count - unique)
     }
 
-    /// The ascending rows of each `.code` need of one item's column.
-    private static func codeRows(_ column: ProfileColumns.Column, needs: [BitsetNeed],
-                                 rowCount: Int) -> [[Int32]] {
-        var lists = Array(repeating: [Int32](), count: needs.count)
+    /// How many rows hold each `.code` need of one item's column.
+    private static func codePopulations(_ column: ProfileColumns.Column, needs: [BitsetNeed], rowCount: Int) -> [Int] {
         switch column {
         case .codes(let codes):
-            // Single choice: a direct table over every Int16 code.
-            var slot = [Int32](repeating: -1, count: 1 << 16)
-            for (index, need) in needs.enumerated() {
-                guard case .code(_, let code) = need, let narrow = Int16(exactly: code) else { continue }
-                slot[Int(narrow) + 32768] = Int32(index)
-            }
+            var histogram = [Int](repeating: 0, count: 1 << 16)
             codes.withUnsafeBufferPointer { codes in
-                for row in 0..<rowCount {
-                    let index = slot[Int(codes[row]) + 32768]
-                    if index >= 0 { lists[Int(index)].append(Int32(row)) }
-                }
+                for row in 0..<rowCount { histogram[Int(codes[row]) + 32768] += 1 }
+            }
+            return needs.map { need in
+                guard case .code(_, let code) = need, let narrow = Int16(exactly: code) else { return 0 }
+                return histogram[Int(narrow) + 32768]
             }
         case .codeSets(let sets):
-            // Multi choice: codes up to Int32.max (communities), looked up in a small hash table.
-            var table = CodeTable(capacity: needs.count)
-            for (index, need) in needs.enumerated() {
-                guard case .code(_, let code) = need else { continue }
-                table.insert(code, Int32(index))
-            }
+            let table = codeTable(needs)
             var lastRow = [Int32](repeating: -1, count: needs.count)
+            var populations = [Int](repeating: 0, count: needs.count)
             sets.offsets.withUnsafeBufferPointer { offsets in
                 sets.values.withUnsafeBufferPointer { values in
                     for row in 0..<rowCount {
@@ -286,33 +276,111 @@ struct BitsetIndex: Sendable {
                             let index = Int(table.lookup(values[element]))
                             if index >= 0 && lastRow[index] != Int32(row) {
                                 lastRow[index] = Int32(row)
-                                lists[index].append(Int32(row))
+                                populations[index] += 1
+                            }
+                        }
+                    }
+                }
+            }
+            return populations
+        default:
+            return needs.map { _ in 0 }   // a code condition on a column without codes never matches
+        }
+    }
+
+    private static func codeTable(_ needs: [BitsetNeed]) -> CodeTable {
+        var table = CodeTable(capacity: needs.count)
+        for (index, need) in needs.enumerated() {
+            guard case .code(_, let code) = need else { continue }
+            table.insert(code, Int32(index))
+        }
+        return table
+    }
+
+    /// What `fill` made for one item: each dense need's population, each listed need's rows.
+    struct Filled: Sendable {
+        var populations: [(Int, Int)] = []
+        var lists: [(Int, [Int32])] = []
+    }
+
+    /// The code needs of one item: dense ones set in their bitsets, listed ones as rows.
+    private static func fillCodes(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
+                                  listed: [Bool], offsets: [Int], arena: WordArena, rowCount: Int) -> Filled {
+        // Local slot k: needs itemNeeds[k]; a bitset when targets[k] is set, else a list.
+        let targets: [UnsafeMutablePointer<UInt64>?] = itemNeeds.map { offsets[$0] >= 0 ? arena.base + offsets[$0] : nil }
+        var lists = Array(repeating: [Int32](), count: itemNeeds.count)
+        var populations = [Int](repeating: 0, count: itemNeeds.count)
+        @inline(__always) func take(_ k: Int, _ row: Int) {
+            if let target = targets[k] {
+                target[row >> 6] |= 1 << UInt64(row & 63)
+            } else {
+                lists[k].append(Int32(row))
+            }
+            populations[k] += 1
+        }
+        switch column {
+        case .codes(let codes):
+            var slot = [Int32](repeating: -1, count: 1 << 16)
+            for (k, need) in itemNeeds.enumerated() {
+                guard case .code(_, let code) = needs[need], let narrow = Int16(exactly: code),
+                      offsets[need] >= 0 || listed[need] else { continue }
+                slot[Int(narrow) + 32768] = Int32(k)
+            }
+            codes.withUnsafeBufferPointer { codes in
+                for row in 0..<rowCount {
+                    let k = slot[Int(codes[row]) + 32768]
+                    if k >= 0 { take(Int(k), row) }
+                }
+            }
+        case .codeSets(let sets):
+            var table = CodeTable(capacity: itemNeeds.count)
+            for (k, need) in itemNeeds.enumerated() {
+                guard case .code(_, let code) = needs[need], offsets[need] >= 0 || listed[need] else { continue }
+                table.insert(code, Int32(k))
+            }
+            var lastRow = [Int32](repeating: -1, count: itemNeeds.count)
+            sets.offsets.withUnsafeBufferPointer { offsets in
+                sets.values.withUnsafeBufferPointer { values in
+                    for row in 0..<rowCount {
+                        for element in offsets[row]..<offsets[row + 1] {
+                            let k = Int(table.lookup(values[element]))
+                            if k >= 0 && lastRow[k] != Int32(row) {
+                                lastRow[k] = Int32(row)
+                                take(k, row)
                             }
                         }
                     }
                 }
             }
         default:
-            break  // a code condition on a column without codes never matches
+            break
         }
-        return lists
+        var filled = Filled()
+        for (k, need) in itemNeeds.enumerated() {
+            if targets[k] != nil {
+                filled.populations.append((need, populations[k]))
+            } else if listed[need] {
+                filled.lists.append((need, lists[k]))
+            }
+        }
+        return filled
     }
 
-    /// Fills the bitsets of one item's dense needs (by number); returns each one's population.
-    private static func fill(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
-                             rowsOfCode: [[Int32]?], offsets: [Int], arena: WordArena, rowCount: Int,
-                             clock: EvaluationClock) -> [(Int, Int)] {
+    /// Fills the bitsets and lists of one item's needs (by number).
+    private static func fill(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column, listed: [Bool],
+                             offsets: [Int], arena: WordArena, rowCount: Int, clock: EvaluationClock) -> Filled {
         let wordCount = (rowCount + 63) >> 6
-        var result: [(Int, Int)] = []
+        let codeNeeds = itemNeeds.filter { needs[$0].isCode }
+        var result = codeNeeds.isEmpty ? Filled()
+            : fillCodes(codeNeeds, needs: needs, column: column, listed: listed, offsets: offsets, arena: arena,
+                        rowCount: rowCount)
         var cuts: [(Int, BitsetNeed)] = []
         for need in itemNeeds {
-            let target = arena.base + offsets[need]
             switch needs[need] {
             case .code:
-                let rows = rowsOfCode[need] ?? []
-                for row in rows { target[Int(row) >> 6] |= 1 << UInt64(row & 63) }
-                result.append((need, rows.count))
+                break
             case .flag(_, let value):
+                let target = arena.base + offsets[need]
                 var population = 0
                 if case .flags(let bits) = column {
                     bits.words.withUnsafeBufferPointer { source in
@@ -323,13 +391,14 @@ struct BitsetIndex: Sendable {
                         }
                     }
                 }
-                result.append((need, population))
+                result.populations.append((need, population))
             case .atLeast, .atMost:
                 cuts.append((need, needs[need]))
             }
         }
         if !cuts.isEmpty {
-            result += fillCuts(cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount, clock: clock)
+            result.populations += fillCuts(cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount,
+                                           clock: clock)
         }
         return result
     }

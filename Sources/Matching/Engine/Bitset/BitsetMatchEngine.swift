@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 /// The fast engine: every filter compiled once per run into an AND of OR-groups over shared bitsets
 /// (one bit per candidate, in the cap's order), evaluated 64 candidates per word and 64 words per
@@ -15,8 +16,10 @@ import Dispatch
 /// - In each chunk a filter ANDs its groups, most selective first, and stops at the first empty result.
 public struct BitsetMatchEngine: MatchEngine {
     public struct Options: Sendable {
-        /// Filters evaluated together, chunk by chunk, by one worker.
-        public var filtersPerBlock = 512
+        /// At most this many filters evaluated together, chunk by chunk, by one worker (fewer when
+        /// there are few filters, so that every core gets several blocks). Larger blocks read each
+        /// bitset fewer times; the bitsets a block uses in one chunk should stay in the core's L2.
+        public var filtersPerBlock = 2048
         /// A code's rows are a list rather than a bitset when fewer than candidates / `sparseDivisor`.
         public var sparseDivisor = 64
         /// At most this many bytes of bitsets for anyOf lists shared by several filters.
@@ -103,7 +106,8 @@ public struct BitsetMatchEngine: MatchEngine {
 
         // Scan, block by block of filters, in parallel.
         started = ContinuousClock.now
-        let blockSize = max(options.filtersPerBlock, 1)
+        let workers = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+        let blockSize = max(1, min(options.filtersPerBlock, (filters.count + workers * 8 - 1) / (workers * 8)))
         let blockCount = (filters.count + blockSize - 1) / blockSize
         let blocks = ResultSlots<BlockOutcome>(count: blockCount)
         let logins = batch.columns.lastLoginAt
@@ -423,19 +427,15 @@ struct CompiledPlans: Sendable {
     let terms: [Int32]
 
     init(_ filters: [PreparedFilter], clock: EvaluationClock) {
-        // Plans in parallel; numbering in one pass.
+        // Plans and numbering by parts in parallel, then the parts' numbers merged.
         let partSize = 4096
-        let parts = (filters.count + partSize - 1) / partSize
-        let slots = ResultSlots<[FilterPlan]>(count: parts)
-        DispatchQueue.concurrentPerform(iterations: parts) { part in
+        let partCount = (filters.count + partSize - 1) / partSize
+        let slots = ResultSlots<Part>(count: partCount)
+        DispatchQueue.concurrentPerform(iterations: partCount) { part in
             let range = part * partSize..<min(filters.count, part * partSize + partSize)
-            slots.set(part, range.map { FilterPlan(filters[$0].conditions, clock: clock) })
+            slots.set(part, Part(range.map { FilterPlan(filters[$0].conditions, clock: clock) }))
         }
-        var needNumbers: [BitsetNeed: Int32] = [:]
-        var groupNumbers: [[Int32]: Int32] = [:]
-        var needs: [BitsetNeed] = []
-        var groups: [[Int32]] = []
-        var groupUses: [Int] = []
+        var numbers = Numbering()
         var never: [Bool] = []
         var login: [Int64] = []
         var termStarts: [Int] = [0]
@@ -443,46 +443,81 @@ struct CompiledPlans: Sendable {
         never.reserveCapacity(filters.count)
         login.reserveCapacity(filters.count)
         termStarts.reserveCapacity(filters.count + 1)
-        func number(_ need: BitsetNeed) -> Int32 {
+        for part in slots.values() {
+            let needMap = part.numbers.needs.map { numbers.number($0) }
+            var groupMap: [Int32] = []
+            for (group, members) in part.numbers.groups.enumerated() {
+                groupMap.append(numbers.number(group: members.map { needMap[Int($0)] }, uses: part.numbers.groupUses[group]))
+            }
+            never += part.never
+            login += part.login
+            let base = terms.count
+            terms += part.terms.map { $0 >= 0 ? needMap[Int($0)] : -groupMap[Int(-$0 - 1)] - 1 }
+            termStarts += part.termEnds.map { $0 + base }
+        }
+        self.needs = numbers.needs
+        self.groups = numbers.groups
+        self.groupUses = numbers.groupUses
+        self.never = never
+        self.login = login
+        self.termStarts = termStarts
+        self.terms = terms
+    }
+
+    /// Distinct needs and groups, numbered in order of first use.
+    struct Numbering: Sendable {
+        var needs: [BitsetNeed] = []
+        var groups: [[Int32]] = []
+        var groupUses: [Int] = []
+        private var needNumbers: [BitsetNeed: Int32] = [:]
+        private var groupNumbers: [[Int32]: Int32] = [:]
+
+        mutating func number(_ need: BitsetNeed) -> Int32 {
             if let number = needNumbers[need] { return number }
             let number = Int32(needs.count)
             needNumbers[need] = number
             needs.append(need)
             return number
         }
-        for part in slots.values() {
-            for plan in part {
+
+        mutating func number(group members: [Int32], uses: Int) -> Int32 {
+            if let number = groupNumbers[members] {
+                groupUses[Int(number)] += uses
+                return number
+            }
+            let number = Int32(groups.count)
+            groupNumbers[members] = number
+            groups.append(members)
+            groupUses.append(uses)
+            return number
+        }
+    }
+
+    /// Some filters' plans with their own numbering.
+    struct Part: Sendable {
+        var numbers = Numbering()
+        var never: [Bool] = []
+        var login: [Int64] = []
+        /// Per filter: the end of its terms in `terms`.
+        var termEnds: [Int] = []
+        var terms: [Int32] = []
+
+        init(_ plans: [FilterPlan]) {
+            for plan in plans {
                 never.append(plan.never)
                 login.append(plan.loginThreshold ?? Int64.min)
                 if !plan.never {
                     for group in plan.groups {
                         if group.count == 1 {
-                            terms.append(number(group[0]))
+                            terms.append(numbers.number(group[0]))
                         } else {
-                            let members = group.map(number)
-                            if let existing = groupNumbers[members] {
-                                groupUses[Int(existing)] += 1
-                                terms.append(-existing - 1)
-                            } else {
-                                let new = Int32(groups.count)
-                                groupNumbers[members] = new
-                                groups.append(members)
-                                groupUses.append(1)
-                                terms.append(-new - 1)
-                            }
+                            terms.append(-numbers.number(group: group.map { numbers.number($0) }, uses: 1) - 1)
                         }
                     }
                 }
-                termStarts.append(terms.count)
+                termEnds.append(terms.count)
             }
         }
-        self.needs = needs
-        self.groups = groups
-        self.groupUses = groupUses
-        self.never = never
-        self.login = login
-        self.termStarts = termStarts
-        self.terms = terms
     }
 }
 

@@ -80,11 +80,11 @@ extension InMemoryStore: ProfileRepository {
                 let v = profileChangedAt[profile.id] ?? 0
                 return v > low && v <= high
             }
-            return ChangedProfiles(profiles: changed.sorted { $0.id < $1.id }, mark: ChangeMark(String(high)))
+            return ChangedProfiles(profiles: ProfileColumns(changed.sorted { $0.id < $1.id }), mark: ChangeMark(String(high)))
         }
     }
 
-    public func profiles(_ selection: ProfileSelection) throws -> [Profile] {
+    public func profiles(_ selection: ProfileSelection) throws -> ProfileColumns {
         locked {
             let chosen: [Profile]
             switch selection {
@@ -96,7 +96,7 @@ extension InMemoryStore: ProfileRepository {
                     return at >= from && at < to
                 }
             }
-            return chosen.sorted { $0.id < $1.id }
+            return ProfileColumns(chosen.sorted { $0.id < $1.id })
         }
     }
 

@@ -1,0 +1,201 @@
+import ArgumentParser
+import Foundation
+import MatchingPostgres
+import PostgresClient
+
+/// Issue 8 (b): the first run end to end on the shared/bench world, beside the same job written as plain
+/// SQL (`sqlpeer.sql`) on a second database with the same world, in one invocation: both times, the
+/// ratio, and whether the written rows are identical.
+struct VersusSQLBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "versus-sql",
+        abstract: "First run of `matcher run` vs sqlpeer.sql on twin databases: times, ratio, identical rows.")
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Profiles in the synth.sql world.") var profiles = 100_000
+    @Option(help: "Saved filters in the synth.sql world.") var filters = 10_000
+    @Option(help: "The run's clock.") var clock = "2026-03-01T03:00:00Z"
+    @Option(help: "How many times to time the worker (the world is reset between runs); the median is reported.")
+    var repeats = 3
+    @Option(help: "Folder with synth.sql and sqlpeer.sql (default: ../shared/bench beside the repository).")
+    var benchDir: String?
+    @Flag(help: "Skip the plain-SQL peer (minutes at 100k x 10k).") var skipPeer = false
+
+    func run() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let bench = URL(fileURLWithPath: benchDir ?? root.deletingLastPathComponent().appendingPathComponent("shared/bench").path)
+        let admin = try database.conninfo()
+        let psql = try Shell.find("psql")
+        let matcher = URL(fileURLWithPath: MigrationRunner.currentExecutable.deletingLastPathComponent().path)
+            .appendingPathComponent("matcher").path
+        guard FileManager.default.isExecutableFile(atPath: matcher) else {
+            throw ValidationError("\(matcher) not found: build it with `swift build -c release --product matcher`")
+        }
+        print("versus-sql: \(profiles) profiles x \(filters) filters, clock \(clock), worker \(matcher)")
+
+        var conninfos: [String: String] = [:]
+        for name in ["matcher_bench_worker", "matcher_bench_peer"] where !(skipPeer && name.hasSuffix("peer")) {
+            let connection = try PostgresConnection(admin)
+            try connection.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+            try connection.execute("CREATE DATABASE \(name)")
+            connection.close()
+            let conninfo = try PostgresConnection.conninfo(admin, overriding: ["dbname": name])
+            let target = try PostgresConnection(conninfo)
+            try MigrationRunner(connection: target).apply(try MigrationRunner.load(from: root.appendingPathComponent("sql")))
+            target.close()
+            let load = try Shell.time {
+                try Shell.run(psql, [conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-v", "profiles=\(profiles)",
+                                     "-v", "filters=\(filters)", "-f", bench.appendingPathComponent("synth.sql").path])
+            }
+            print("  loaded \(name) in \(Shell.seconds(load))")
+            conninfos[name] = conninfo
+        }
+        let worker = conninfos["matcher_bench_worker"]!
+
+        var times: [Double] = []
+        var peakRSS = 0
+        var lastReport = ""
+        for attempt in 0..<max(1, repeats) {
+            if attempt > 0 { try reset(worker) }
+            let result = try Shell.timedChild(matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
+                                              environment: ["DATABASE_URL": worker])
+            guard result.status == 0 else { throw ValidationError("matcher run failed: \(result.stderr)") }
+            times.append(result.seconds)
+            peakRSS = max(peakRSS, result.maxRSSKiB)
+            lastReport = result.stdout
+            print("  worker run \(attempt + 1): \(Shell.seconds(result.seconds)), peak RSS \(result.maxRSSKiB / 1024) MiB")
+        }
+        let workerMedian = times.sorted()[times.count / 2]
+        print("  worker phases (last run): \(Self.phases(lastReport))")
+
+        var peerSeconds: Double?
+        if let peer = conninfos["matcher_bench_peer"] {
+            peerSeconds = try Shell.time {
+                try Shell.run(psql, [peer, "-q", "-v", "ON_ERROR_STOP=1", "-v", "clock=\(clock)",
+                                     "-f", bench.appendingPathComponent("sqlpeer.sql").path])
+            }
+        }
+
+        print("")
+        print("worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB")
+        if let peerSeconds, let peer = conninfos["matcher_bench_peer"] {
+            print("plain SQL (sqlpeer.sql):           \(Shell.seconds(peerSeconds))")
+            print(String(format: "ratio: the worker is %.1fx faster", peerSeconds / workerMedian))
+            let a = try checksums(worker), b = try checksums(peer)
+            print("rows identical: \(a == b ? "yes" : "NO") (worker \(a), peer \(b))")
+            if a != b { throw ExitCode(1) }
+        } else {
+            print("worker rows: \(try checksums(worker))")
+        }
+    }
+
+    /// Back to the freshly loaded world: the worker's outputs and bookkeeping emptied.
+    private func reset(_ conninfo: String) throws {
+        let connection = try PostgresConnection(conninfo)
+        defer { connection.close() }
+        try connection.execute("""
+            TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters;
+            VACUUM ANALYZE filter_matches, notifications;
+            """)
+    }
+
+    private func checksums(_ conninfo: String) throws -> String {
+        let connection = try PostgresConnection(conninfo)
+        defer { connection.close() }
+        let matches = try connection.query("""
+            SELECT count(*), md5(coalesce(string_agg(filter_id || ':' || profile_id || ':' || matched_at || ':'
+                   || (notification_id IS NOT NULL), ',' ORDER BY filter_id, profile_id), ''))
+            FROM filter_matches
+            """).rows[0]
+        let notes = try connection.query("""
+            SELECT count(*), md5(coalesce(string_agg(recipient_id || ':' || filter_id || ':' || match_count || ':'
+                   || profile_ids::text || ':' || created_at, ',' ORDER BY filter_id, id), ''))
+            FROM notifications
+            """).rows[0]
+        return "filter_matches \(try matches.int64(0)) md5 \(try matches.string(1).prefix(12)), "
+            + "notifications \(try notes.int64(0)) md5 \(try notes.string(1).prefix(12))"
+    }
+
+    static func phases(_ json: String) -> String {
+        guard let data = json.data(using: .utf8),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let time = object["time"] as? [String: Any]
+        else { return "?" }
+        return ["read", "evaluate", "write", "total"].map { key in
+            "\(key) \(String(format: "%.3f", (time[key] as? NSNumber)?.doubleValue ?? .nan)) s"
+        }.joined(separator: ", ")
+    }
+}
+
+/// Child processes for benchmarks: run, time, peak RSS.
+enum Shell {
+    static func find(_ tool: String) throws -> String {
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let path = "\(dir)/\(tool)"
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        throw ValidationError("\(tool) not found on PATH")
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) throws {
+        let result = try timedChild(executable, arguments, environment: [:])
+        guard result.status == 0 else {
+            throw ValidationError("\(executable) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+        }
+    }
+
+    static func time(_ body: () throws -> Void) rethrows -> Double {
+        let start = ContinuousClock.now
+        try body()
+        let (s, atto) = (ContinuousClock.now - start).components
+        return Double(s) + Double(atto) / 1e18
+    }
+
+    static func seconds(_ value: Double) -> String { String(format: "%.3f s", value) }
+
+    struct ChildResult {
+        let status: Int32
+        let seconds: Double
+        let maxRSSKiB: Int
+        let stdout: String
+        let stderr: String
+    }
+
+    /// Runs a child to completion; its peak RSS comes from wait4's rusage.
+    static func timedChild(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> ChildResult {
+        let outPath = NSTemporaryDirectory() + "bench-\(UUID().uuidString).out"
+        let errPath = NSTemporaryDirectory() + "bench-\(UUID().uuidString).err"
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let start = ContinuousClock.now
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard spawned == 0 else { throw ValidationError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+        let (s, atto) = (ContinuousClock.now - start).components
+        let exited = (status & 0x7f) == 0
+        return ChildResult(
+            status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
+            seconds: Double(s) + Double(atto) / 1e18, maxRSSKiB: Int(usage.ru_maxrss),
+            stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+    }
+}
