@@ -104,24 +104,7 @@ public struct AppTableWriter {
         guard !filters.isEmpty else { return }
         try connection.transaction { tx in
             try tx.execute("CREATE TEMP TABLE matcher_filter_upsert (LIKE saved_filters INCLUDING DEFAULTS) ON COMMIT DROP")
-            try tx.copyIn("""
-                COPY matcher_filter_upsert (id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at)
-                FROM STDIN (FORMAT binary)
-                """) { writer in
-                for f in filters {
-                    writer.beginRow(fieldCount: 9)
-                    writer.write(f.id)
-                    writer.write(f.ownerId)
-                    writer.write(f.name)
-                    writer.writeJSONB(f.conditionsJSON)
-                    writer.write(f.notify)
-                    writer.write(PostgresInterval(months: f.notifyEvery.months, days: f.notifyEvery.days,
-                                                  microseconds: f.notifyEvery.microseconds))
-                    writer.write(f.createdAt)
-                    writer.write(f.updatedAt)
-                    writer.write(f.deletedAt)
-                }
-            }
+            try insertFilters(filters, into: "matcher_filter_upsert")
             try tx.execute("""
                 INSERT INTO saved_filters SELECT * FROM matcher_filter_upsert ORDER BY id
                 ON CONFLICT (id) DO UPDATE SET owner_id = EXCLUDED.owner_id, name = EXCLUDED.name,

@@ -247,35 +247,14 @@ extension PostgresMatchingStore: MatchRepository {
 
     public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
         let outcome = try connection.transaction { tx in
-            // 1. New pairs; a pair present already (from any run, backfill or concurrent shard) is skipped.
-            var filterIds: [Int64] = []
-            var profileIds: [Int64] = []
-            for result in unit.matches {
-                for profileId in result.profileIds {
-                    filterIds.append(result.filterId)
-                    profileIds.append(profileId)
-                }
-            }
-            var inserted = 0
-            if !filterIds.isEmpty {
-                inserted = try tx.query("""
-                    INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id)
-                    SELECT u.filter_id, u.profile_id, $3, $4
-                    FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
-                    ORDER BY u.filter_id, u.profile_id
-                    ON CONFLICT (filter_id, profile_id) DO NOTHING
-                    """,
-                    [.int8Array(filterIds), .int8Array(profileIds), .timestamptz(unit.clock.now), .int8(unit.runId)]
-                ).affectedRows
-            }
-
-            // 2. Notifications, decided under lock on the unit filters' unnotified matches.
-            var notificationsWritten = 0
+            let written: WorkUnitOutcome
             if let notify = unit.notify?.filter({ $0.filter.notify }), !notify.isEmpty {
-                notificationsWritten = try writeNotifications(tx, notify, unit: unit, planner: planner)
+                written = try commitNotifying(tx, unit, notify, planner)
+            } else {
+                written = WorkUnitOutcome(matchesWritten: try insertMatches(tx, unit, notificationIds: [:]),
+                                          notificationsWritten: 0)
             }
-
-            // 3. The run's cursor and counters, in the same transaction.
+            // The run's cursor and counters, in the same transaction.
             let c = unit.filterCounters
             try tx.query("""
                 UPDATE matcher_runs SET resume_after_filter = $2,
@@ -285,22 +264,135 @@ extension PostgresMatchingStore: MatchRepository {
                 WHERE id = $1
                 """,
                 [.int8(unit.runId), .int8(unit.lastFilterId), .int4(Int32(c.filtersEvaluated)),
-                 .int4(Int32(c.filtersInvalid)), .int4(Int32(c.filtersPaidIgnored)), .int4(Int32(inserted)),
-                 .int4(Int32(notificationsWritten))])
+                 .int4(Int32(c.filtersInvalid)), .int4(Int32(c.filtersPaidIgnored)),
+                 .int4(Int32(written.matchesWritten)), .int4(Int32(written.notificationsWritten))])
             FaultInjection.reach("unit-before-commit")
-            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: notificationsWritten)
+            return written
         }
         FaultInjection.reach("unit-after-commit")
         return outcome
     }
 
-    private func writeNotifications(_ tx: PostgresConnection, _ notify: [NotificationCandidateFilter], unit: WorkUnit,
-                                    planner: NotificationPlanner) throws -> Int {
-        let ids = notify.map(\.filter.id)
-        let owners = notify.map(\.filter.ownerId)
-        // Lock the waiting matches in a fixed order: a concurrent writer for the same filters waits here,
-        // then finds them notified.
-        let waiting = try tx.query("""
+    /// Inserts the unit's new pairs, skipping any already recorded (by anyone, ever); a pair listed in
+    /// `notificationIds` goes in already marked with its notification. Returns the rows inserted.
+    ///
+    /// The engine already left out every pair recorded before the run, so a conflict can only come from a
+    /// concurrent writer: the rows go in by binary COPY (the fastest way in), and only if that meets a
+    /// unique violation are they inserted again with `ON CONFLICT DO NOTHING`.
+    private func insertMatches(_ tx: PostgresConnection, _ unit: WorkUnit, notificationIds: [MatchPair: Int64]) throws -> Int {
+        var pairs: [MatchPair] = []
+        pairs.reserveCapacity(unit.matches.reduce(0) { $0 + $1.profileIds.count })
+        for result in unit.matches {
+            for profileId in result.profileIds { pairs.append(MatchPair(filterId: result.filterId, profileId: profileId)) }
+        }
+        guard !pairs.isEmpty else { return 0 }
+        pairs.sort()   // index-friendly order
+        try tx.execute("SAVEPOINT matcher_copy_matches")
+        do {
+            let copied = try tx.copyIn("""
+                COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id) FROM STDIN (FORMAT binary)
+                """) { writer in
+                for pair in pairs {
+                    writer.beginRow(fieldCount: 5)
+                    writer.write(pair.filterId)
+                    writer.write(pair.profileId)
+                    writer.write(unit.clock.now)
+                    writer.write(unit.runId)
+                    writer.write(notificationIds[pair])
+                }
+            }
+            try tx.execute("RELEASE SAVEPOINT matcher_copy_matches")
+            return copied
+        } catch let error as PostgresError where error.sqlState == "23505" {
+            try tx.execute("ROLLBACK TO SAVEPOINT matcher_copy_matches")
+        }
+        return try tx.query("""
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id)
+            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0)
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            ON CONFLICT (filter_id, profile_id) DO NOTHING
+            """,
+            [.int8Array(pairs.map(\.filterId)), .int8Array(pairs.map(\.profileId)),
+             .int8Array(pairs.map { notificationIds[$0] ?? 0 }), .timestamptz(unit.clock.now), .int8(unit.runId)]
+        ).affectedRows
+    }
+
+    /// Matches and notifications of a unit. Each filter's digest is decided under a row lock on its
+    /// `matcher_filter_state`, so concurrent writers (a run and a backfill, shards of different N) never
+    /// both notify it. Digests are planned before the insert so that new matches are written once, already
+    /// marked; if any new pair turns out to be recorded already, the unit falls back to inserting first and
+    /// deciding from what is then in the table.
+    private func commitNotifying(_ tx: PostgresConnection, _ unit: WorkUnit, _ notify: [NotificationCandidateFilter],
+                                 _ planner: NotificationPlanner) throws -> WorkUnitOutcome {
+        let notifyIds = notify.map(\.filter.id)
+        let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
+        let withWaiting = Set(try tx.query("""
+            SELECT DISTINCT filter_id FROM filter_matches WHERE filter_id = ANY($1) AND notification_id IS NULL
+            """, [.int8Array(notifyIds)]).rows.map { try $0.int64(0) })
+        let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
+        guard !deciding.isEmpty else {
+            return WorkUnitOutcome(matchesWritten: try insertMatches(tx, unit, notificationIds: [:]), notificationsWritten: 0)
+        }
+        let lastNotifiedAt = try lockFilterStates(tx, deciding.map(\.filter.id))
+
+        // Fast path: plan from the waiting matches under lock plus the unit's new ones.
+        try tx.execute("SAVEPOINT matcher_unit")
+        let waiting = try waitingMatches(tx, deciding)
+        let planned = planner.plan(filters: deciding, waiting: waiting + unit.newMatchesAsWaiting,
+                                   lastNotifiedAt: lastNotifiedAt, clock: unit.clock)
+        let ids = try writeNotifications(tx, planned, unit)
+        var marks: [MatchPair: Int64] = [:]
+        for (id, n) in zip(ids, planned) {
+            for profileId in n.countedProfileIds { marks[MatchPair(filterId: n.filterId, profileId: profileId)] = id }
+        }
+        let attempted = unit.matches.reduce(0) { $0 + $1.profileIds.count }
+        let inserted = try insertMatches(tx, unit, notificationIds: marks)
+        if inserted == attempted {
+            let waitingPairs = Set(waiting.map { MatchPair(filterId: $0.filterId, profileId: $0.profileId) })
+            try markNotified(tx, marks.filter { waitingPairs.contains($0.key) })
+            try recordNotified(tx, planned, unit)
+            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count)
+        }
+
+        // Some pair was recorded already (by another writer): insert plainly, then decide from the table.
+        try tx.execute("ROLLBACK TO SAVEPOINT matcher_unit")
+        let plainInserted = try insertMatches(tx, unit, notificationIds: [:])
+        let nowWaiting = try waitingMatches(tx, deciding)
+        let replanned = planner.plan(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
+                                     clock: unit.clock)
+        let newIds = try writeNotifications(tx, replanned, unit)
+        var replannedMarks: [MatchPair: Int64] = [:]
+        for (id, n) in zip(newIds, replanned) {
+            for profileId in n.countedProfileIds { replannedMarks[MatchPair(filterId: n.filterId, profileId: profileId)] = id }
+        }
+        try markNotified(tx, replannedMarks)
+        try recordNotified(tx, replanned, unit)
+        return WorkUnitOutcome(matchesWritten: plainInserted, notificationsWritten: replanned.count)
+    }
+
+    /// Locks the filters' notification state rows in id order (creating missing ones from the notifications
+    /// already written) and returns their last notification times.
+    private func lockFilterStates(_ tx: PostgresConnection, _ filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        try tx.query("""
+            INSERT INTO matcher_filter_state (filter_id, last_notified_at)
+            SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id)
+            FROM unnest($1::bigint[]) AS f(id)
+            ORDER BY f.id
+            ON CONFLICT (filter_id) DO NOTHING
+            """, [.int8Array(filterIds)])
+        var last: [Int64: Timestamp] = [:]
+        for row in try tx.query("""
+            SELECT filter_id, last_notified_at FROM matcher_filter_state WHERE filter_id = ANY($1)
+            ORDER BY filter_id FOR UPDATE
+            """, [.int8Array(filterIds)]).rows {
+            if let at = try row.optionalTimestamp(1) { last[try row.int64(0)] = at }
+        }
+        return last
+    }
+
+    /// The filters' unnotified matches, with what eligibility needs, as they stand now.
+    private func waitingMatches(_ tx: PostgresConnection, _ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
+        try tx.query("""
             SELECT m.filter_id, m.profile_id, p.status, p.last_login_at,
                    EXISTS (SELECT 1 FROM blocks b
                            WHERE (b.blocker_id = u.owner_id AND b.blocked_id = m.profile_id)
@@ -308,31 +400,23 @@ extension PostgresMatchingStore: MatchRepository {
             FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
             JOIN filter_matches m ON m.filter_id = u.filter_id AND m.notification_id IS NULL
             LEFT JOIN profiles p ON p.id = m.profile_id
-            ORDER BY m.filter_id, m.profile_id
-            FOR UPDATE OF m
-            """, [.int8Array(ids), .int8Array(owners)]).rows.map { row in
+            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]).rows.map { row in
             WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
                          profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
         }
-        guard !waiting.isEmpty else { return 0 }
-        var last: [Int64: Timestamp] = [:]
-        for row in try tx.query("""
-            SELECT filter_id, max(created_at) FROM notifications WHERE filter_id = ANY($1) GROUP BY filter_id
-            """, [.int8Array(Array(Set(waiting.map(\.filterId))))]).rows {
-            last[try row.int64(0)] = try row.timestamp(1)
-        }
-        let planned = planner.plan(filters: notify, waiting: waiting, lastNotifiedAt: last, clock: unit.clock)
-        guard !planned.isEmpty else { return 0 }
+    }
 
-        // Ids first, so that the notifications go in with one COPY and their matches point at them.
-        let newIds = try tx.query(
+    /// Writes the planned notifications with one COPY; returns their ids, in `planned` order.
+    private func writeNotifications(_ tx: PostgresConnection, _ planned: [PlannedNotification], _ unit: WorkUnit) throws -> [Int64] {
+        guard !planned.isEmpty else { return [] }
+        let ids = try tx.query(
             "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
             [.int4(Int32(planned.count))]).rows.map { try $0.int64(0) }
         try tx.copyIn("""
             COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id)
             FROM STDIN (FORMAT binary)
             """) { writer in
-            for (id, n) in zip(newIds, planned) {
+            for (id, n) in zip(ids, planned) {
                 writer.beginRow(fieldCount: 7)
                 writer.write(id)
                 writer.write(n.recipientId)
@@ -343,22 +427,26 @@ extension PostgresMatchingStore: MatchRepository {
                 writer.write(unit.runId)
             }
         }
-        var markFilter: [Int64] = []
-        var markProfile: [Int64] = []
-        var markNotification: [Int64] = []
-        for (id, n) in zip(newIds, planned) {
-            for profileId in n.countedProfileIds {
-                markFilter.append(n.filterId)
-                markProfile.append(profileId)
-                markNotification.append(id)
-            }
-        }
+        return ids
+    }
+
+    /// Marks matches already in the table as notified.
+    private func markNotified(_ tx: PostgresConnection, _ marks: [MatchPair: Int64]) throws {
+        guard !marks.isEmpty else { return }
+        let pairs = marks.sorted { $0.key < $1.key }
         try tx.query("""
             UPDATE filter_matches m SET notification_id = u.notification_id
             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
             WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
-            """, [.int8Array(markFilter), .int8Array(markProfile), .int8Array(markNotification)])
-        return planned.count
+            """, [.int8Array(pairs.map(\.key.filterId)), .int8Array(pairs.map(\.key.profileId)),
+                  .int8Array(pairs.map(\.value))])
+    }
+
+    private func recordNotified(_ tx: PostgresConnection, _ planned: [PlannedNotification], _ unit: WorkUnit) throws {
+        guard !planned.isEmpty else { return }
+        try tx.query("""
+            UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)
+            """, [.int8Array(planned.map(\.filterId)), .timestamptz(unit.clock.now)])
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

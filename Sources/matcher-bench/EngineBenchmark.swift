@@ -139,17 +139,20 @@ struct EngineBenchmark: ParsableCommand {
         print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
         }
 
+        print("\npeak RSS (VmHWM) of the runs: \(PeakMemory.describe())")
         if verify > 0 {
             let sample = Array(prepared.prefix(verify))
             started = .now
             let expected = ReferenceMatchEngine().evaluate(sample, against: batch, limit: limit, clock: clock,
                                                            exclusions: exclusionSet)
             let same = expected == Array((results.isEmpty ? counted : results).prefix(verify))
-            print("\nreference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
+            print("reference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
                   + (same ? "identical" : "DIFFERENT"))
             if !same { throw ExitCode.failure }
         }
-        print("\npeak RSS (VmHWM): \(PeakMemory.describe())")
+        if verify > 0 {
+            print("peak RSS (VmHWM) with the reference engine's profiles: \(PeakMemory.describe())")
+        }
     }
 
     private func median(_ values: [Double]) -> Double {

@@ -95,9 +95,10 @@ struct VersusSQLBenchmark: ParsableCommand {
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
         try connection.execute("""
-            TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters;
-            VACUUM ANALYZE filter_matches, notifications;
+            TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
+                     matcher_filter_state
             """)
+        try connection.execute("VACUUM ANALYZE filter_matches, notifications")
     }
 
     private func checksums(_ conninfo: String) throws -> String {

@@ -53,8 +53,8 @@ struct Backfill: ParsableCommand {
             let filters: FilterSelection = !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
             let useCase = Matching.Backfill(
                 profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                engine: ReferenceMatchEngine(), output: LoggingRunOutput(logger: logger), stop: trap.stop,
-                unitFilterLimit: options.unitFilters)
+                engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
+                unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
             let summary = try useCase.execute(.init(
                 profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
                 timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Matching
 
 enum LogFormat: String, ExpressibleByArgument, CaseIterable {
     case logfmt
@@ -51,21 +52,7 @@ struct LineLogHandler: LogHandler {
         return "\"\(escaped)\""
     }
 
-    static func jsonString(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 { out += String(format: "\\u%04x", scalar.value) } else { out.unicodeScalars.append(scalar) }
-            }
-        }
-        return out + "\""
-    }
+    static func jsonString(_ value: String) -> String { ReportRenderer.jsonString(value) }
 }
 
 enum Log {

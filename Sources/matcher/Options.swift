@@ -45,7 +45,14 @@ struct RunOptions: ParsableArguments {
     @Option(help: "Filters per unit of work (each unit commits its matches, notifications and progress together).")
     var unitFilters: Int = 2_000
 
+    @Option(help: "At most this many new matches per unit of work.")
+    var unitMatches: Int = 50_000
+
+    @Option(help: "Match engine: bitset (columnar, all cores) or reference (the plain evaluator it is tested against).")
+    var engine: EngineChoice = .bitset
+
     func validate() throws {
+        guard unitMatches >= 1 else { throw ValidationError("--unit-matches must be at least 1") }
         guard unitFilters >= 1 else { throw ValidationError("--unit-filters must be at least 1") }
         guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
         guard TimeZone(identifier: timeZone) != nil else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
@@ -67,3 +74,15 @@ struct OutputOptions: ParsableArguments {
 }
 
 extension ReportFormat: ExpressibleByArgument {}
+
+enum EngineChoice: String, ExpressibleByArgument, CaseIterable {
+    case bitset
+    case reference
+
+    var engine: any MatchEngine {
+        switch self {
+        case .bitset: return BitsetMatchEngine()
+        case .reference: return ReferenceMatchEngine()
+        }
+    }
+}

@@ -21,8 +21,8 @@ struct Run: ParsableCommand {
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                engine: ReferenceMatchEngine(), output: LoggingRunOutput(logger: logger), stop: trap.stop,
-                unitFilterLimit: options.unitFilters)
+                engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
+                unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
             let summary = try useCase.execute(.init(
                 now: options.now, timeZone: options.zone, shard: options.shard,
                 maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))

@@ -47,6 +47,7 @@ struct BitsetTestWorld {
             logins.append(now - Int64.random(in: 0...(400 * BitsetTestWorld.day), using: &random))
         }
         logins.append(now + 3_600_000_000)   // in the future
+        logins += [Int64.min, Int64.min + 1, Int64.max]   // hostile extremes
         self.logins = logins
     }
 

@@ -27,7 +27,7 @@
 --   read, insert, update   filter_matches, notifications (+ notifications' identity)
 --   read, insert, update, delete   its bookkeeping: matcher_profile_changes,
 --                matcher_runs (+ identity), matcher_shard_progress,
---                matcher_invalid_filters
+--                matcher_invalid_filters, matcher_filter_state
 --   CONNECT on the database, USAGE on the schema.
 -- Not granted because `matcher run` does not use them: matcher_schema_migrations
 -- (read by `matcher migrate`, which runs as the owner) and TEMPORARY (note that
@@ -99,7 +99,8 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('matcher_profile_changes', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),
-        ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE')
+        ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE')
        ) AS g(tbl, privileges)
 \gexec
 

@@ -138,7 +138,8 @@ public enum ReportRenderer {
         }
     }
 
-    static func jsonString(_ s: String) -> String {
+    /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+    public static func jsonString(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {

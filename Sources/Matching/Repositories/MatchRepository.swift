@@ -34,15 +34,29 @@ public struct WorkUnit: Sendable {
     public let notify: [NotificationCandidateFilter]?
     /// Filters evaluated, invalid and on a lapsed plan in this unit, added to the run's counters with it.
     public let filterCounters: RunCounters
+    /// `last_login_at` of every profile in `matches` as the run read it (orders digests).
+    public let lastLoginAt: [Int64: Timestamp]
 
     public init(runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
-                notify: [NotificationCandidateFilter]?, filterCounters: RunCounters) {
+                notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
+                lastLoginAt: [Int64: Timestamp] = [:]) {
         self.runId = runId
         self.clock = clock
         self.lastFilterId = lastFilterId
         self.matches = matches
         self.notify = notify
         self.filterCounters = filterCounters
+        self.lastLoginAt = lastLoginAt
+    }
+
+    /// The unit's new matches as the notification rule sees them: just evaluated, so eligible.
+    public var newMatchesAsWaiting: [WaitingMatch] {
+        matches.flatMap { result in
+            result.profileIds.map { id in
+                WaitingMatch(filterId: result.filterId, profileId: id, profileStatus: Profile.Status.active,
+                             profileLastLoginAt: lastLoginAt[id], blockedEitherWay: false)
+            }
+        }
     }
 }
 

@@ -90,6 +90,10 @@ struct MatchingPass {
         let resultByFilter = Dictionary(uniqueKeysWithValues: results.map { ($0.filterId, $0) })
         let preparedById = Dictionary(uniqueKeysWithValues: prepared.map { ($0.filter.id, $0) })
         let planner = NotificationPlanner()
+        // Candidate id -> last_login_at, for ordering digests of new matches (only when notifying).
+        let lastLogins: [Int64] = plan.writesNotifications ? batch.columns.lastLoginAt : []
+        let rowById: [Int64: Int] = plan.writesNotifications
+            ? Dictionary(zip(batch.ids, batch.ids.indices), uniquingKeysWith: { a, _ in a }) : [:]
         var unitMatches: [FilterResult] = []
         var unitNotify: [NotificationCandidateFilter] = []
         var unitCounters = RunCounters.zero
@@ -99,9 +103,18 @@ struct MatchingPass {
 
         func commitUnit(lastFilterId: Int64) throws {
             if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
+            var logins: [Int64: Timestamp] = [:]
+            if plan.writesNotifications {
+                for result in unitMatches {
+                    for id in result.profileIds {
+                        if let row = rowById[id] { logins[id] = Timestamp(microsecondsSinceEpoch: lastLogins[row]) }
+                    }
+                }
+            }
             let outcome = try matches.commit(
                 WorkUnit(runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unitMatches,
-                         notify: plan.writesNotifications ? unitNotify : nil, filterCounters: unitCounters),
+                         notify: plan.writesNotifications ? unitNotify : nil, filterCounters: unitCounters,
+                         lastLoginAt: logins),
                 planner: planner)
             written = written + unitCounters + RunCounters(matchesWritten: outcome.matchesWritten,
                                                            notificationsWritten: outcome.notificationsWritten)

@@ -47,8 +47,11 @@ enum Posting: Sendable {
 /// so no worker ever touches another's words or the container itself (the `ResultSlots` discipline).
 final class WordArena: @unchecked Sendable {
     let words: UnsafeMutableBufferPointer<UInt64>
+    /// Words in use (the buffer holds at least one).
+    let count: Int
 
     init(count: Int) {
+        self.count = count
         words = .allocate(capacity: max(count, 1))
         words.initialize(repeating: 0)
     }
@@ -75,9 +78,9 @@ struct BitsetIndex: Sendable {
     let sparseRows: [Int32]
     let sparseRanges: [Range<Int>]
     /// Bytes of dense bitsets in the arena.
-    var arenaBytes: Int { arena.words.count * 8 }
+    var arenaBytes: Int { arena.count * 8 }
     /// Dense bitsets in the arena.
-    var bitsetCount: Int { wordCount == 0 ? 0 : arena.words.count / wordCount }
+    var bitsetCount: Int { wordCount == 0 ? 0 : arena.count / wordCount }
     var sharedGroupCount: Int { groupPostings.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
 
     struct Options: Sendable {
@@ -473,10 +476,11 @@ struct BitsetIndex: Sendable {
         var atMostBySplit: [Int: Int] = [:]
         var atLeastBySplit: [Int: Int] = [:]   // keyed by the split just below the bound
         var everyAnswered: [Int] = []
+        let splitIndex = Dictionary(uniqueKeysWithValues: splits.enumerated().map { ($1, $0) })
         for (need, cut) in cuts {
             switch cut {
-            case .atMost(_, let bound): atMostBySplit[splits.firstIndex(of: bound)!] = need
-            case .atLeast(_, let bound) where bound > Int64.min: atLeastBySplit[splits.firstIndex(of: bound - 1)!] = need
+            case .atMost(_, let bound): atMostBySplit[splitIndex[bound]!] = need
+            case .atLeast(_, let bound) where bound > Int64.min: atLeastBySplit[splitIndex[bound - 1]!] = need
             default: everyAnswered.append(need)
             }
         }

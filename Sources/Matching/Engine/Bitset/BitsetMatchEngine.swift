@@ -42,8 +42,8 @@ public struct BitsetMatchEngine: MatchEngine {
         public var sharedGroups = 0
     }
 
-    /// Every filter's answer, how many candidates satisfy its conditions (before exclusions and
-    /// `limit`), and statistics.
+    /// Every filter's answer (in the filters' order), how many candidates satisfy its conditions
+    /// (before exclusions and `limit`; only from `evaluateCounting`, else 0), and statistics.
     public struct CountingEvaluation: Sendable {
         public let results: [FilterResult]
         public let matchCounts: [Int]
@@ -332,6 +332,12 @@ private struct Kernel {
         }
     }
 
+    /// Whether the group is one bitset and no (remaining) list.
+    @inline(__always)
+    private func isSingleBitset(_ group: Int) -> Bool {
+        groupMeta[group * 5 + 1] - groupMeta[group * 5] == 1 && cursors[group] == groupMeta[group * 5 + 4]
+    }
+
     /// ANDs the filter's groups over words `chunk ..< chunk + length` into `acc`; false when empty.
     @inline(__always)
     private func evaluate(_ filter: Int, chunk: Int, length: Int, acc: UnsafeMutablePointer<UInt64>,
@@ -344,8 +350,20 @@ private struct Kernel {
         }
         let firstRow = chunk << 6
         let endRow = (chunk + length) << 6
-        for group in groupStart..<groupEnd {
+        var group = groupStart
+        while group < groupEnd {
+            defer { group += 1 }
             let first = group == groupStart
+            // Two single bitsets in a row (after the first group): one pass for both.
+            if !first && group + 1 < groupEnd && isSingleBitset(group) && isSingleBitset(group + 1) {
+                let one = arena + refs[groupMeta[group * 5]] + chunk
+                let two = arena + refs[groupMeta[(group + 1) * 5]] + chunk
+                var any: UInt64 = 0
+                for word in 0..<length { let value = acc[word] & one[word] & two[word]; acc[word] = value; any |= value }
+                if any == 0 { return false }
+                group += 1
+                continue
+            }
             let denseStart = groupMeta[group * 5]
             let denseEnd = groupMeta[group * 5 + 1]
             let sparseEnd = groupMeta[group * 5 + 4]
