@@ -37,15 +37,11 @@
 -- TRUNCATE of matches and notifications, any write to the app's tables, any
 -- other table. Run locks are advisory locks, which need no privilege.
 --
--- The profiles trigger: matcher_record_profile_changes() (sql/0002) runs with
--- the privileges of whoever writes profiles, i.e. the APP's role, which then
--- needs INSERT, UPDATE and SELECT on matcher_profile_changes. The fix we
--- recommend is a migration making it
---     ALTER FUNCTION matcher_record_profile_changes() SECURITY DEFINER
---         SET search_path = pg_catalog, public;
--- (owned by the tables' owner), after which the app needs no grant on worker
--- tables. Until then, pass -v app_role=NAME and this script grants the app
--- role exactly that (and nothing when the function is already SECURITY DEFINER).
+-- The profiles trigger: matcher_record_profile_changes() is SECURITY DEFINER
+-- since migration 0003, so the app's role needs no grant on worker tables. On a
+-- database migrated only to 0002, pass -v app_role=NAME and this script grants
+-- the app role what the trigger needs (nothing once the function is
+-- SECURITY DEFINER).
 
 \set ON_ERROR_STOP on
 \if :{?worker_role}
