@@ -41,7 +41,7 @@ struct EngineBenchmark: ParsableCommand {
     @Option(help: "A code keeps a list of rows rather than a bitset below candidates / this.")
     var sparseDivisor = BitsetMatchEngine.Options().sparseDivisor
 
-    @Option(help: "Recorded (filter, profile) pairs and blocks to generate as exclusions.")
+    @Option(help: "Recorded (filter, profile) pairs to generate as exclusions, with a block for one in four.")
     var exclusions = 200_000
 
     @Option(help: "Filters to check against the reference engine after the runs (0: none).")

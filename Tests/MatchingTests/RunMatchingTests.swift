@@ -359,6 +359,17 @@ import Testing
         #expect(json.contains("\"read\": 0.500000"))
     }
 
+    @Test func tablesAlignJapaneseByDisplayWidth() {
+        let report = Report(title: "t", sections: [.table("T", columns: ["item", "value"], rows: [
+            [.text("residence"), .text("13 (東京都)")], [.text("x"), .text("1")],
+        ])])
+        let lines = ReportRenderer.render(report, as: .text).split(separator: "\n").map(String.init)
+        // "13 (東京都)" takes 11 columns: "13 (" and ")" are 5, the three kanji 2 each.
+        #expect(ReportRenderer.displayWidth("13 (東京都)") == 11)
+        #expect(lines.contains("  item       value"))
+        #expect(lines.contains("  residence  13 (東京都)"))
+    }
+
     @Test func jsonEscapesControlAndQuotes() {
         let report = Report(title: "t \"q\"\n", sections: [.fields("S", [("k", .text("a\u{1}b"))])])
         #expect(ReportRenderer.render(report, as: .json) == #"{"title": "t \"q\"\n", "s": {"k": "a\u0001b"}}"#)

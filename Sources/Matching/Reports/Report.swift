@@ -80,19 +80,17 @@ public enum ReportRenderer {
             lines.append(section.title)
             switch section.layout {
             case .fields:
-                let width = section.rows.map { $0.first?.description.count ?? 0 }.max() ?? 0
+                let width = section.rows.map { displayWidth($0.first?.description ?? "") }.max() ?? 0
                 for row in section.rows {
                     let label = row.first?.description ?? ""
                     let value = row.dropFirst().map(\.description).joined(separator: " ")
-                    lines.append("  " + label.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + value)
+                    lines.append("  " + pad(label, to: width) + "  " + value)
                 }
             case .table(let columns):
                 let cells = [columns] + section.rows.map { $0.map(\.description) }
-                let widths = columns.indices.map { i in cells.map { i < $0.count ? $0[i].count : 0 }.max() ?? 0 }
+                let widths = columns.indices.map { i in cells.map { i < $0.count ? displayWidth($0[i]) : 0 }.max() ?? 0 }
                 for row in cells {
-                    let padded = columns.indices.map { i in
-                        (i < row.count ? row[i] : "").padding(toLength: widths[i], withPad: " ", startingAt: 0)
-                    }
+                    let padded = columns.indices.map { i in pad(i < row.count ? row[i] : "", to: widths[i]) }
                     lines.append(("  " + padded.joined(separator: "  ")).trimmingTrailingSpaces())
                 }
                 if section.rows.isEmpty { lines.append("  (none)") }
@@ -120,6 +118,26 @@ public enum ReportRenderer {
             sections.append(jsonString(key(section.title)) + ": " + body)
         }
         return "{\"title\": \(jsonString(report.title)), " + sections.joined(separator: ", ") + "}"
+    }
+
+    /// Terminal columns `text` takes: East Asian wide and fullwidth characters (kanji, kana, hangul,
+    /// fullwidth forms) take two.
+    static func displayWidth(_ text: String) -> Int {
+        text.unicodeScalars.reduce(0) { width, scalar in
+            switch scalar.value {
+            case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+                 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+                return width + 2
+            case 0x0300...0x036F, 0x200B...0x200F:
+                return width   // combining marks and zero-width characters
+            default:
+                return width + 1
+            }
+        }
+    }
+
+    static func pad(_ text: String, to width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - displayWidth(text)))
     }
 
     /// "Matches written" -> "matches_written".
