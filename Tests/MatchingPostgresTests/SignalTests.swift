@@ -1,0 +1,71 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// SIGTERM stops a real `matcher run` at the next unit-of-work boundary: the unit in flight commits,
+/// nothing is half-written, one clear line, exit 143; the next run completes the rest.
+@Suite(.serialized) struct SignalTests {
+    @Test func sigtermStopsAtAUnitBoundaryAndTheNextRunCompletes() throws {
+        let clean = try Twin()
+        let stopped = try Twin()
+        var world = ScenarioWorld(seed: 5)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        for twin in [clean, stopped] {
+            try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
+            try twin.writer.upsertFilters(day1.filters)
+        }
+        let arguments = ["run", "--now", "2026-03-01T03:00:00Z", "--unit-filters", "10"]
+        #expect(try MatcherProcess.run(arguments, database: clean.database.conninfo).status == 0)
+
+        // Hold a lock the first unit needs, so the run waits inside it at a known point.
+        let blocker = try stopped.database.connect()
+        try blocker.execute("BEGIN; LOCK TABLE filter_matches IN SHARE MODE")
+        let process = Process()
+        process.executableURL = MatcherProcess.executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = stopped.database.conninfo
+        process.environment = environment
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = Pipe()
+        try process.run()
+
+        // Wait until the run's unit is blocked on the lock, then ask it to stop and let the unit finish.
+        let watcher = try stopped.database.connect()
+        var waiting = false
+        for _ in 0..<300 where !waiting {
+            waiting = try !watcher.query("""
+                SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'matcher'
+                  AND wait_event_type = 'Lock'
+                """).rows.isEmpty
+            if !waiting { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(waiting)
+        kill(process.processIdentifier, SIGTERM)
+        Thread.sleep(forTimeInterval: 0.2)
+        try blocker.execute("COMMIT")
+        process.waitUntilExit()
+        let message = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 130 || process.terminationStatus == 143)
+        #expect(message.contains("stopped at a unit-of-work boundary"), "\(message)")
+
+        // Exactly one unit (10 filters) was committed: nothing half-written.
+        let run = try stopped.connection.query("SELECT status, resume_after_filter FROM matcher_runs").rows
+        #expect(run.count == 1)
+        #expect(try run[0].string(0) == "failed")
+        let committedFilters = try stopped.connection.query("SELECT count(DISTINCT filter_id) FROM filter_matches").rows
+        #expect(try committedFilters[0].int64(0) <= 10)
+
+        // The next run completes the interrupted one: the rows equal one clean run's.
+        let next = try MatcherProcess.run(arguments, database: stopped.database.conninfo)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(try Rows.of(stopped.connection).matches == Rows.of(clean.connection).matches)
+        #expect(try Rows.of(stopped.connection).notifications == Rows.of(clean.connection).notifications)
+    }
+}
