@@ -53,7 +53,7 @@ public struct Backfill: Sendable {
     private let output: any RunOutputHandler
 
     public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = ReferenceMatchEngine(),
+                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
                 output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
                 unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
         self.pass = MatchingPass(filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,

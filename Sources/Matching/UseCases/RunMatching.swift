@@ -37,7 +37,7 @@ public struct RunMatching: Sendable {
     private let unitMatchLimit: Int
 
     public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = ReferenceMatchEngine(),
+                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
                 output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
                 unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
         self.profiles = profiles
