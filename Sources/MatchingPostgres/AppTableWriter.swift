@@ -93,12 +93,6 @@ public struct AppTableWriter {
         }
     }
 
-    /// Changes profiles' status (hide, suspend, delete, reactivate) as the app would.
-    public func setStatus(_ status: Int16, profileIds: [Int64], updatedAt: Timestamp) throws {
-        try connection.query("UPDATE profiles SET status = $1, updated_at = $2 WHERE id = ANY($3)",
-                             [.int2(status), .timestamptz(updatedAt), .int8Array(profileIds)])
-    }
-
     /// Inserts filters, or replaces those that exist.
     public func upsertFilters(_ filters: [SavedFilter]) throws {
         guard !filters.isEmpty else { return }

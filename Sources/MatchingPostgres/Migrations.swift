@@ -131,15 +131,6 @@ public struct MigrationRunner {
         return applied
     }
 
-    /// Versions recorded as applied.
-    public func appliedVersions() throws -> [Int] {
-        let exists = try connection.query("SELECT to_regclass('matcher_schema_migrations') IS NOT NULL")
-        guard try exists.rows.first?.bool(0) == true else { return [] }
-        return try connection.query("SELECT version FROM matcher_schema_migrations ORDER BY version").rows.map {
-            Int(try $0.int32(0))
-        }
-    }
-
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).
     public static var currentExecutable: URL {
         if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
