@@ -16,6 +16,7 @@ extension PostgresConnection {
                 throw PostgresError(kind: .usage, message: "copyIn needs a COPY … FROM STDIN statement")
             }
             let writer = BinaryCopyWriter(connection: connection)
+            writer.didSend = { [self] in madeProgress() }
             defer { writer.detach() }
             do {
                 try body(writer)
@@ -65,6 +66,8 @@ public final class BinaryCopyWriter {
     private(set) var misuse: String?
     /// libpq's message when sending failed; the rest of the data is dropped.
     private(set) var sendFailure: String?
+    /// Called after each chunk is handed to libpq (progress for the call deadline).
+    var didSend: (() -> Void)?
 
     init(connection: OpaquePointer) {
         self.connection = connection
@@ -159,6 +162,7 @@ public final class BinaryCopyWriter {
     /// After `copyIn` returns, the writer no longer sends anything.
     func detach() {
         connection = nil
+        didSend = nil
         count = 0
     }
 
@@ -173,6 +177,7 @@ public final class BinaryCopyWriter {
                 return
             }
             sent += length
+            didSend?()
         }
     }
 

@@ -42,6 +42,7 @@ extension PostgresConnection {
             if length == -1 { break }  // done; the final result follows
             guard length >= 0, let buffer else { throw connectionError(connection) }
             defer { PQfreemem(buffer) }
+            madeProgress()
             try parser.feed(UnsafeRawBufferPointer(start: buffer, count: Int(length)), row)
         }
         guard !parser.hasPartialData else {

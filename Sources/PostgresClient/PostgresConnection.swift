@@ -25,6 +25,15 @@ public final class PostgresConnection: @unchecked Sendable {
     private var cancelHandle: OpaquePointer?
 
     private let noticeStore = NoticeStore()
+    private let deadline = CallDeadline()
+
+    /// How long one libpq call may wait without any data moving before the client gives up on the
+    /// server (shuts the socket down and throws `.connection`); nil waits forever. Set it above the
+    /// session's `statement_timeout`, so that the server's own timeout normally speaks first.
+    public var callTimeout: Duration? {
+        get { deadline.currentTimeout }
+        set { deadline.setTimeout(newValue) }
+    }
 
     /// "host=… port=… dbname=… user=…" of the server connected to; never a password.
     public let endpointDescription: String
@@ -113,6 +122,7 @@ public final class PostgresConnection: @unchecked Sendable {
         defer { lock.unlock() }
         guard let connection else { return }
         self.connection = nil
+        deadline.detach()
         cancelLock.lock()
         if let cancelHandle { PQfreeCancel(cancelHandle) }
         cancelHandle = nil
@@ -150,15 +160,30 @@ public final class PostgresConnection: @unchecked Sendable {
         return noticeStore.messages
     }
 
-    /// Runs `body` with the open PGconn under the lock.
+    /// Runs `body` with the open PGconn under the lock, within the call deadline.
     func withConnection<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
         guard let connection else {
             throw PostgresError(kind: .usage, message: "the connection to \(endpointDescription) is closed")
         }
-        return try body(connection)
+        deadline.attach(socket: PQsocket(connection))
+        deadline.enter()
+        defer { deadline.leave() }
+        do {
+            return try body(connection)
+        } catch let error as PostgresError where deadline.hasTripped && (error.kind == .connection || error.kind == .copy) {
+            let seconds = deadline.currentTimeout.map { "\($0.components.seconds) s" } ?? "too long"
+            throw PostgresError(
+                kind: .connection,
+                message: "no answer from \(endpointDescription) for \(seconds) (network partition or stalled server); "
+                    + "the client gave up on the connection",
+                detail: error.message)
+        }
     }
+
+    /// Data moved during a long call (a COPY chunk): its deadline starts over.
+    func madeProgress() { deadline.progress() }
 
     // MARK: - Statements
 

@@ -51,8 +51,10 @@ func runReportingFailures(_ logger: Logger, _ what: String, metrics: MetricsFile
 private func advice(for error: Error) -> String {
     if let pg = error as? PostgresError {
         switch pg.kind {
-        case .connection:
+        case .connection where pg.message.hasPrefix("could not connect") || pg.message.hasPrefix("invalid connection string"):
             return " — check --database-url / DATABASE_URL / PG* settings and that the server is up"
+        case .connection:
+            return " — the connection was lost mid-run; committed units are kept and the next run resumes the work"
         case .server where pg.sqlState == "42P01" || pg.sqlState == "42703":
             return " — the schema is missing or old: run `matcher migrate`"
         case .server where pg.sqlState == "57014":

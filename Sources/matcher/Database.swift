@@ -7,6 +7,8 @@ import PostgresClient
 struct Database {
     let conninfo: String?
     let options: [String: String]
+    /// The client-side deadline of every database call (see `DatabaseOptions.networkTimeout`).
+    let callTimeout: Duration?
 
     init(_ settings: DatabaseOptions) {
         let fromEnvironment = ProcessInfo.processInfo.environment["DATABASE_URL"]
@@ -20,9 +22,17 @@ struct Database {
             "keepalives_count": "3",
             "tcp_user_timeout": "60000",
         ]
+        var serverSettings: [String] = []
         if settings.statementTimeout > 0 {
-            options["options"] = "-c statement_timeout=\(settings.statementTimeout * 1000)"
+            serverSettings.append("-c statement_timeout=\(settings.statementTimeout * 1000)")
         }
+        callTimeout = settings.effectiveNetworkTimeout.map { .seconds($0) }
+        if let seconds = settings.effectiveNetworkTimeout {
+            // A client that vanished mid-transaction (behind a frozen proxy, say) must not hold its row
+            // locks for long: the server ends such a session once the client's own deadline has passed.
+            serverSettings.append("-c idle_in_transaction_session_timeout=\((seconds + 30) * 1000)")
+        }
+        if !serverSettings.isEmpty { options["options"] = serverSettings.joined(separator: " ") }
         // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
         // so it is never in the environment, the command line or a log.
         if let password = Database.passwordFromFile() { options["password"] = password }
@@ -43,14 +53,13 @@ struct Database {
     }
 
     func connect() throws -> PostgresConnection {
-        try PostgresConnection(conninfo, options: options)
+        let connection = try PostgresConnection(conninfo, options: options)
+        connection.callTimeout = callTimeout
+        return connection
     }
 
     func store() throws -> PostgresMatchingStore {
-        let conninfo = self.conninfo
-        let options = self.options
-        return PostgresMatchingStore(connection: try connect()) {
-            try PostgresConnection(conninfo, options: options)
-        }
+        let database = self
+        return PostgresMatchingStore(connection: try connect()) { try database.connect() }
     }
 }

@@ -13,7 +13,18 @@ struct DatabaseOptions: ParsableArguments {
     var connectTimeout: Int = 10
 
     @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
-    var statementTimeout: Int = 1_800
+    var statementTimeout: Int = 300
+
+    @Option(help: ArgumentHelp(
+        "Seconds one database call may wait with no data moving before the run gives up on the server (0: never).",
+        discussion: "Default: the statement timeout + 30 s. Catches what keepalives cannot: a path that stays up but never answers."))
+    var networkTimeout: Int?
+
+    /// The client-side call deadline in seconds, or nil for none.
+    var effectiveNetworkTimeout: Int? {
+        if let networkTimeout { return networkTimeout > 0 ? networkTimeout : nil }
+        return statementTimeout > 0 ? statementTimeout + 30 : nil
+    }
 }
 
 /// The flags every run-like command takes (cli.md).
