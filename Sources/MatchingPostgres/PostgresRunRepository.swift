@@ -3,19 +3,18 @@ import Foundation
 import Matching
 import PostgresClient
 
-/// A session-level advisory lock on a connection of its own: held until released or until the session
-/// ends, which the server notices when the holder's process dies, so nobody cleans up by hand.
+/// A session-level advisory lock on a connection of its own: held until the session ends, which the
+/// server notices when the holder closes it or its process dies, so nobody cleans up by hand.
 final class PostgresRunLock: RunLock, @unchecked Sendable {
     private let connection: PostgresConnection
-    private let keys: (Int32, Int32)
 
-    init(connection: PostgresConnection, keys: (Int32, Int32)) {
+    init(connection: PostgresConnection) {
         self.connection = connection
-        self.keys = keys
     }
 
+    /// Ends the session, which releases the lock. No unlock statement: after a network failure it
+    /// would only wait out another deadline on the same broken path.
     func release() {
-        _ = try? connection.query("SELECT pg_advisory_unlock($1, $2)", [.int4(keys.0), .int4(keys.1)])
         connection.close()
     }
 }
@@ -38,7 +37,7 @@ extension PostgresMatchingStore: RunRepository {
             lockConnection.close()
             return nil
         }
-        return PostgresRunLock(connection: lockConnection, keys: keys)
+        return PostgresRunLock(connection: lockConnection)
     }
 
     static let runColumns = """
