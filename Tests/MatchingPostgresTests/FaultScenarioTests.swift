@@ -237,9 +237,7 @@ import Testing
         let twin = try Twin(label)
         var world = ScenarioWorld(seed: 11)
         let day1 = world.day1(profiles: 300, filters: 60)
-        try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
-        try twin.writer.upsertFilters(day1.filters)
-        try twin.writer.insertBlocks(day1.blocks)
+        try twin.load(day1)
         return twin
     }
 

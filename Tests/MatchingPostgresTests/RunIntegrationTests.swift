@@ -117,11 +117,7 @@ import Testing
         let sharded = try Twin()
         var world = ScenarioWorld(seed: 7)
         let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [whole, sharded] {
-            try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
-            try twin.writer.upsertFilters(day1.filters)
-            try twin.writer.insertBlocks(day1.blocks)
-        }
+        for twin in [whole, sharded] { try twin.load(day1) }
         func run(_ twin: Twin, _ shard: Shard) throws -> RunSummary {
             try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
                             matches: twin.postgres, runs: twin.postgres)
@@ -139,8 +135,7 @@ import Testing
         let twin = try Twin()
         var world = ScenarioWorld(seed: 3)
         let day1 = world.day1(profiles: 50, filters: 10)
-        try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
-        try twin.writer.upsertFilters(day1.filters)
+        try twin.load(day1)
         let held = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
         let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
         #expect(refused.status == 75)
@@ -161,11 +156,7 @@ import Testing
         let killed = try Twin()
         var world = ScenarioWorld(seed: 11)
         let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [clean, killed] {
-            try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
-            try twin.writer.upsertFilters(day1.filters)
-            try twin.writer.insertBlocks(day1.blocks)
-        }
+        for twin in [clean, killed] { try twin.load(day1) }
         let arguments = ["run", "--now", "2026-03-01T03:00:00Z", "--unit-filters", "5"]
         let reference = try MatcherProcess.run(arguments, database: clean.database.conninfo)
         #expect(reference.status == 0, "\(reference.stderr)")

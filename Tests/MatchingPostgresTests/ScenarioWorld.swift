@@ -102,6 +102,13 @@ struct Twin {
 
     var writer: AppTableWriter { AppTableWriter(connection: connection) }
 
+    /// Writes a world into PostgreSQL only (not the in-memory twin), as of day 1.
+    func load(_ world: (profiles: [Profile], filters: [SavedFilter], blocks: [Block])) throws {
+        try writer.upsertProfiles(world.profiles, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters(world.filters)
+        try writer.insertBlocks(world.blocks)
+    }
+
     func saveProfiles(_ profiles: [Profile], at clock: Timestamp) throws {
         try writer.upsertProfiles(profiles, updatedAt: clock)
         memory.save(profiles, updatedAt: clock)

@@ -14,10 +14,7 @@ import Testing
         let stopped = try Twin()
         var world = ScenarioWorld(seed: 5)
         let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [clean, stopped] {
-            try twin.writer.upsertProfiles(day1.profiles, updatedAt: ScenarioWorld.day1)
-            try twin.writer.upsertFilters(day1.filters)
-        }
+        for twin in [clean, stopped] { try twin.load(day1) }
         let arguments = ["run", "--now", "2026-03-01T03:00:00Z", "--unit-filters", "10"]
         #expect(try MatcherProcess.run(arguments, database: clean.database.conninfo).status == 0)
 
