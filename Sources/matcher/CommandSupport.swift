@@ -107,6 +107,9 @@ extension SignalTrap {
 struct LoggingRunOutput: RunOutputHandler {
     let logger: Logger
     let progress = ProgressThrottle(interval: 5)
+    /// Invalid filters logged one by one per run; the rest are counted (all are in matcher_invalid_filters).
+    static let invalidFiltersLogged = 20
+    let invalidSeen = Counter()
     /// Drawn on a terminal instead of the periodic progress lines.
     let bar: ProgressBar? = ProgressBar.isTerminal ? ProgressBar() : nil
 
@@ -124,13 +127,20 @@ struct LoggingRunOutput: RunOutputHandler {
         case .candidatesLoaded(let count):
             logger.info("candidates loaded", metadata: ["candidates": "\(count)"])
         case .filtersLoaded(let total, let invalid, let paid, let inactive):
+            if invalid > Self.invalidFiltersLogged {
+                logger.warning("more invalid filters skipped", metadata: [
+                    "count": "\(invalid - Self.invalidFiltersLogged)", "see": "matcher_invalid_filters",
+                ])
+            }
             logger.info("filters loaded", metadata: [
                 "filters": "\(total)", "invalid": "\(invalid)", "paid_ignored": "\(paid)", "owner_inactive": "\(inactive)",
             ])
         case .invalidFilter(let record):
-            logger.warning("invalid filter skipped", metadata: [
-                "filter_id": "\(record.filterId)", "owner_id": "\(record.ownerId)", "reason": "\(record.error.description)",
-            ])
+            if invalidSeen.increment() <= Self.invalidFiltersLogged {
+                logger.warning("invalid filter skipped", metadata: [
+                    "filter_id": "\(record.filterId)", "owner_id": "\(record.ownerId)", "reason": "\(record.error.description)",
+                ])
+            }
         case .unitCommitted(let done, let total, let matches, let notifications):
             if let bar {
                 bar.update(done: done, total: total, matches: matches)
@@ -157,6 +167,19 @@ struct LoggingRunOutput: RunOutputHandler {
                 "total_s": "\(String(format: "%.3f", s.totalSeconds))",
             ])
         }
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    /// Adds one; returns the new value.
+    func increment() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value += 1
+        return value
     }
 }
 
