@@ -228,19 +228,36 @@ extension PostgresMatchingStore: BlockRepository {
 extension PostgresMatchingStore: MatchRepository {
     public func existingPairs(profileIds: [Int64]?) throws -> Set<MatchPair> {
         var pairs = Set<MatchPair>()
-        if let ids = profileIds, ids.count <= 50_000 {
-            guard !ids.isEmpty else { return pairs }
+        guard let ids = profileIds else {
+            try connection.copyOut("COPY filter_matches (filter_id, profile_id) TO STDOUT (FORMAT binary)") { row in
+                pairs.insert(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
+            }
+            return pairs
+        }
+        guard !ids.isEmpty else { return pairs }
+        if ids.count <= 50_000 {
             for row in try connection.query(
                 "SELECT filter_id, profile_id FROM filter_matches WHERE profile_id = ANY($1)", [.int8Array(ids)]).rows {
                 pairs.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
             return pairs
         }
-        // Many candidates: one sequential COPY beats index probes; keep the pairs of the candidates.
-        let wanted = profileIds.map(Set.init)
-        try connection.copyOut("COPY filter_matches (filter_id, profile_id) TO STDOUT (FORMAT binary)") { row in
-            let pair = MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0)
-            if wanted?.contains(pair.profileId) ?? true { pairs.insert(pair) }
+        // Many candidates: their ids go in by COPY, and only their pairs come back (never the whole table).
+        try connection.transaction { tx in
+            try tx.execute("CREATE TEMP TABLE matcher_candidate_ids (profile_id bigint PRIMARY KEY) ON COMMIT DROP")
+            try tx.copyIn("COPY matcher_candidate_ids (profile_id) FROM STDIN (FORMAT binary)") { writer in
+                for id in Set(ids) {
+                    writer.beginRow(fieldCount: 1)
+                    writer.write(id)
+                }
+            }
+            try tx.execute("ANALYZE matcher_candidate_ids")
+            try tx.copyOut("""
+                COPY (SELECT m.filter_id, m.profile_id FROM filter_matches m JOIN matcher_candidate_ids c USING (profile_id))
+                TO STDOUT (FORMAT binary)
+                """) { row in
+                pairs.insert(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
+            }
         }
         return pairs
     }

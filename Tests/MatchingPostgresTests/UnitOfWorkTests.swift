@@ -59,4 +59,15 @@ import Testing
         #expect(again == WorkUnitOutcome(matchesWritten: 1, notificationsWritten: 0))
         #expect(try twin.postgres.notifications(filterId: 10).count == 1)
     }
+
+    @Test func existingPairsOfManyCandidatesReturnsOnlyTheirPairs() throws {
+        let (twin, run, notify) = try setUp()
+        _ = try twin.postgres.commit(unit(run, notify, [2, 3, 4]), planner: NotificationPlanner())
+        // More candidate ids than the ANY($1) path takes: the bulk path (COPY in, join, COPY out).
+        let many = [Int64](stride(from: 3, through: 200_003, by: 1))
+        #expect(try twin.postgres.existingPairs(profileIds: many)
+            == [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)])
+        #expect(try twin.postgres.existingPairs(profileIds: [2]) == [MatchPair(filterId: 10, profileId: 2)])
+        #expect(try twin.postgres.existingPairs(profileIds: nil).count == 3)
+    }
 }

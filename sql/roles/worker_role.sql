@@ -28,11 +28,10 @@
 --   read, insert, update, delete   its bookkeeping: matcher_profile_changes,
 --                matcher_runs (+ identity), matcher_shard_progress,
 --                matcher_invalid_filters, matcher_filter_state
---   CONNECT on the database, USAGE on the schema.
--- Not granted because `matcher run` does not use them: matcher_schema_migrations
--- (read by `matcher migrate`, which runs as the owner) and TEMPORARY (note that
--- PostgreSQL grants TEMPORARY to PUBLIC by default; revoke it from PUBLIC if
--- your policy says so).
+--   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
+--   their ids to a temporary table), USAGE on the schema.
+-- Not granted because `matcher run` does not use it: matcher_schema_migrations
+-- (read by `matcher migrate`, which runs as the owner).
 -- What it may not: CREATE in the schema or database, DDL of any kind, DELETE or
 -- TRUNCATE of matches and notifications, any write to the app's tables, any
 -- other table. Run locks are advisory locks, which need no privilege.
@@ -70,7 +69,7 @@ SELECT format('DO $refuse$ BEGIN RAISE EXCEPTION %L; END $refuse$',
 \gexec
 
 -- Database and schema.
-SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'worker_role')
+SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), :'worker_role')
 \gexec
 SELECT format('REVOKE CREATE ON SCHEMA %I FROM %I', :'schema', :'worker_role')
 \gexec
