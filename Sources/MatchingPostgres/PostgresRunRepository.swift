@@ -28,7 +28,6 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     public func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)? {
-        precondition(shard.count < 32_768, "shard counts are limited to 32767")
         let lockConnection = try openConnection()
         let keys = Self.lockKeys(kind: kind, shard: shard)
         let acquired = try lockConnection.query(

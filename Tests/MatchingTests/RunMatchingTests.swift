@@ -376,6 +376,19 @@ import Testing
     }
 }
 
+@Suite struct ShardTests {
+    @Test func parsesAndRejectsWithClearErrors() throws {
+        let shard = try Shard(parsing: "3/4")
+        #expect(shard.index == 3 && shard.count == 4)
+        #expect(shard.owns(ownerId: 7) && !shard.owns(ownerId: 8) && Shard.all.owns(ownerId: -5))
+        #expect(try Shard(index: 1, count: 4).owns(ownerId: -3))   // -3 mod 4 = 1
+        for (text, problem) in [("4/4", "K must satisfy 0 <= K < N"), ("0/0", "N must be at least 1"),
+                                ("1/40000", "N must be at most 32767"), ("a/b", "expected K/N, for example 0/4")] {
+            #expect(throws: ShardError(text: text, problem: problem)) { try Shard(parsing: text) }
+        }
+    }
+}
+
 @Suite struct NotifyIntervalTests {
     @Test func addsLikePostgres() throws {
         let jan31 = try #require(Timestamp(iso8601: "2026-01-31T10:00:00Z"))

@@ -6,8 +6,14 @@ public struct Shard: Sendable, Hashable, CustomStringConvertible {
     /// The whole: one unsharded run.
     public static let all = Shard(uncheckedIndex: 0, count: 1)
 
+    /// The most shards a run can be split into (each shard's run lock encodes N in 15 bits).
+    public static let maximumCount = 32_767
+
     public init(index: Int, count: Int) throws(ShardError) {
         guard count >= 1 else { throw ShardError(text: "\(index)/\(count)", problem: "N must be at least 1") }
+        guard count <= Shard.maximumCount else {
+            throw ShardError(text: "\(index)/\(count)", problem: "N must be at most \(Shard.maximumCount)")
+        }
         guard index >= 0, index < count else {
             throw ShardError(text: "\(index)/\(count)", problem: "K must satisfy 0 <= K < N")
         }
