@@ -32,7 +32,7 @@ struct CopyBenchmark: ParsableCommand {
 
     func run() throws {
         let conninfo = try database.conninfo()
-        let psqlPath = try psql ?? Self.findPSQL()
+        let psqlPath = try psql ?? Shell.psql()
         let connection = try PostgresConnection(conninfo, options: ["application_name": "matcher-bench"])
         let suffix = "\(ProcessInfo.processInfo.processIdentifier)"
         let source = "bench_copy_source_\(suffix)"
@@ -159,12 +159,7 @@ struct CopyBenchmark: ParsableCommand {
         String(format: "%.3f s (%.0f rows/s)", seconds, Double(rows) / seconds)
     }
 
-    private func measure(_ body: () throws -> Void) throws -> Double {
-        let start = ContinuousClock.now
-        try body()
-        let elapsed = ContinuousClock.now - start
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-    }
+    private func measure(_ body: () throws -> Void) throws -> Double { try Shell.time(body) }
 
     private func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
@@ -181,20 +176,6 @@ struct CopyBenchmark: ParsableCommand {
         guard process.terminationStatus == 0 else {
             throw ValidationError("psql failed (status \(process.terminationStatus)) running \(command)")
         }
-    }
-
-    private static func findPSQL() throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        for directory in path.split(separator: ":") {
-            let candidate = "\(directory)/psql"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
-        for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
-            let candidate = "/usr/lib/postgresql/\(version)/bin/psql"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
-        throw ValidationError("psql not found; pass --psql")
     }
 }
 

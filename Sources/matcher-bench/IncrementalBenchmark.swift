@@ -25,7 +25,7 @@ struct IncrementalBenchmark: ParsableCommand {
 
     func run() throws {
         let admin = try database.conninfo()
-        let psql = try Shell.find("psql")
+        let psql = try Shell.psql()
         let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher").path
         let template = "matcher_bench_incr_\(profiles)_\(filters)_\(changes)"
         let templateInfo = try PostgresConnection.conninfo(admin, overriding: ["dbname": template])

@@ -26,7 +26,7 @@ struct VersusSQLBenchmark: ParsableCommand {
             .deletingLastPathComponent()
         let bench = URL(fileURLWithPath: benchDir ?? root.deletingLastPathComponent().appendingPathComponent("shared/bench").path)
         let admin = try database.conninfo()
-        let psql = try Shell.find("psql")
+        let psql = try Shell.psql()
         let matcher = URL(fileURLWithPath: MigrationRunner.currentExecutable.deletingLastPathComponent().path)
             .appendingPathComponent("matcher").path
         guard FileManager.default.isExecutableFile(atPath: matcher) else {
@@ -137,6 +137,17 @@ enum Shell {
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
         throw ValidationError("\(tool) not found on PATH")
+    }
+
+    /// psql on PATH, else the newest /usr/lib/postgresql/N/bin/psql.
+    static func psql() throws -> String {
+        if let onPath = try? find("psql") { return onPath }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+            let candidate = "/usr/lib/postgresql/\(version)/bin/psql"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw ValidationError("psql not found on PATH or in /usr/lib/postgresql/*/bin")
     }
 
     static func run(_ executable: String, _ arguments: [String]) throws {
