@@ -50,12 +50,15 @@ let package = Package(
             dependencies: ["PostgresClient", "MatchingPostgres"],
             path: "Tests/PostgresTestSupport"
         ),
+        // Builders of small worlds for use-case tests, shared by the in-memory and PostgreSQL suites.
+        .target(name: "MatchingTestSupport", dependencies: ["Matching", "Chronology"], path: "Tests/MatchingTestSupport"),
         .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
-        .testTarget(name: "MatchingTests", dependencies: ["Matching", "Chronology"]),
+        .testTarget(name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",
-            dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "PostgresTestSupport", "Chronology"]
+            dependencies: ["Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",
+                           "Chronology"]
         ),
     ]
 )

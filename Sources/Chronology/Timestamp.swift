@@ -66,6 +66,24 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
 
     public var description: String { iso8601 }
 
+    /// Parses an instant an operator types for a clock: ISO 8601 with a date, a time and a zone offset
+    /// (`2026-03-01T03:00:00Z`, `2026-03-01T12:00:00+09:00`). A time without an offset is refused rather
+    /// than read as UTC: in Tokyo `03:00` means 18:00 UTC the day before.
+    public init?(instant text: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let last = trimmed.last, trimmed.count > 10 else { return nil }
+        let hasOffset: Bool
+        if last == "Z" || last == "z" {
+            hasOffset = true
+        } else {
+            // ±HH, ±HHMM or ±HH:MM after the time (the date's own '-' come before the 'T').
+            let timePart = trimmed.dropFirst(11)
+            hasOffset = timePart.contains("+") || timePart.contains("-")
+        }
+        guard hasOffset else { return nil }
+        self.init(iso8601: trimmed)
+    }
+
     /// Parses ISO 8601 / RFC 3339 forms an operator types: `2026-03-01T03:00:00Z`,
     /// `2026-03-01T12:00:00+09:00`, `2026-03-01 03:00:00.5+00`, or a bare date (`2026-03-01`, UTC midnight).
     public init?(iso8601 text: String) {

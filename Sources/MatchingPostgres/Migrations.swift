@@ -128,6 +128,11 @@ public struct MigrationRunner {
             }
             if didApply { applied.append(migration) }
         }
+        // The change capture is derived from the catalogue (from migration 5 on): installed, or
+        // reinstalled when the catalogue changed, after the files.
+        if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
+            try ChangeCapture.install(on: connection)
+        }
         return applied
     }
 

@@ -25,12 +25,15 @@ public final class PostgresMatchingStore: @unchecked Sendable {
 
     /// Streams profiles with binary COPY straight into columns (no per-profile objects). `whereSQL`
     /// may read settings made with `set_config` earlier in the same transaction: COPY takes no
-    /// parameters, so values reach it only that way.
+    /// parameters, so values reach it only that way. With `trailing`, each row carries one more
+    /// bigint column after the profile's, handed to `onTrailing`.
     func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true",
-                      expected: Int = 0) throws -> ProfileColumns {
+                      expected: Int = 0, trailing: String? = nil,
+                      onTrailing: (Int64) -> Void = { _ in }) throws -> ProfileColumns {
         var builder = ProfileColumns.Builder(reservingCapacity: expected)
         let storages = MasterItem.all.map(\.storage)
-        try tx.copyOut("COPY (SELECT \(Self.profileColumns) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
+        let select = Self.profileColumns + (trailing.map { ", \($0)" } ?? "")
+        try tx.copyOut("COPY (SELECT \(select) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
             builder.beginRow(id: try row.int64() ?? 0, status: try row.int16() ?? 0, plan: try row.int16() ?? 0)
             for (item, storage) in storages.enumerated() {
                 switch storage {
@@ -44,6 +47,7 @@ public final class PostgresMatchingStore: @unchecked Sendable {
                     builder.appendTimestamp(microseconds: try row.timestamp()?.microsecondsSinceEpoch ?? 0, item: item)
                 }
             }
+            if trailing != nil { onTrailing(try row.int64() ?? 0) }
         }
         return builder.build()
     }
@@ -70,36 +74,69 @@ public final class PostgresMatchingStore: @unchecked Sendable {
 // MARK: - Profiles
 
 extension PostgresMatchingStore: ProfileRepository {
-    public func changedProfiles(since: ChangeMark?, upTo: ChangeMark?) throws -> ChangedProfiles {
+    public func changedProfiles(windows: [ChangeMark?], upTo: ChangeMark?) throws -> ChangedProfiles {
         // One REPEATABLE READ transaction: the mark is exactly the snapshot the profiles were read in.
         let changed = try connection.transaction(isolation: .repeatableRead) { tx in
-            let mark = ChangeMark(try tx.query("SELECT pg_current_snapshot()::text").rows[0].string(0))
-            var conditions: [String] = []
+            let now = try tx.query("SELECT pg_current_snapshot()::text, clock_timestamp()").rows[0]
+            let mark = ChangeMark(try now.string(0))
             var settings: [(String, String)] = []
-            if let since {
-                settings.append(("matcher.since", since.token))
-                conditions.append("""
-                    c.changed_by >= pg_snapshot_xmin(current_setting('matcher.since')::pg_snapshot)
-                    AND NOT pg_visible_in_snapshot(c.changed_by, current_setting('matcher.since')::pg_snapshot)
-                    """)
+            var newFor: [String] = []
+            var lowerBounds: [String] = []
+            for (index, window) in windows.enumerated() {
+                let setting = "matcher.since_\(index)"
+                switch window.map(ChangeMark.Form.init) {
+                case nil:
+                    newFor.append("true")
+                case .snapshot(let text)?:
+                    settings.append((setting, text))
+                    newFor.append("""
+                        (c.changed_by IS NOT NULL
+                         AND NOT pg_visible_in_snapshot(c.changed_by, current_setting('\(setting)')::pg_snapshot))
+                        """)
+                    lowerBounds.append("pg_snapshot_xmin(current_setting('\(setting)')::pg_snapshot)")
+                case .time(let from)?:
+                    settings.append((setting, from.iso8601))
+                    newFor.append("(c.changed_at >= current_setting('\(setting)')::timestamptz)")
+                    lowerBounds.removeAll()
+                }
             }
+            let everyProfile = windows.contains { $0 == nil }
+            var conditions: [String] = []
             if let upTo {
                 settings.append(("matcher.up_to", upTo.token))
-                conditions.append("pg_visible_in_snapshot(c.changed_by, current_setting('matcher.up_to')::pg_snapshot)")
+                conditions.append("""
+                    (c.changed_by IS NULL OR pg_visible_in_snapshot(c.changed_by, current_setting('matcher.up_to')::pg_snapshot))
+                    """)
             }
+            // Every window has a snapshot: only changes after the oldest can be new (the changed_by index).
+            if !everyProfile, lowerBounds.count == windows.count, !lowerBounds.isEmpty {
+                conditions.append("c.changed_by >= least(\(lowerBounds.joined(separator: ", ")))")
+            }
+            let mask = newFor.isEmpty ? "0::bigint" : newFor.enumerated()
+                .map { "(CASE WHEN \($0.element) THEN \(Int64(1) << $0.offset)::bigint ELSE 0::bigint END)" }
+                .joined(separator: " | ")
+            conditions.append("(\(mask)) <> 0")
             try setLocal(tx, settings)
-            let profiles: ProfileColumns
-            if conditions.isEmpty {
-                profiles = try copyProfiles(tx)
-            } else {
-                profiles = try copyProfiles(
-                    tx, from: "profiles p JOIN matcher_profile_changes c ON c.profile_id = p.id",
-                    where: conditions.joined(separator: " AND "))
-            }
-            return ChangedProfiles(profiles: profiles, mark: upTo ?? mark)
+            var masks: [UInt64] = []
+            let join = everyProfile ? "LEFT JOIN" : "JOIN"
+            let profiles = try copyProfiles(
+                tx, from: "profiles p \(join) matcher_profile_changes c ON c.profile_id = p.id",
+                where: conditions.isEmpty ? "true" : conditions.joined(separator: " AND "),
+                trailing: "(\(mask))") { masks.append(UInt64(bitPattern: $0)) }
+            return ChangedProfiles(profiles: profiles, windowMasks: masks, mark: upTo ?? mark,
+                                   takenAt: try now.timestamp(1))
         }
         FaultInjection.reach("after-read")
         return changed
+    }
+
+    public func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark] {
+        try marks.filter { mark in
+            guard case .snapshot(let text) = ChangeMark.Form(mark) else { return false }
+            return try connection.query("""
+                SELECT pg_snapshot_xmax($1::text::pg_snapshot) > pg_snapshot_xmax(pg_current_snapshot())
+                """, [.text(text)]).rows[0].bool(0)
+        }
     }
 
     public func profiles(_ selection: ProfileSelection) throws -> ProfileColumns {
@@ -226,244 +263,61 @@ extension PostgresMatchingStore: BlockRepository {
 // MARK: - Matches and notifications
 
 extension PostgresMatchingStore: MatchRepository {
-    public func existingPairs(profileIds: [Int64]?) throws -> Set<MatchPair> {
-        var pairs = Set<MatchPair>()
-        guard let ids = profileIds else {
-            try connection.copyOut("COPY filter_matches (filter_id, profile_id) TO STDOUT (FORMAT binary)") { row in
-                pairs.insert(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
-            }
-            return pairs
-        }
-        guard !ids.isEmpty else { return pairs }
-        if ids.count <= 50_000 {
-            for row in try connection.query(
-                "SELECT filter_id, profile_id FROM filter_matches WHERE profile_id = ANY($1)", [.int8Array(ids)]).rows {
-                pairs.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
-            }
-            return pairs
-        }
-        // Many candidates: their ids go in by COPY, and only their pairs come back (never the whole table).
-        try connection.transaction { tx in
-            try tx.execute("CREATE TEMP TABLE matcher_candidate_ids (profile_id bigint PRIMARY KEY) ON COMMIT DROP")
-            try tx.copyIn("COPY matcher_candidate_ids (profile_id) FROM STDIN (FORMAT binary)") { writer in
-                for id in Set(ids) {
-                    writer.beginRow(fieldCount: 1)
-                    writer.write(id)
-                }
-            }
-            try tx.execute("ANALYZE matcher_candidate_ids")
-            try tx.copyOut("""
-                COPY (SELECT m.filter_id, m.profile_id FROM filter_matches m JOIN matcher_candidate_ids c USING (profile_id))
-                TO STDOUT (FORMAT binary)
-                """) { row in
-                pairs.insert(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
+    public func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
+        var recorded = Set<MatchPair>()
+        guard !pairs.isEmpty else { return recorded }
+        let sorted = pairs.sorted()
+        // Probes go by filter-id range: one index descent says whether a range holds any pair at all
+        // (on a first run none does), and otherwise each pair is one primary-key probe.
+        var start = 0
+        while start < sorted.count {
+            let end = min(start + Self.probeChunk, sorted.count)
+            let chunk = sorted[start..<end]
+            start = end
+            guard let first = chunk.first, let last = chunk.last else { continue }
+            let any = try connection.query("""
+                SELECT EXISTS (SELECT 1 FROM filter_matches WHERE filter_id BETWEEN $1 AND $2)
+                """, [.int8(first.filterId), .int8(last.filterId)]).rows[0].bool(0)
+            guard any else { continue }
+            for row in try connection.query("""
+                SELECT u.filter_id, u.profile_id FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
+                WHERE EXISTS (SELECT 1 FROM filter_matches m WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id)
+                """, [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId))]).rows {
+                recorded.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
         }
-        return pairs
+        return recorded
     }
 
-    public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
-        let outcome = try connection.transaction { tx in
-            let written: WorkUnitOutcome
-            if let notify = unit.notify?.filter({ $0.filter.notify }), !notify.isEmpty {
-                written = try commitNotifying(tx, unit, notify, planner)
-            } else {
-                written = WorkUnitOutcome(matchesWritten: try insertMatches(tx, unit, notificationIds: [:]),
-                                          notificationsWritten: 0)
-            }
-            // The run's cursor and counters, in the same transaction.
-            let c = unit.filterCounters
-            try tx.query("""
-                UPDATE matcher_runs SET resume_after_filter = $2,
-                    filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
-                    filters_paid_ignored = filters_paid_ignored + $5,
-                    matches_written = matches_written + $6, notifications_written = notifications_written + $7
-                WHERE id = $1
-                """,
-                [.int8(unit.runId), .int8(unit.lastFilterId), .int4(Int32(c.filtersEvaluated)),
-                 .int4(Int32(c.filtersInvalid)), .int4(Int32(c.filtersPaidIgnored)),
-                 .int4(Int32(written.matchesWritten)), .int4(Int32(written.notificationsWritten))])
+    static let probeChunk = 50_000
+
+    public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
+        let result = try connection.transaction { tx in
+            let value = try body(PostgresUnitTransaction(tx: tx))
             FaultInjection.reach("unit-before-commit")
-            return written
+            return value
         }
         FaultInjection.reach("unit-after-commit")
-        return outcome
+        return result
     }
 
-    /// Inserts the unit's new pairs, skipping any already recorded (by anyone, ever); a pair listed in
-    /// `notificationIds` goes in already marked with its notification. Returns the rows inserted.
-    ///
-    /// The engine already left out every pair recorded before the run, so a conflict can only come from a
-    /// concurrent writer: the rows go in by binary COPY (the fastest way in), and only if that meets a
-    /// unique violation are they inserted again with `ON CONFLICT DO NOTHING`.
-    private func insertMatches(_ tx: PostgresConnection, _ unit: WorkUnit, notificationIds: [MatchPair: Int64]) throws -> Int {
-        var pairs: [MatchPair] = []
-        pairs.reserveCapacity(unit.matches.reduce(0) { $0 + $1.profileIds.count })
-        for result in unit.matches {
-            for profileId in result.profileIds { pairs.append(MatchPair(filterId: result.filterId, profileId: profileId)) }
-        }
-        guard !pairs.isEmpty else { return 0 }
-        pairs.sort()   // index-friendly order
-        try tx.execute("SAVEPOINT matcher_copy_matches")
-        do {
-            let copied = try tx.copyIn("""
-                COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id) FROM STDIN (FORMAT binary)
-                """) { writer in
-                for pair in pairs {
-                    writer.beginRow(fieldCount: 5)
-                    writer.write(pair.filterId)
-                    writer.write(pair.profileId)
-                    writer.write(unit.clock.now)
-                    writer.write(unit.runId)
-                    writer.write(notificationIds[pair])
-                }
+    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+        // One sweeper at a time, service-wide (shards share the table); the others skip.
+        let sweeper = try openConnection()
+        defer { sweeper.close() }
+        guard try sweeper.query("SELECT pg_try_advisory_lock($1, $2)",
+                                [.int4(MigrationRunner.lockNamespace), .int4(3)]).rows[0].bool(0) else { return nil }
+        var forgotten = 0
+        for _ in 0..<max(1, maxBatches) {
+            // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
+            let deleted = try sweeper.transaction { tx in
+                try tx.query(RetentionSQL.forgetBatch, [.timestamptz(cutoff), .int4(Int32(clamping: batchSize))])
+                    .affectedRows
             }
-            try tx.execute("RELEASE SAVEPOINT matcher_copy_matches")
-            return copied
-        } catch let error as PostgresError where error.sqlState == "23505" {
-            try tx.execute("ROLLBACK TO SAVEPOINT matcher_copy_matches")
+            forgotten += deleted
+            if deleted < batchSize { return RetentionOutcome(forgotten: forgotten, backlog: false) }
         }
-        return try tx.query("""
-            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id)
-            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0)
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
-            ON CONFLICT (filter_id, profile_id) DO NOTHING
-            """,
-            [.int8Array(pairs.map(\.filterId)), .int8Array(pairs.map(\.profileId)),
-             .int8Array(pairs.map { notificationIds[$0] ?? 0 }), .timestamptz(unit.clock.now), .int8(unit.runId)]
-        ).affectedRows
-    }
-
-    /// Matches and notifications of a unit. Each filter's digest is decided under a row lock on its
-    /// `matcher_filter_state`, so concurrent writers (a run and a backfill, shards of different N) never
-    /// both notify it. Digests are planned before the insert so that new matches are written once, already
-    /// marked; if any new pair turns out to be recorded already, the unit falls back to inserting first and
-    /// deciding from what is then in the table.
-    private func commitNotifying(_ tx: PostgresConnection, _ unit: WorkUnit, _ notify: [NotificationCandidateFilter],
-                                 _ planner: NotificationPlanner) throws -> WorkUnitOutcome {
-        let notifyIds = notify.map(\.filter.id)
-        let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
-        let withWaiting = Set(try tx.query("""
-            SELECT DISTINCT filter_id FROM filter_matches WHERE filter_id = ANY($1) AND notification_id IS NULL
-            """, [.int8Array(notifyIds)]).rows.map { try $0.int64(0) })
-        let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
-        guard !deciding.isEmpty else {
-            return WorkUnitOutcome(matchesWritten: try insertMatches(tx, unit, notificationIds: [:]), notificationsWritten: 0)
-        }
-        let lastNotifiedAt = try lockFilterStates(tx, deciding.map(\.filter.id))
-
-        // Fast path: plan from the waiting matches under lock plus the unit's new ones.
-        try tx.execute("SAVEPOINT matcher_unit")
-        let waiting = try waitingMatches(tx, deciding)
-        let planned = planner.plan(filters: deciding, waiting: waiting + unit.newMatchesAsWaiting,
-                                   lastNotifiedAt: lastNotifiedAt, clock: unit.clock)
-        let ids = try writeNotifications(tx, planned, unit)
-        var marks: [MatchPair: Int64] = [:]
-        for (id, n) in zip(ids, planned) {
-            for profileId in n.countedProfileIds { marks[MatchPair(filterId: n.filterId, profileId: profileId)] = id }
-        }
-        let attempted = unit.matches.reduce(0) { $0 + $1.profileIds.count }
-        let inserted = try insertMatches(tx, unit, notificationIds: marks)
-        if inserted == attempted {
-            let waitingPairs = Set(waiting.map { MatchPair(filterId: $0.filterId, profileId: $0.profileId) })
-            try markNotified(tx, marks.filter { waitingPairs.contains($0.key) })
-            try recordNotified(tx, planned, unit)
-            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count)
-        }
-
-        // Some pair was recorded already (by another writer): insert plainly, then decide from the table.
-        try tx.execute("ROLLBACK TO SAVEPOINT matcher_unit")
-        let plainInserted = try insertMatches(tx, unit, notificationIds: [:])
-        let nowWaiting = try waitingMatches(tx, deciding)
-        let replanned = planner.plan(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
-                                     clock: unit.clock)
-        let newIds = try writeNotifications(tx, replanned, unit)
-        var replannedMarks: [MatchPair: Int64] = [:]
-        for (id, n) in zip(newIds, replanned) {
-            for profileId in n.countedProfileIds { replannedMarks[MatchPair(filterId: n.filterId, profileId: profileId)] = id }
-        }
-        try markNotified(tx, replannedMarks)
-        try recordNotified(tx, replanned, unit)
-        return WorkUnitOutcome(matchesWritten: plainInserted, notificationsWritten: replanned.count)
-    }
-
-    /// Locks the filters' notification state rows in id order (creating missing ones from the notifications
-    /// already written) and returns their last notification times.
-    private func lockFilterStates(_ tx: PostgresConnection, _ filterIds: [Int64]) throws -> [Int64: Timestamp] {
-        try tx.query("""
-            INSERT INTO matcher_filter_state (filter_id, last_notified_at)
-            SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id)
-            FROM unnest($1::bigint[]) AS f(id)
-            ORDER BY f.id
-            ON CONFLICT (filter_id) DO NOTHING
-            """, [.int8Array(filterIds)])
-        var last: [Int64: Timestamp] = [:]
-        for row in try tx.query("""
-            SELECT filter_id, last_notified_at FROM matcher_filter_state WHERE filter_id = ANY($1)
-            ORDER BY filter_id FOR UPDATE
-            """, [.int8Array(filterIds)]).rows {
-            if let at = try row.optionalTimestamp(1) { last[try row.int64(0)] = at }
-        }
-        return last
-    }
-
-    /// The filters' unnotified matches, with what eligibility needs, as they stand now.
-    private func waitingMatches(_ tx: PostgresConnection, _ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
-        try tx.query("""
-            SELECT m.filter_id, m.profile_id, p.status, p.last_login_at,
-                   EXISTS (SELECT 1 FROM blocks b
-                           WHERE (b.blocker_id = u.owner_id AND b.blocked_id = m.profile_id)
-                              OR (b.blocker_id = m.profile_id AND b.blocked_id = u.owner_id)) AS blocked
-            FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
-            JOIN filter_matches m ON m.filter_id = u.filter_id AND m.notification_id IS NULL
-            LEFT JOIN profiles p ON p.id = m.profile_id
-            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]).rows.map { row in
-            WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
-                         profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
-        }
-    }
-
-    /// Writes the planned notifications with one COPY; returns their ids, in `planned` order.
-    private func writeNotifications(_ tx: PostgresConnection, _ planned: [PlannedNotification], _ unit: WorkUnit) throws -> [Int64] {
-        guard !planned.isEmpty else { return [] }
-        let ids = try tx.query(
-            "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
-            [.int4(Int32(planned.count))]).rows.map { try $0.int64(0) }
-        try tx.copyIn("""
-            COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id)
-            FROM STDIN (FORMAT binary)
-            """) { writer in
-            for (id, n) in zip(ids, planned) {
-                writer.beginRow(fieldCount: 7)
-                writer.write(id)
-                writer.write(n.recipientId)
-                writer.write(n.filterId)
-                writer.write(Int32(n.matchCount))
-                writer.write(n.shownProfileIds)
-                writer.write(unit.clock.now)
-                writer.write(unit.runId)
-            }
-        }
-        return ids
-    }
-
-    /// Marks matches already in the table as notified.
-    private func markNotified(_ tx: PostgresConnection, _ marks: [MatchPair: Int64]) throws {
-        guard !marks.isEmpty else { return }
-        let pairs = marks.sorted { $0.key < $1.key }
-        try tx.query("""
-            UPDATE filter_matches m SET notification_id = u.notification_id
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
-            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
-            """, [.int8Array(pairs.map(\.key.filterId)), .int8Array(pairs.map(\.key.profileId)),
-                  .int8Array(pairs.map(\.value))])
-    }
-
-    private func recordNotified(_ tx: PostgresConnection, _ planned: [PlannedNotification], _ unit: WorkUnit) throws {
-        guard !planned.isEmpty else { return }
-        try tx.query("""
-            UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)
-            """, [.int8Array(planned.map(\.filterId)), .timestamptz(unit.clock.now)])
+        return RetentionOutcome(forgotten: forgotten, backlog: true)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

@@ -41,8 +41,9 @@ extension PostgresMatchingStore: RunRepository {
 
     static let runColumns = """
         id, kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status,
-        since_snapshot::text, snapshot::text, resume_after_filter, parameters::text,
-        candidates, filters_evaluated, filters_invalid, filters_paid_ignored, matches_written, notifications_written
+        coverage::text, snapshot::text, resume_after_filter, parameters::text,
+        candidates, filters_evaluated, filters_invalid, filters_paid_ignored, matches_written, notifications_written,
+        snapshot_taken_at, time_zone, retention_days, matches_forgotten
         """
 
     static func run(from row: PostgresRow) throws -> RunRecord {
@@ -51,12 +52,25 @@ extension PostgresMatchingStore: RunRepository {
             shard: try Shard(index: Int(try row.int32(2)), count: Int(try row.int32(3))),
             clock: try row.timestamp(4), maxPerFilter: Int(try row.int32(5)), writesNotifications: try row.bool(6),
             status: RunStatus(rawValue: try row.string(7)) ?? .failed,
-            since: try row.optionalString(8).map(ChangeMark.init), upTo: try row.optionalString(9).map(ChangeMark.init),
+            coverage: try row.optionalString(8).map(decodeCoverage), upTo: try row.optionalString(9).map(ChangeMark.init),
+            upToTakenAt: try row.optionalTimestamp(18), timeZone: try row.optionalString(19),
+            retentionDays: try row.optionalInt32(20).map(Int.init),
             resumeAfterFilter: try row.optionalInt64(10), parameters: try row.string(11),
             counters: RunCounters(
                 candidates: Int(try row.int32(12)), filtersEvaluated: Int(try row.int32(13)),
                 filtersInvalid: Int(try row.int32(14)), filtersPaidIgnored: Int(try row.int32(15)),
-                matchesWritten: Int(try row.int32(16)), notificationsWritten: Int(try row.int32(17))))
+                matchesWritten: Int(try row.int32(16)), notificationsWritten: Int(try row.int32(17)),
+                matchesForgotten: Int(clamping: try row.int64(21))))
+    }
+
+    static func decodeCoverage(_ json: String) throws -> Coverage {
+        try JSONDecoder().decode(Coverage.self, from: Data(json.utf8))
+    }
+
+    static func encodeCoverage(_ coverage: Coverage) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: try encoder.encode(coverage), as: UTF8.self)
     }
 
     public func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord? {
@@ -65,27 +79,62 @@ extension PostgresMatchingStore: RunRepository {
             WHERE kind = $1 AND shard_index = $2 AND shard_count = $3 ORDER BY id DESC LIMIT 1
             """, [.text(kind.rawValue), .int4(Int32(shard.index)), .int4(Int32(shard.count))]).rows.first
             .map(Self.run(from:))
-        guard let latest, latest.status != .succeeded else { return nil }
+        guard let latest, latest.status == .running || latest.status == .failed else { return nil }
         return latest
     }
 
-    public func progressMark(shard: Shard) throws -> ChangeMark? {
+    public func interruptedRuns(intersecting shard: Shard) throws -> [RunRecord] {
         try connection.query("""
-            SELECT snapshot::text FROM matcher_shard_progress WHERE shard_index = $1 AND shard_count = $2
-            """, [.int4(Int32(shard.index)), .int4(Int32(shard.count))]).rows.first.map { ChangeMark(try $0.string(0)) }
+            SELECT \(Self.runColumns) FROM matcher_runs r
+            WHERE kind = 'run' AND status IN ('running', 'failed') AND shard_count <> $1
+              AND id = (SELECT max(id) FROM matcher_runs l
+                        WHERE l.kind = 'run' AND l.shard_index = r.shard_index AND l.shard_count = r.shard_count)
+            ORDER BY id
+            """, [.int4(Int32(shard.count))]).rows.map(Self.run(from:)).filter { $0.shard.intersects(shard) }
+    }
+
+    public func abandon(runId: Int64) throws {
+        try connection.query("""
+            UPDATE matcher_runs SET status = 'abandoned', finished_at = coalesce(finished_at, clock_timestamp())
+            WHERE id = $1 AND status IN ('running', 'failed')
+            """, [.int8(runId)])
+    }
+
+    public func coverage() throws -> Coverage {
+        try Self.coverage(connection)
+    }
+
+    static func coverage(_ connection: PostgresConnection, forUpdate: Bool = false) throws -> Coverage {
+        Coverage(entries: try connection.query("""
+            SELECT shard_index, shard_count, snapshot::text, reset_to, taken_at, time_zone FROM matcher_shard_progress
+            \(forUpdate ? "FOR UPDATE" : "")
+            """).rows.map { row in
+            let mark: ChangeMark
+            if let snapshot = try row.optionalString(2) {
+                mark = ChangeMark(snapshot)
+            } else {
+                mark = .resetTo(try row.timestamp(3))
+            }
+            return CoverageEntry(shard: try Shard(index: Int(try row.int32(0)), count: Int(try row.int32(1))),
+                                 mark: mark, takenAt: try row.timestamp(4), timeZone: try row.optionalString(5))
+        })
     }
 
     public func start(_ run: NewRun) throws -> RunRecord {
         let row = try connection.query("""
             INSERT INTO matcher_runs (kind, shard_index, shard_count, clock, max_per_filter, write_notifications,
-                                      status, since_snapshot, snapshot, parameters, candidates)
-            VALUES ($1, $2, $3, $4, $5, $6, 'running', $7::text::pg_snapshot, $8::text::pg_snapshot, $9::text::jsonb, $10)
+                                      status, coverage, snapshot, snapshot_taken_at, time_zone, retention_days,
+                                      parameters, candidates)
+            VALUES ($1, $2, $3, $4, $5, $6, 'running', $7::text::jsonb, $8::text::pg_snapshot, $9, $10, $11,
+                    $12::text::jsonb, $13)
             RETURNING \(Self.runColumns)
             """,
             [.text(run.kind.rawValue), .int4(Int32(run.shard.index)), .int4(Int32(run.shard.count)),
-             .timestamptz(run.clock), .int4(Int32(run.maxPerFilter)), .bool(run.writesNotifications),
-             run.since.map { .text($0.token) } ?? .null, run.upTo.map { .text($0.token) } ?? .null,
-             .text(run.parameters), .int4(Int32(run.candidates))]).rows[0]
+             .timestamptz(run.clock), .int4(Int32(clamping: run.maxPerFilter)), .bool(run.writesNotifications),
+             try run.coverage.map { .text(try Self.encodeCoverage($0)) } ?? .null,
+             run.upTo.map { .text($0.token) } ?? .null, run.upToTakenAt.map { .timestamptz($0) } ?? .null,
+             .text(run.timeZone), .int4(Int32(clamping: run.retentionDays)),
+             .text(run.parameters), .int4(Int32(clamping: run.candidates))]).rows[0]
         return try Self.run(from: row)
     }
 
@@ -93,25 +142,55 @@ extension PostgresMatchingStore: RunRepository {
         FaultInjection.reach("before-finish")
         try connection.transaction { tx in
             let row = try tx.query("""
-                SELECT kind, shard_index, shard_count, snapshot::text, clock, phase_seconds::text
+                SELECT kind, shard_index, shard_count, snapshot::text, snapshot_taken_at, time_zone, phase_seconds::text,
+                       clock
                 FROM matcher_runs WHERE id = $1 FOR UPDATE
                 """, [.int8(runId)]).rows[0]
-            var seconds = Self.decodeSeconds(try row.string(5))
+            var seconds = Self.decodeSeconds(try row.string(6))
             for (phase, value) in completion.phaseSeconds { seconds[phase.rawValue, default: 0] += value }
             try tx.query("""
                 UPDATE matcher_runs SET status = 'succeeded', finished_at = clock_timestamp(), error = NULL,
-                    phase_seconds = $2::text::jsonb
+                    phase_seconds = $2::text::jsonb, matches_forgotten = matches_forgotten + $3
                 WHERE id = $1
-                """, [.int8(runId), .text(Self.encodeSeconds(seconds))])
-            if try row.string(0) == RunKind.run.rawValue, let snapshot = try row.optionalString(3) {
-                try tx.query("""
-                    INSERT INTO matcher_shard_progress (shard_index, shard_count, snapshot, clock, run_id)
-                    VALUES ($1, $2, $3::text::pg_snapshot, $4, $5)
-                    ON CONFLICT (shard_count, shard_index) DO UPDATE SET snapshot = EXCLUDED.snapshot,
-                        clock = EXCLUDED.clock, run_id = EXCLUDED.run_id, updated_at = clock_timestamp()
-                    """, [.int4(try row.int32(1)), .int4(try row.int32(2)), .text(snapshot), .timestamptz(try row.timestamp(4)),
-                          .int8(runId)])
+                """, [.int8(runId), .text(Self.encodeSeconds(seconds)), .int8(Int64(completion.matchesForgotten))])
+            guard try row.string(0) == RunKind.run.rawValue, let snapshot = try row.optionalString(3),
+                  let takenAt = try row.optionalTimestamp(4) else { return }
+            // One coverage writer at a time: shards finishing together each see the other's entry.
+            try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(2)])
+            let shard = try Shard(index: Int(try row.int32(1)), count: Int(try row.int32(2)))
+            let before = try Self.coverage(tx, forUpdate: true)
+            let after = before.recording(CoverageEntry(shard: shard, mark: ChangeMark(snapshot), takenAt: takenAt,
+                                                       timeZone: try row.optionalString(5)))
+            try Self.store(after, replacing: before, tx, runId: runId, clock: try row.timestamp(7))
+        }
+    }
+
+    /// Writes `after` over `before`: entries no longer kept are deleted, new or changed ones upserted.
+    static func store(_ after: Coverage, replacing before: Coverage, _ tx: PostgresConnection, runId: Int64?,
+                      clock: Timestamp) throws {
+        let keptShards = Set(after.entries.map(\.shard))
+        for gone in before.entries where !keptShards.contains(gone.shard) {
+            try tx.query("DELETE FROM matcher_shard_progress WHERE shard_index = $1 AND shard_count = $2",
+                         [.int4(Int32(gone.shard.index)), .int4(Int32(gone.shard.count))])
+        }
+        let previous = Set(before.entries)
+        for entry in after.entries where !previous.contains(entry) {
+            let snapshot: PostgresValue
+            let resetTo: PostgresValue
+            switch ChangeMark.Form(entry.mark) {
+            case .snapshot(let text): (snapshot, resetTo) = (.text(text), .null)
+            case .time(let time): (snapshot, resetTo) = (.null, .timestamptz(time))
             }
+            try tx.query("""
+                INSERT INTO matcher_shard_progress (shard_index, shard_count, snapshot, reset_to, taken_at, time_zone,
+                                                    clock, run_id)
+                VALUES ($1, $2, $3::text::pg_snapshot, $4, $5, $6, $8, coalesce($7, 0))
+                ON CONFLICT (shard_count, shard_index) DO UPDATE SET snapshot = EXCLUDED.snapshot,
+                    reset_to = EXCLUDED.reset_to, taken_at = EXCLUDED.taken_at, time_zone = EXCLUDED.time_zone,
+                    clock = EXCLUDED.clock, run_id = EXCLUDED.run_id, updated_at = clock_timestamp()
+                """, [.int4(Int32(entry.shard.index)), .int4(Int32(entry.shard.count)), snapshot, resetTo,
+                      .timestamptz(entry.takenAt), entry.timeZone.map { .text($0) } ?? .null,
+                      runId.map { .int8($0) } ?? .null, .timestamptz(clock)])
         }
     }
 

@@ -6,7 +6,8 @@ struct MatcherBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "matcher-bench",
         abstract: "Benchmarks of the matcher's building blocks.",
-        subcommands: [CopyBenchmark.self, EngineBenchmark.self, VersusSQLBenchmark.self, IncrementalBenchmark.self])
+        subcommands: [CopyBenchmark.self, EngineBenchmark.self, VersusSQLBenchmark.self, IncrementalBenchmark.self,
+                      SoakBenchmark.self])
 }
 
 /// Where a benchmark's database is: `--database-url`, else `DATABASE_URL`, else the private

@@ -57,7 +57,8 @@ struct Backfill: ParsableCommand {
                 unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
             let summary = try useCase.execute(.init(
                 profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
-                timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))
+                timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter, dryRun: options.dryRun,
+                retentionDays: options.retentionDays))
             printReport(.runSummary(summary), output.format)
             return summary
         }

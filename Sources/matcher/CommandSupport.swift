@@ -151,6 +151,14 @@ struct LoggingRunOutput: RunOutputHandler {
                     "matches_written": "\(matches)", "notifications_written": "\(notifications)",
                 ])
             }
+        case .forgotten(let outcome):
+            logger.info("retention sweep", metadata: [
+                "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
+            ])
+        case .superseded(let runId, let shard):
+            logger.notice("interrupted run of another shard layout superseded", metadata: [
+                "run_id": "\(runId)", "shard": "\(shard)",
+            ])
         case .finished(let s):
             bar?.finish()
             let c = s.counters

@@ -29,10 +29,11 @@ struct DatabaseOptions: ParsableArguments {
 
 /// The flags every run-like command takes (cli.md).
 struct RunOptions: ParsableArguments {
-    @Option(help: "The run's clock, ISO 8601 (default: the database's clock when the run starts).",
+    @Option(help: "The run's clock, ISO 8601 with its zone offset (default: the database's clock when the run starts).",
             transform: { text in
-                guard let t = Timestamp(iso8601: text) else {
-                    throw ValidationError("--now \(text): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
+                guard let t = Timestamp(instant: text) else {
+                    throw ValidationError("--now \(text): not an ISO 8601 time with a zone offset, such as "
+                        + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
                 }
                 return t
             })
@@ -50,8 +51,14 @@ struct RunOptions: ParsableArguments {
     @Flag(help: "Evaluate and report; write nothing.")
     var dryRun = false
 
-    @Option(help: "The time zone of the run's date (ages).")
+    @Option(help: "The time zone of the run's date (ages) and of notify_every's days and months.")
     var timeZone: String = "Asia/Tokyo"
+
+    @Flag(help: "Accept a time zone other than the one the shard's previous runs used.")
+    var timeZoneChange = false
+
+    @Option(help: "Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest).")
+    var retentionDays: Int = Retention.defaultDays
 
     @Option(help: "Filters per unit of work (each unit commits its matches, notifications and progress together).")
     var unitFilters: Int = 2_000
@@ -66,6 +73,9 @@ struct RunOptions: ParsableArguments {
         guard unitMatches >= 1 else { throw ValidationError("--unit-matches must be at least 1") }
         guard unitFilters >= 1 else { throw ValidationError("--unit-filters must be at least 1") }
         guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
+        guard (1...Retention.maximumDays).contains(retentionDays) else {
+            throw ValidationError("--retention-days must be between 1 and \(Retention.maximumDays)")
+        }
         guard TimeZone(identifier: timeZone) != nil else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
     }
 

@@ -25,7 +25,8 @@ struct Run: ParsableCommand {
                 unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
             let summary = try useCase.execute(.init(
                 now: options.now, timeZone: options.zone, shard: options.shard,
-                maxPerFilter: options.maxPerFilter, dryRun: options.dryRun))
+                maxPerFilter: options.maxPerFilter, dryRun: options.dryRun, retentionDays: options.retentionDays,
+                timeZoneChange: options.timeZoneChange))
             printReport(.runSummary(summary), output.format)
             return summary
         }

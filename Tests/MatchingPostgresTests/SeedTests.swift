@@ -245,6 +245,7 @@ import Testing
                    (SELECT count(*) FROM profiles WHERE status = 1)
             """).rows[0]
         try c.execute("CREATE TEMP TABLE filters_before AS SELECT id, conditions, updated_at FROM saved_filters")
+        try c.execute("CREATE TEMP TABLE profiles_before AS SELECT * FROM profiles")
         let seedXid = try c.query("SELECT DISTINCT changed_by::text FROM matcher_profile_changes").rows.map { try $0.string(0) }
         #expect(seedXid.count == 1)
 
@@ -256,11 +257,24 @@ import Testing
         #expect(summary.detail("profiles touched") == 1_040)
         #expect(Set(plan.touchedProfileIds).count == 1_040)
 
-        // The change capture recorded exactly the profiles the day touched, in one new transaction.
+        // The change capture recorded exactly the profiles whose matching state the day changed (inserted, or a
+        // column matching reads changed: not a login or a plan alone), in one new transaction.
         let captured = try c.query("""
             SELECT profile_id FROM matcher_profile_changes WHERE changed_by::text <> $1 ORDER BY profile_id
             """, [.text(seedXid[0])]).rows.map { try $0.int64(0) }
-        #expect(captured == plan.touchedProfileIds.sorted())
+        let watched = ChangeCapture.watchedColumns.map { "\"\($0)\"" }
+        let reallyChanged = try c.query("""
+            SELECT p.id FROM profiles p LEFT JOIN profiles_before b ON b.id = p.id
+            WHERE b.id IS NULL OR (\(watched.map { "p.\($0)" }.joined(separator: ", ")))
+                                  IS DISTINCT FROM (\(watched.map { "b.\($0)" }.joined(separator: ", ")))
+            ORDER BY p.id
+            """).rows.map { try $0.int64(0) }
+        #expect(captured == reallyChanged)
+        #expect(Set(captured).isSubset(of: Set(plan.touchedProfileIds)))
+        #expect(Set(plan.inserts.map(\.profile.id)).isSubset(of: Set(captured)))
+        #expect(Set(plan.statusChanges.map(\.id)).isSubset(of: Set(captured)))
+        let loginOnly = plan.updates.filter { !$0.setsItems }.map(\.id)
+        #expect(!loginOnly.isEmpty && Set(loginOnly).isDisjoint(with: Set(captured)))
 
         let after = try c.query("""
             SELECT (SELECT count(*) FROM profiles WHERE status = 2), (SELECT count(*) FROM profiles WHERE status = 4),

@@ -19,8 +19,9 @@ import Testing
                                  createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
         try twin.writer.upsertFilters([filter])
         let run = try twin.postgres.start(NewRun(kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100,
-                                                 writesNotifications: true, since: nil, upTo: nil, parameters: "{}",
-                                                 candidates: 3))
+                                                 writesNotifications: true, coverage: .none, upTo: nil,
+                                                 upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
+                                                 parameters: "{}", candidates: 3))
         return (twin, run, NotificationCandidateFilter(filter: filter, owner: FilterOwner(id: 1, status: 1, plan: 0)))
     }
 
@@ -43,9 +44,12 @@ import Testing
 
     @Test func aPairRecordedMeanwhileFallsBackAndIsNeitherDuplicatedNorNotifiedTwice() throws {
         let (twin, run, notify) = try setUp()
-        // Another writer (a backfill without --notify) recorded (10, 3) after this run read the table.
+        // Another writer (a backfill with --notify) recorded (10, 3) after this run read the table.
         try twin.connection.query("""
             INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (10, 3, $1)
+            """, [.timestamptz(ScenarioWorld.day1)])
+        try twin.connection.query("""
+            INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES (10, 3, $1)
             """, [.timestamptz(ScenarioWorld.day1)])
         let outcome = try twin.postgres.commit(unit(run, notify, [2, 3]), planner: NotificationPlanner())
         #expect(outcome == WorkUnitOutcome(matchesWritten: 1, notificationsWritten: 1))
@@ -60,14 +64,47 @@ import Testing
         #expect(try twin.postgres.notifications(filterId: 10).count == 1)
     }
 
-    @Test func existingPairsOfManyCandidatesReturnsOnlyTheirPairs() throws {
+    @Test func recordedPairsProbesOnlyTheGivenPairsWhateverTheirNumber() throws {
         let (twin, run, notify) = try setUp()
         _ = try twin.postgres.commit(unit(run, notify, [2, 3, 4]), planner: NotificationPlanner())
-        // More candidate ids than the ANY($1) path takes: the bulk path (COPY in, join, COPY out).
-        let many = [Int64](stride(from: 3, through: 200_003, by: 1))
-        #expect(try twin.postgres.existingPairs(profileIds: many)
+        // More pairs than one probe takes, most of them never recorded, spread over filter-id ranges that hold
+        // no pair at all (skipped with one index descent each).
+        let many: [MatchPair] = (3...120_003).map { (n: Int) -> MatchPair in
+            let filterId: Int64 = n % 7 == 0 ? 10 : Int64(n) * 100
+            return MatchPair(filterId: filterId, profileId: Int64(n % 5) + 100)
+        }
+        let recorded = [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)]
+        #expect(try twin.postgres.recordedPairs(among: many + recorded)
             == [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)])
-        #expect(try twin.postgres.existingPairs(profileIds: [2]) == [MatchPair(filterId: 10, profileId: 2)])
-        #expect(try twin.postgres.existingPairs(profileIds: nil).count == 3)
+        #expect(try twin.postgres.recordedPairs(among: [MatchPair(filterId: 10, profileId: 2)])
+            == [MatchPair(filterId: 10, profileId: 2)])
+        #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
+    }
+
+    @Test func aNotifiedMatchIsMarkedInPlaceAndLeavesTheWaitingList() throws {
+        let (twin, run, notify) = try setUp()
+        // Recorded while its filter was not due: waiting.
+        try twin.connection.query("INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (10, $1)",
+                                  [.timestamptz(ScenarioWorld.day1)])
+        let first = try twin.postgres.commit(unit(run, notify, [2, 3]), planner: NotificationPlanner())
+        #expect(first == WorkUnitOutcome(matchesWritten: 2, notificationsWritten: 0))
+        let waiting = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
+        #expect(waiting == 2)
+        // A day later the filter is due: both are marked with a HOT update (no index reads notification_id).
+        let later = WorkUnit(runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)),
+                             lastFilterId: 10, matches: [], notify: [notify], filterCounters: .zero)
+        let second = try twin.postgres.commit(later, planner: NotificationPlanner())
+        #expect(second == WorkUnitOutcome(matchesWritten: 0, notificationsWritten: 1))
+        let left = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
+        #expect(left == 0)
+        let indexed = try twin.connection.query("""
+            SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+            WHERE i.indrelid = 'filter_matches'::regclass AND a.attname IN ('notification_id', 'mutual', 'silent')
+            """).rows[0].int64(0)
+        #expect(indexed == 0)
+        let predicates = try twin.connection.query("""
+            SELECT count(*) FROM pg_index WHERE indrelid = 'filter_matches'::regclass AND indpred IS NOT NULL
+            """).rows[0].int64(0)
+        #expect(predicates == 0)
     }
 }

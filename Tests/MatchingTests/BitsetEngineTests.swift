@@ -2,6 +2,7 @@ import Chronology
 import Foundation
 import Testing
 @testable import Matching
+import MatchingTestSupport
 
 /// A reproducible generator (SplitMix64).
 struct BitsetTestGenerator: RandomNumberGenerator {

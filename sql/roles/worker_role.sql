@@ -24,20 +24,23 @@
 --
 -- What the worker may do (shared/spec/runs.md):
 --   read         profiles, saved_filters, blocks (the app's tables)
---   read, insert, update   filter_matches, notifications (+ notifications' identity)
---   read, insert, update, delete   its bookkeeping: matcher_profile_changes,
---                matcher_runs (+ identity), matcher_shard_progress,
---                matcher_invalid_filters, matcher_filter_state
+--   read, insert, update   notifications (+ notifications' identity)
+--   read, insert, update, delete   filter_matches (delete: the retention sweep
+--                forgets pairs older than --retention-days), and its bookkeeping:
+--                matcher_profile_changes, matcher_runs (+ identity),
+--                matcher_shard_progress, matcher_invalid_filters,
+--                matcher_filter_state, matcher_waiting_matches
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
 --   their ids to a temporary table), USAGE on the schema.
 -- Not granted because `matcher run` does not use it: matcher_schema_migrations
 -- (read by `matcher migrate`, which runs as the owner).
 -- What it may not: CREATE in the schema or database, DDL of any kind, DELETE or
--- TRUNCATE of matches and notifications, any write to the app's tables, any
+-- TRUNCATE of notifications, TRUNCATE of matches, any write to the app's tables, any
 -- other table. Run locks are advisory locks, which need no privilege.
 --
--- The profiles trigger: matcher_record_profile_changes() is SECURITY DEFINER
--- since migration 0003, so the app's role needs no grant on worker tables. On a
+-- The profiles trigger: its functions (matcher_record_changed_profile() and
+-- matcher_record_inserted_profiles(), installed by `matcher migrate`) are SECURITY
+-- DEFINER, owned by the NOLOGIN role matcher_capture, so the app's role needs no grant on worker tables. On a
 -- database migrated only to 0002, pass -v app_role=NAME and this script grants
 -- the app role what the trigger needs (nothing once the function is
 -- SECURITY DEFINER).
@@ -89,7 +92,8 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('profiles',                'SELECT'),
         ('saved_filters',           'SELECT'),
         ('blocks',                  'SELECT'),
-        ('filter_matches',          'SELECT, INSERT, UPDATE'),
+        ('filter_matches',          'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_waiting_matches', 'SELECT, INSERT, UPDATE, DELETE'),
         ('notifications',           'SELECT, INSERT, UPDATE'),
         ('matcher_profile_changes', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
@@ -112,7 +116,7 @@ SELECT format('GRANT SELECT, INSERT, UPDATE ON TABLE %I.matcher_profile_changes 
               :'schema', :'app_role')
  WHERE NOT (SELECT p.prosecdef
               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-             WHERE n.nspname = :'schema' AND p.proname = 'matcher_record_profile_changes')
+             WHERE n.nspname = :'schema' AND p.proname = 'matcher_record_changed_profile')
 \gexec
 \endif
 

@@ -25,6 +25,14 @@ public struct Profile: Sendable, Hashable {
 
     public var isActive: Bool { status == Profile.Status.active }
 
+    /// Whether going from `old` to this profile is a change for matching (runs.md "Incremental run"): its
+    /// status or a value of a non-recency item differs. A login, a plan change or a recency value alone is not.
+    public func isMatchingChange(from old: Profile) -> Bool {
+        id != old.id || status != old.status || MasterItem.all.contains { item in
+            item.kind != .recency && values[item.index] != old.values[item.index]
+        }
+    }
+
     public func value(of item: AnyMasterItem) -> ItemValue {
         values[item.index]
     }

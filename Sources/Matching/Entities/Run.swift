@@ -9,6 +9,9 @@ public enum RunStatus: String, Sendable, Hashable, Codable {
     case running
     case succeeded
     case failed
+    /// Given up by an operator (`matcher runs abandon`) or superseded by a run of a newer shard layout:
+    /// never resumed; what it committed stays.
+    case abandoned
 }
 
 /// Where change capture stands: an opaque token from the profile store (a PostgreSQL
@@ -18,6 +21,23 @@ public struct ChangeMark: Sendable, Hashable, Codable, CustomStringConvertible {
     public let token: String
     public init(_ token: String) { self.token = token }
     public var description: String { token }
+
+    /// A mark an operator set by time (`matcher progress reset --to`): changes recorded at or after it count as new.
+    public static func resetTo(_ time: Timestamp) -> ChangeMark { ChangeMark("time:" + time.iso8601) }
+
+    /// What a mark holds: the store's own token, or a time set by an operator.
+    public enum Form: Sendable, Hashable {
+        case snapshot(String)
+        case time(Timestamp)
+
+        public init(_ mark: ChangeMark) {
+            if mark.token.hasPrefix("time:"), let time = Timestamp(iso8601: String(mark.token.dropFirst(5))) {
+                self = .time(time)
+            } else {
+                self = .snapshot(mark.token)
+            }
+        }
+    }
 }
 
 /// The phases a run reports timings for.
@@ -25,6 +45,8 @@ public enum RunPhase: String, Sendable, Hashable, Codable, CaseIterable {
     case read
     case evaluate
     case write
+    /// The retention sweep.
+    case forget
 }
 
 /// What a run has written so far; kept in the runs table and carried across a resume.
@@ -35,15 +57,18 @@ public struct RunCounters: Sendable, Hashable, Codable {
     public let filtersPaidIgnored: Int
     public let matchesWritten: Int
     public let notificationsWritten: Int
+    /// Pairs the retention sweep forgot.
+    public let matchesForgotten: Int
 
     public init(candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
-                matchesWritten: Int = 0, notificationsWritten: Int = 0) {
+                matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0) {
         self.candidates = candidates
         self.filtersEvaluated = filtersEvaluated
         self.filtersInvalid = filtersInvalid
         self.filtersPaidIgnored = filtersPaidIgnored
         self.matchesWritten = matchesWritten
         self.notificationsWritten = notificationsWritten
+        self.matchesForgotten = matchesForgotten
     }
 
     public static let zero = RunCounters()
@@ -54,7 +79,8 @@ public struct RunCounters: Sendable, Hashable, Codable {
                     filtersInvalid: a.filtersInvalid + b.filtersInvalid,
                     filtersPaidIgnored: a.filtersPaidIgnored + b.filtersPaidIgnored,
                     matchesWritten: a.matchesWritten + b.matchesWritten,
-                    notificationsWritten: a.notificationsWritten + b.notificationsWritten)
+                    notificationsWritten: a.notificationsWritten + b.notificationsWritten,
+                    matchesForgotten: a.matchesForgotten + b.matchesForgotten)
     }
 }
 
@@ -67,9 +93,15 @@ public struct RunRecord: Sendable, Hashable {
     public let maxPerFilter: Int
     public let writesNotifications: Bool
     public let status: RunStatus
-    /// The change-capture window: profiles changed after `since` (every profile when nil) and visible at `upTo`.
-    public let since: ChangeMark?
+    /// The change-capture windows: for each filter, the profiles changed after its owner's newest coverage
+    /// (every profile when none) and visible at `upTo`. Nil for a backfill.
+    public let coverage: Coverage?
     public let upTo: ChangeMark?
+    /// When `upTo` was taken, by the store's clock: the run's coverage entry is ordered by it.
+    public let upToTakenAt: Timestamp?
+    /// The time zone the run evaluates in (its identifier).
+    public let timeZone: String?
+    public let retentionDays: Int?
     /// Filters up to and including this id have been written; a resumed run continues after it.
     public let resumeAfterFilter: Int64?
     /// The backfill's selection, so that only the same backfill resumes it.
@@ -77,7 +109,8 @@ public struct RunRecord: Sendable, Hashable {
     public let counters: RunCounters
 
     public init(id: Int64, kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
-                status: RunStatus, since: ChangeMark?, upTo: ChangeMark?, resumeAfterFilter: Int64?,
+                status: RunStatus, coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp? = nil,
+                timeZone: String? = nil, retentionDays: Int? = nil, resumeAfterFilter: Int64?,
                 parameters: String, counters: RunCounters) {
         self.id = id
         self.kind = kind
@@ -86,8 +119,11 @@ public struct RunRecord: Sendable, Hashable {
         self.maxPerFilter = maxPerFilter
         self.writesNotifications = writesNotifications
         self.status = status
-        self.since = since
+        self.coverage = coverage
         self.upTo = upTo
+        self.upToTakenAt = upToTakenAt
+        self.timeZone = timeZone
+        self.retentionDays = retentionDays
         self.resumeAfterFilter = resumeAfterFilter
         self.parameters = parameters
         self.counters = counters

@@ -27,6 +27,7 @@ extension Report {
         } else {
             counts.append(("Matches written", .integer(c.matchesWritten)))
             counts.append(("Notifications written", .integer(c.notificationsWritten)))
+            counts.append(("Matches forgotten", .integer(c.matchesForgotten)))
         }
         let phases = RunPhase.allCases.map { phase in
             (phase.rawValue.capitalized, ReportValue.seconds(summary.phaseSeconds[phase] ?? 0))

@@ -36,10 +36,12 @@ public struct WorkUnit: Sendable {
     public let filterCounters: RunCounters
     /// `last_login_at` of every profile in `matches` as the run read it (orders digests).
     public let lastLoginAt: [Int64: Timestamp]
+    /// The matches are recorded silent (a backfill without `--notify`): never in any digest.
+    public let silent: Bool
 
     public init(runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
                 notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
-                lastLoginAt: [Int64: Timestamp] = [:]) {
+                lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false) {
         self.runId = runId
         self.clock = clock
         self.lastFilterId = lastFilterId
@@ -47,6 +49,12 @@ public struct WorkUnit: Sendable {
         self.notify = notify
         self.filterCounters = filterCounters
         self.lastLoginAt = lastLoginAt
+        self.silent = silent
+    }
+
+    /// The unit's new pairs, in filter then cap order.
+    public var pairs: [MatchPair] {
+        matches.flatMap { result in result.profileIds.map { MatchPair(filterId: result.filterId, profileId: $0) } }
     }
 
     /// The unit's new matches as the notification rule sees them: just evaluated, so eligible.
@@ -70,15 +78,79 @@ public struct WorkUnitOutcome: Sendable, Hashable {
     }
 }
 
+/// A match row to insert.
+public struct NewMatch: Sendable, Hashable {
+    public let pair: MatchPair
+    /// The digest that counts it, when it is notified as it is recorded.
+    public let notificationId: Int64?
+    /// Recorded by a backfill without `--notify`: never counted or shown in a digest.
+    public let silent: Bool
+
+    public init(pair: MatchPair, notificationId: Int64? = nil, silent: Bool = false) {
+        self.pair = pair
+        self.notificationId = notificationId
+        self.silent = silent
+    }
+}
+
+/// The primitives of one unit-of-work transaction. `UnitCommitter` holds the algorithm; a store supplies
+/// only these, so production and the in-memory twin commit units the same way.
+public protocol UnitTransaction {
+    /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent).
+    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64>
+    /// Locks the filters' notification state in id order, so that no other writer decides their digests
+    /// until this transaction ends; returns their last notification times.
+    func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
+    /// The filters' waiting matches with the facts eligibility needs, as they stand now.
+    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch]
+    /// Marks a point `rollbackToSavepoint` returns to (one at a time).
+    func savepoint() throws
+    func rollbackToSavepoint() throws
+    /// Inserts every row in one go and returns how many; nil when some pair was recorded already (then the
+    /// caller must roll back to its savepoint: what this call wrote is undefined).
+    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int?
+    /// Inserts the rows whose pairs are not recorded yet; returns those it inserted.
+    func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair]
+    /// Lists recorded, unnotified, non-silent matches as waiting for a digest.
+    func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws
+    /// Writes the digests; returns their ids in `planned` order.
+    func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64]
+    /// Marks recorded matches notified by the given digests (and no longer waiting).
+    func markNotified(_ marks: [MatchPair: Int64]) throws
+    /// Remembers when these filters were last notified.
+    func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws
+    /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters.
+    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws
+}
+
+/// What the retention sweep did.
+public struct RetentionOutcome: Sendable, Hashable {
+    /// Pairs forgotten now.
+    public let forgotten: Int
+    /// Whether expired pairs remain (the sweep stopped at its bound; the next run continues).
+    public let backlog: Bool
+
+    public init(forgotten: Int, backlog: Bool) {
+        self.forgotten = forgotten
+        self.backlog = backlog
+    }
+}
+
 public protocol MatchRepository: Sendable {
-    /// Pairs already in `filter_matches` for these profiles (every pair when nil).
-    func existingPairs(profileIds: [Int64]?) throws -> Set<MatchPair>
-    /// Commits a unit of work atomically: inserts the pairs not present yet (a pair is recorded at most
-    /// once, ever, whoever else writes concurrently), lets `planner` decide the notifications from the
-    /// unit filters' unnotified matches as they stand under lock, writes them and marks their matches,
-    /// and advances run `unit.runId` past `unit.lastFilterId`, adding `unit.filterCounters` and what it wrote
-    /// to the run's counters.
-    func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome
+    /// Among `pairs`, those already recorded. Costs what `pairs` costs, whatever the history holds.
+    func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair>
+    /// Runs `body` in one transaction and commits it when `body` returns (rolls back when it throws).
+    func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T
+    /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest
+    /// (`RetentionRule`), in bounded batches. Returns nil when another process is sweeping.
+    func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome?
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
+}
+
+extension MatchRepository {
+    /// Commits a unit of work atomically (`UnitCommitter`).
+    public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
+        try UnitCommitter(planner: planner).commit(unit, to: self)
+    }
 }

@@ -7,22 +7,33 @@ public enum ProfileSelection: Sendable, Hashable {
     case changed(from: Timestamp, to: Timestamp)
 }
 
-/// Profiles changed since a mark (columnar), and the mark to remember for next time.
+/// Profiles new to at least one change window (columnar), and the mark to remember for next time.
 public struct ChangedProfiles: Sendable {
     public let profiles: ProfileColumns
+    /// Per row of `profiles`: bit `w` is set when the profile is new to window `w`.
+    public let windowMasks: [UInt64]
     public let mark: ChangeMark
+    /// When `mark` was taken, by the store's clock.
+    public let takenAt: Timestamp
 
-    public init(profiles: ProfileColumns, mark: ChangeMark) {
+    public init(profiles: ProfileColumns, windowMasks: [UInt64], mark: ChangeMark, takenAt: Timestamp) {
         self.profiles = profiles
+        self.windowMasks = windowMasks
         self.mark = mark
+        self.takenAt = takenAt
     }
 }
 
 public protocol ProfileRepository: Sendable {
-    /// The profiles inserted or changed and committed after `since` (every profile when nil) and
-    /// visible at `upTo` (now, when nil), read consistently with the returned mark. A change committed
-    /// late by a transaction that began earlier is returned by the first read whose mark sees it.
-    func changedProfiles(since: ChangeMark?, upTo: ChangeMark?) throws -> ChangedProfiles
+    /// The profiles new to at least one of `windows`, visible at `upTo` (now, when nil), read consistently
+    /// with the returned mark. A profile is new to a window when a matching change of it (insert, or an
+    /// update of a column matching reads) committed after the window's mark; a nil window takes every
+    /// profile, those that predate the change capture included. A change committed late by a transaction
+    /// that began earlier is returned by the first read whose mark sees it. At most 64 windows.
+    func changedProfiles(windows: [ChangeMark?], upTo: ChangeMark?) throws -> ChangedProfiles
+    /// Among `marks`, those that see transactions this store has not started yet: progress recorded on a
+    /// server ahead of this one (a restore, a failover). Time marks are never ahead.
+    func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark]
     /// The profiles a backfill selects.
     func profiles(_ selection: ProfileSelection) throws -> ProfileColumns
     func profile(id: Int64) throws -> Profile?

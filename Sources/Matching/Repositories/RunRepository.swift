@@ -12,20 +12,27 @@ public struct NewRun: Sendable, Hashable {
     public let clock: Timestamp
     public let maxPerFilter: Int
     public let writesNotifications: Bool
-    public let since: ChangeMark?
+    public let coverage: Coverage?
     public let upTo: ChangeMark?
+    public let upToTakenAt: Timestamp?
+    public let timeZone: String
+    public let retentionDays: Int
     public let parameters: String
     public let candidates: Int
 
     public init(kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
-                since: ChangeMark?, upTo: ChangeMark?, parameters: String, candidates: Int) {
+                coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp?, timeZone: String,
+                retentionDays: Int, parameters: String, candidates: Int) {
         self.kind = kind
         self.shard = shard
         self.clock = clock
         self.maxPerFilter = maxPerFilter
         self.writesNotifications = writesNotifications
-        self.since = since
+        self.coverage = coverage
         self.upTo = upTo
+        self.upToTakenAt = upToTakenAt
+        self.timeZone = timeZone
+        self.retentionDays = retentionDays
         self.parameters = parameters
         self.candidates = candidates
     }
@@ -34,9 +41,12 @@ public struct NewRun: Sendable, Hashable {
 /// How a run ended, for the runs table.
 public struct RunCompletion: Sendable, Hashable {
     public let phaseSeconds: [RunPhase: Double]
+    /// Pairs the run's retention sweep forgot (added to those of earlier attempts).
+    public let matchesForgotten: Int
 
-    public init(phaseSeconds: [RunPhase: Double]) {
+    public init(phaseSeconds: [RunPhase: Double], matchesForgotten: Int = 0) {
         self.phaseSeconds = phaseSeconds
+        self.matchesForgotten = matchesForgotten
     }
 }
 
@@ -46,11 +56,15 @@ public protocol RunRepository: Sendable {
     func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)?
     /// The shard's run of `kind` that started and never finished (its process died), if any.
     func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord?
-    /// The mark of the shard's last successful run; nil before its first.
-    func progressMark(shard: Shard) throws -> ChangeMark?
+    /// Incremental runs of other shard layouts that never finished and whose shards intersect `shard`.
+    func interruptedRuns(intersecting shard: Shard) throws -> [RunRecord]
+    /// Marks a run that no process will complete `abandoned` (it is never resumed; its commits stay).
+    func abandon(runId: Int64) throws
+    /// Every layout's coverage: where change capture stands for each owner.
+    func coverage() throws -> Coverage
     func start(_ run: NewRun) throws -> RunRecord
-    /// Marks the run succeeded with its phase timings (added to those of earlier attempts); for an incremental run also moves the shard's progress
-    /// to the run's mark, in the same transaction.
+    /// Marks the run succeeded with its phase timings (added to those of earlier attempts); for an incremental
+    /// run also records its coverage (`Coverage.recording`: its shard up to its mark), in the same transaction.
     func finish(runId: Int64, _ completion: RunCompletion) throws
     /// Marks the run failed (best effort: the process may be unable to reach the store).
     func fail(runId: Int64, error: String) throws

@@ -16,10 +16,11 @@ public struct Backfill: Sendable {
         public let shard: Shard
         public let maxPerFilter: Int
         public let dryRun: Bool
+        public let retentionDays: Int
 
         public init(profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
                     now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
-                    dryRun: Bool = false) {
+                    dryRun: Bool = false, retentionDays: Int = Retention.defaultDays) {
             self.profiles = profiles
             self.filters = filters
             self.writesNotifications = writesNotifications
@@ -28,6 +29,7 @@ public struct Backfill: Sendable {
             self.shard = shard
             self.maxPerFilter = maxPerFilter
             self.dryRun = dryRun
+            self.retentionDays = retentionDays
         }
 
         /// The selection in a stable text form: an interrupted backfill is resumed only by the same one.
@@ -65,27 +67,33 @@ public struct Backfill: Sendable {
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
-        guard let lock = try runs.tryLock(kind: .backfill, shard: input.shard) else {
-            throw RunLocked(kind: .backfill, shard: input.shard)
+        // A dry run writes nothing and takes no lock: it never gets in a real backfill's way.
+        var lock: (any RunLock)?
+        if !input.dryRun {
+            guard let held = try runs.tryLock(kind: .backfill, shard: input.shard) else {
+                throw RunLocked(kind: .backfill, shard: input.shard)
+            }
+            lock = held
         }
-        defer { lock.release() }
-
+        defer { lock?.release() }
         var timer = PhaseTimer()
         timer.begin(.read, output)
-        let candidates = try profiles.profiles(input.profiles)
+        let candidates = CandidateProfiles(try profiles.profiles(input.profiles))
         timer.end(.read, output)
         output.handle(.candidatesLoaded(candidates.count))
+        let zone = input.timeZone.identifier
 
         if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
            interrupted.parameters == input.parameters {
             output.handle(.started(kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
                                    resumed: true, dryRun: false))
-            return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id) { timer in
+            return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id,
+                                      retentionDays: interrupted.retentionDays ?? input.retentionDays) { timer in
                 try pass.execute(
                     .init(run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: input.timeZone),
                           shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
                           writesNotifications: interrupted.writesNotifications,
-                          resumeAfterFilter: interrupted.resumeAfterFilter),
+                          resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all),
                     candidates: candidates, timings: &timer)
             }
         }
@@ -97,7 +105,7 @@ public struct Backfill: Sendable {
             let outcome = try pass.execute(
                 .init(run: nil, clock: clock, shard: input.shard, selection: input.filters,
                       maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                      resumeAfterFilter: nil),
+                      resumeAfterFilter: nil, windows: .all),
                 candidates: candidates, timings: &timer)
             return pass.summarize(runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
                                   resumedId: nil, counters: outcome.counters + RunCounters(candidates: candidates.count),
@@ -106,14 +114,14 @@ public struct Backfill: Sendable {
 
         let run = try runs.start(NewRun(
             kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,
-            writesNotifications: input.writesNotifications, since: nil, upTo: nil, parameters: input.parameters,
-            candidates: candidates.count))
+            writesNotifications: input.writesNotifications, coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: zone,
+            retentionDays: input.retentionDays, parameters: input.parameters, candidates: candidates.count))
         output.handle(.started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: nil) { timer in
+        return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: input.retentionDays) { timer in
             try pass.execute(
                 .init(run: run, clock: clock, shard: input.shard, selection: input.filters,
                       maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                      resumeAfterFilter: nil),
+                      resumeAfterFilter: nil, windows: .all),
                 candidates: candidates, timings: &timer)
         }
     }

@@ -1,8 +1,10 @@
 import Chronology
 import Foundation
 
-/// The evaluation and writes shared by `RunMatching` and `Backfill`: prepare the chosen filters,
-/// evaluate them against the candidates, and commit the results in units of work, in filter-id order.
+/// The evaluation and writes shared by `RunMatching` and `Backfill`, in phases: read the chosen filters,
+/// prepare them (validate, apply the owner's plan, assign each its change window), evaluate them
+/// against their window's candidates, keep only pairs not recorded yet (`NewPairSelection`), and commit
+/// the results in units of work, in filter-id order (`UnitCommitter`).
 struct MatchingPass {
     let filters: any FilterRepository
     let profiles: any ProfileRepository
@@ -21,8 +23,11 @@ struct MatchingPass {
         let shard: Shard
         let selection: FilterSelection
         let maxPerFilter: Int
+        /// Digests are decided (a run, or a backfill with `--notify`); otherwise matches are recorded silent.
         let writesNotifications: Bool
         let resumeAfterFilter: Int64?
+        /// Which candidates each filter considers; `.all` for a backfill.
+        let windows: ChangeWindows
     }
 
     struct Outcome {
@@ -30,33 +35,134 @@ struct MatchingPass {
         let matchesFound: Int
     }
 
-    func execute(_ plan: Plan, candidates: ProfileColumns, timings: inout PhaseTimer) throws -> Outcome {
-        // Read: the shard's filters, their owners, blocks and the pairs already recorded.
+    func execute(_ plan: Plan, candidates: CandidateProfiles, timings: inout PhaseTimer) throws -> Outcome {
+        // Read: the shard's filters, their owners and the blocks.
         timings.begin(.read, output)
         let chosen = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)
         let owners = try profiles.owners(ids: Array(Set(chosen.map(\.ownerId))))
-        let batch = CandidateBatch(candidates)
         let blockSet = try blocks.blocks(involving: nil)
-        let existing = try matches.existingPairs(profileIds: batch.count == 0 ? [] : batch.ids)
         timings.end(.read, output)
 
-        // Evaluate.
+        // Evaluate, then keep only the pairs not recorded yet.
         timings.begin(.evaluate, output)
-        var prepared: [PreparedFilter] = []
-        var invalid: [InvalidFilter] = []
-        var validIds: [Int64] = []
-        var counted: [Int64: RunCounters] = [:]   // what each filter adds to the run's counters
-        var paidIgnored = 0
-        var ownerInactive = 0
+        let prepared = PreparedFilters(chosen, owners: owners, windows: plan.windows)
+        for record in prepared.invalid { output.handle(.invalidFilter(record)) }
+        output.handle(.filtersLoaded(total: chosen.count, invalid: prepared.invalid.count,
+                                     paidIgnored: prepared.paidIgnored, ownerInactive: prepared.ownerInactive))
+        let evaluation = WindowedEvaluation(engine: engine, candidates: candidates, clock: plan.clock,
+                                            limit: plan.maxPerFilter, blocks: blockSet)
+        let results = try NewPairSelection(evaluation: evaluation, matches: matches).select(prepared.byWindow)
+        timings.end(.evaluate, output)
+        let found = results.values.reduce(0) { $0 + $1.count }
+
+        guard let run = plan.run else {
+            return Outcome(counters: prepared.counted.values.reduce(.zero, +), matchesFound: found)
+        }
+
+        // Write, in units of work: each commits its matches, the digests they make due, its counters and the
+        // run's cursor together, so a crash at any instant loses and duplicates nothing.
+        timings.begin(.write, output)
+        try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
+        let writer = UnitWriter(matches: matches, output: output, stop: stop, run: run, plan: plan,
+                                lastLogins: candidates.lastLogins, filtersTotal: chosen.count)
+        var unit = UnitWriter.Pending()
+        for filter in chosen {
+            unit.add(filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
+                     prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
+            if unit.filterCount >= unitFilterLimit || unit.matchCount >= unitMatchLimit {
+                try writer.commit(&unit, lastFilterId: filter.id)
+            }
+        }
+        if unit.filterCount > 0, let last = chosen.last {
+            try writer.commit(&unit, lastFilterId: last.id)
+        }
+        timings.end(.write, output)
+        return Outcome(counters: writer.written, matchesFound: found)
+    }
+}
+
+/// The candidates of a run, columnar, with the change windows each is new to.
+struct CandidateProfiles {
+    let columns: ProfileColumns
+    /// Per row, bit `w` set when the profile is new to window `w`; nil when every row is new to every window.
+    let windowMasks: [UInt64]?
+
+    init(_ columns: ProfileColumns, windowMasks: [UInt64]? = nil) {
+        self.columns = columns
+        self.windowMasks = windowMasks
+    }
+
+    var count: Int { columns.count }
+
+    /// `last_login_at` by profile id, to order digests of new matches.
+    var lastLogins: [Int64: Timestamp] {
+        var logins: [Int64: Timestamp] = [:]
+        logins.reserveCapacity(columns.count)
+        for (id, at) in zip(columns.ids, columns.lastLoginAt) { logins[id] = Timestamp(microsecondsSinceEpoch: at) }
+        return logins
+    }
+
+    /// The active candidates new to `window`, in the cap's order.
+    func batch(forWindow window: Int) -> CandidateBatch {
+        guard let windowMasks else { return CandidateBatch(columns) }
+        let bit = UInt64(1) << UInt64(window)
+        let rows = windowMasks.indices.filter { windowMasks[$0] & bit != 0 }
+        return CandidateBatch(rows.count == columns.count ? columns : columns.selecting(rows: rows))
+    }
+}
+
+/// Which profiles each filter considers (runs.md "Incremental run", "Shards"): window `w` < `coverage.entries.count`
+/// holds the profiles changed after that entry's mark; the last window, when present, every profile (owners
+/// that no run ever covered).
+struct ChangeWindows {
+    let coverage: Coverage
+    let includesUncovered: Bool
+
+    /// A backfill's: one window, every candidate.
+    static let all = ChangeWindows(coverage: .none, includesUncovered: true)
+
+    /// The windows of a run of `shard` from `coverage` (already restricted to the shard).
+    init(coverage: Coverage, shard: Shard) {
+        self.coverage = coverage
+        self.includesUncovered = !coverage.coversWholly(shard)
+    }
+
+    private init(coverage: Coverage, includesUncovered: Bool) {
+        self.coverage = coverage
+        self.includesUncovered = includesUncovered
+    }
+
+    /// The marks to read candidates for, window by window (nil: every profile).
+    var marks: [ChangeMark?] {
+        coverage.entries.map(\.mark) + (includesUncovered ? [nil] : [])
+    }
+
+    /// The window of an owner's filters.
+    func window(forOwner ownerId: Int64) -> Int {
+        coverage.entryIndex(forOwner: ownerId) ?? coverage.entries.count
+    }
+}
+
+/// The chosen filters made ready: decoded and validated (invalid ones recorded), owners checked, the
+/// owner's plan applied, each assigned its change window.
+struct PreparedFilters {
+    private(set) var byWindow: [Int: [PreparedFilter]] = [:]
+    private(set) var byId: [Int64: PreparedFilter] = [:]
+    private(set) var invalid: [InvalidFilter] = []
+    private(set) var validIds: [Int64] = []
+    /// What each filter adds to the run's counters.
+    private(set) var counted: [Int64: RunCounters] = [:]
+    private(set) var paidIgnored = 0
+    private(set) var ownerInactive = 0
+
+    init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
         for filter in chosen {
             let conditions: FilterConditions
             do {
                 conditions = try FilterConditions.decode(json: filter.conditionsJSON)
             } catch {
-                let record = InvalidFilter(filterId: filter.id, ownerId: filter.ownerId, error: error)
-                invalid.append(record)
+                invalid.append(InvalidFilter(filterId: filter.id, ownerId: filter.ownerId, error: error))
                 counted[filter.id] = RunCounters(filtersInvalid: 1)
-                output.handle(.invalidFilter(record))
                 continue
             }
             validIds.append(filter.id)
@@ -68,106 +174,170 @@ struct MatchingPass {
             let lapsed = effective.ignoredPaidKeys.isEmpty ? 0 : 1
             paidIgnored += lapsed
             counted[filter.id] = RunCounters(filtersEvaluated: 1, filtersPaidIgnored: lapsed)
-            prepared.append(PreparedFilter(filter: filter, owner: owner, conditions: effective.conditions))
+            let ready = PreparedFilter(filter: filter, owner: owner, conditions: effective.conditions)
+            byId[filter.id] = ready
+            byWindow[windows.window(forOwner: owner.id), default: []].append(ready)
         }
-        output.handle(.filtersLoaded(total: chosen.count, invalid: invalid.count, paidIgnored: paidIgnored,
-                                     ownerInactive: ownerInactive))
-        let results = engine.evaluate(prepared, against: batch, limit: plan.maxPerFilter, clock: plan.clock,
-                                      exclusions: MatchExclusions(existing: existing, blocks: blockSet))
-        timings.end(.evaluate, output)
-        let found = results.reduce(0) { $0 + $1.profileIds.count }
-        let filterTotals = counted.values.reduce(RunCounters.zero, +)
+    }
+}
 
-        guard let run = plan.run else {
-            return Outcome(counters: filterTotals, matchesFound: found)
+/// The engine over each change window's candidates.
+struct WindowedEvaluation {
+    let engine: any MatchEngine
+    let candidates: CandidateProfiles
+    let clock: EvaluationClock
+    let limit: Int
+    let blocks: BlockSet
+
+    /// Each filter's first `limit` candidates of its window in the cap's order, leaving out `recorded`.
+    func evaluate(_ byWindow: [Int: [PreparedFilter]], recorded: Set<MatchPair> = []) -> [Int64: [Int64]] {
+        var found: [Int64: [Int64]] = [:]
+        for (window, filters) in byWindow.sorted(by: { $0.key < $1.key }) where !filters.isEmpty {
+            let results = engine.evaluate(filters, against: candidates.batch(forWindow: window), limit: limit,
+                                          clock: clock, exclusions: MatchExclusions(existing: recorded, blocks: blocks))
+            for result in results { found[result.filterId] = result.profileIds }
         }
+        return found
+    }
+}
 
-        // Write, in units of work: each commits its matches, the notifications they make due, its
-        // counters and the run's cursor together, so a crash at any instant loses and duplicates nothing.
-        timings.begin(.write, output)
-        try filters.recordValidation(invalid: invalid, validIds: validIds, runId: run.id)
-        var written = RunCounters.zero
-        let resultByFilter = Dictionary(uniqueKeysWithValues: results.map { ($0.filterId, $0) })
-        let preparedById = Dictionary(uniqueKeysWithValues: prepared.map { ($0.filter.id, $0) })
-        let planner = NotificationPlanner()
-        // Candidate id -> last_login_at, for ordering digests of new matches (only when notifying).
-        let lastLogins: [Int64] = plan.writesNotifications ? batch.columns.lastLoginAt : []
-        let rowById: [Int64: Int] = plan.writesNotifications
-            ? Dictionary(zip(batch.ids, batch.ids.indices), uniquingKeysWith: { a, _ in a }) : [:]
-        var unitMatches: [FilterResult] = []
-        var unitNotify: [NotificationCandidateFilter] = []
-        var unitCounters = RunCounters.zero
-        var unitMatchCount = 0
-        var unitFilterCount = 0
-        var done = 0
+/// Keeps, for each filter, its first `limit` candidates whose pair is not recorded yet (runs.md: "a pair not
+/// already in filter_matches"). Only the pairs the engine chose are probed, so the cost follows the day's
+/// work, never the history; a filter that loses chosen pairs to the probe while more candidates qualify is
+/// evaluated again without them, until its answer holds only new pairs.
+struct NewPairSelection {
+    let evaluation: WindowedEvaluation
+    let matches: any MatchRepository
 
-        func commitUnit(lastFilterId: Int64) throws {
-            if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
-            var logins: [Int64: Timestamp] = [:]
-            if plan.writesNotifications {
-                for result in unitMatches {
-                    for id in result.profileIds {
-                        if let row = rowById[id] { logins[id] = Timestamp(microsecondsSinceEpoch: lastLogins[row]) }
+    func select(_ byWindow: [Int: [PreparedFilter]]) throws -> [Int64: [Int64]] {
+        var results = evaluation.evaluate(byWindow)
+        var recorded = Set<MatchPair>()
+        var probed = Set<MatchPair>()
+        while true {
+            let toProbe = results.flatMap { filterId, ids in
+                ids.map { MatchPair(filterId: filterId, profileId: $0) }
+            }.filter { !probed.contains($0) }
+            let found = try matches.recordedPairs(among: toProbe)
+            probed.formUnion(toProbe)
+            guard !found.isEmpty else { return results }
+            recorded.formUnion(found)
+            var again: [Int: [PreparedFilter]] = [:]
+            let hit = Set(found.map(\.filterId))
+            for (window, filters) in byWindow {
+                for filter in filters where hit.contains(filter.filter.id) {
+                    let ids = results[filter.filter.id] ?? []
+                    if ids.count >= evaluation.limit {
+                        again[window, default: []].append(filter)   // more may qualify beyond the cap
+                    } else {
+                        results[filter.filter.id] = ids.filter {
+                            !found.contains(MatchPair(filterId: filter.filter.id, profileId: $0))
+                        }
                     }
                 }
             }
-            let outcome = try matches.commit(
-                WorkUnit(runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unitMatches,
-                         notify: plan.writesNotifications ? unitNotify : nil, filterCounters: unitCounters,
-                         lastLoginAt: logins),
-                planner: planner)
-            written = written + unitCounters + RunCounters(matchesWritten: outcome.matchesWritten,
-                                                           notificationsWritten: outcome.notificationsWritten)
-            done += unitFilterCount
-            output.handle(.unitCommitted(filtersDone: done, filtersTotal: chosen.count,
-                                         matches: written.matchesWritten,
-                                         notifications: written.notificationsWritten))
-            unitMatches.removeAll(keepingCapacity: true)
-            unitNotify.removeAll(keepingCapacity: true)
-            unitCounters = .zero
-            unitMatchCount = 0
-            unitFilterCount = 0
+            results.merge(evaluation.evaluate(again, recorded: recorded)) { _, new in new }
         }
+    }
+}
 
-        for filter in chosen {
-            unitFilterCount += 1
-            unitCounters = unitCounters + (counted[filter.id] ?? .zero)
-            if let prepared = preparedById[filter.id] {
-                if let result = resultByFilter[filter.id], !result.profileIds.isEmpty {
-                    unitMatches.append(result)
-                    unitMatchCount += result.profileIds.count
-                }
-                unitNotify.append(NotificationCandidateFilter(filter: prepared.filter, owner: prepared.owner))
+/// Commits units of work through `UnitCommitter` and reports progress.
+final class UnitWriter {
+    /// The filters gathered for the next unit.
+    struct Pending {
+        var matches: [FilterResult] = []
+        var notify: [NotificationCandidateFilter] = []
+        var counters = RunCounters.zero
+        var matchCount = 0
+        var filterCount = 0
+
+        mutating func add(filter id: Int64, counters: RunCounters, prepared: PreparedFilter?, found: [Int64]) {
+            filterCount += 1
+            self.counters = self.counters + counters
+            guard let prepared else { return }
+            if !found.isEmpty {
+                matches.append(FilterResult(filterId: id, profileIds: found))
+                matchCount += found.count
             }
-            if unitFilterCount >= unitFilterLimit || unitMatchCount >= unitMatchLimit {
-                try commitUnit(lastFilterId: filter.id)
+            notify.append(NotificationCandidateFilter(filter: prepared.filter, owner: prepared.owner))
+        }
+    }
+
+    private let matches: any MatchRepository
+    private let output: any RunOutputHandler
+    private let stop: StopRequest
+    private let run: RunRecord
+    private let plan: MatchingPass.Plan
+    private let lastLogins: [Int64: Timestamp]
+    private let filtersTotal: Int
+    private let committer = UnitCommitter()
+    private(set) var written = RunCounters.zero
+    private var done = 0
+
+    init(matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
+         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int) {
+        self.matches = matches
+        self.output = output
+        self.stop = stop
+        self.run = run
+        self.plan = plan
+        self.lastLogins = plan.writesNotifications ? lastLogins : [:]
+        self.filtersTotal = filtersTotal
+    }
+
+    func commit(_ unit: inout Pending, lastFilterId: Int64) throws {
+        if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
+        var logins: [Int64: Timestamp] = [:]
+        if plan.writesNotifications {
+            for result in unit.matches {
+                for id in result.profileIds { logins[id] = lastLogins[id] }
             }
         }
-        if unitFilterCount > 0, let last = chosen.last {
-            try commitUnit(lastFilterId: last.id)
-        }
-        timings.end(.write, output)
-        return Outcome(counters: written, matchesFound: found)
+        let outcome = try committer.commit(
+            WorkUnit(runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unit.matches,
+                     notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
+                     lastLoginAt: logins, silent: !plan.writesNotifications),
+            to: matches)
+        written = written + unit.counters + RunCounters(matchesWritten: outcome.matchesWritten,
+                                                        notificationsWritten: outcome.notificationsWritten)
+        done += unit.filterCount
+        output.handle(.unitCommitted(filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
+                                     notifications: written.notificationsWritten))
+        unit = Pending()
     }
 }
 
 extension MatchingPass {
-    /// Runs `body` for a recorded run: marks it succeeded when `body` returns, failed (resumable by the
-    /// next run) when it throws, and summarizes it with the counters of all its attempts.
-    func finishing(_ run: RunRecord, timer: PhaseTimer, resumedId: Int64?,
+    /// Runs `body` for a recorded run, then forgets the pairs past retention: marks the run succeeded when
+    /// both return, failed (resumable by the next run) when either throws, and summarizes it with the
+    /// counters of all its attempts.
+    func finishing(_ run: RunRecord, timer: PhaseTimer, resumedId: Int64?, retentionDays: Int,
                    _ body: (inout PhaseTimer) throws -> Outcome) throws -> RunSummary {
         var timer = timer
         let outcome: Outcome
+        var forgotten = 0
         do {
             outcome = try body(&timer)
-            try runs.finish(runId: run.id, RunCompletion(phaseSeconds: timer.seconds))
+            timer.begin(.forget, output)
+            forgotten = try forgetExpired(clock: run.clock, retentionDays: retentionDays)
+            timer.end(.forget, output)
+            try runs.finish(runId: run.id, RunCompletion(phaseSeconds: timer.seconds, matchesForgotten: forgotten))
         } catch {
             try? runs.fail(runId: run.id, error: String(describing: error))
             throw error
         }
-        let counters = try runs.run(id: run.id)?.counters ?? outcome.counters
+        let counters = (try runs.run(id: run.id)?.counters ?? outcome.counters)
         return summarize(runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
                          resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer)
+    }
+
+    /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
+    /// in bounded batches; a service-wide backlog is left to the next runs rather than growing one.
+    private func forgetExpired(clock: Timestamp, retentionDays: Int) throws -> Int {
+        let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
+        let outcome = try matches.forgetExpired(before: cutoff, batchSize: Retention.batchSize,
+                                                maxBatches: Retention.maxBatchesPerRun)
+        if let outcome { output.handle(.forgotten(outcome)) }
+        return outcome?.forgotten ?? 0
     }
 
     func summarize(runId: Int64?, kind: RunKind, shard: Shard, clock: Timestamp, dryRun: Bool,
@@ -178,6 +348,16 @@ extension MatchingPass {
         output.handle(.finished(summary))
         return summary
     }
+}
+
+/// Retention's defaults and bounds (runs.md, cli.md `--retention-days`).
+public enum Retention {
+    public static let defaultDays = 180
+    public static let maximumDays = 36_500
+    /// Pairs deleted per transaction: short row locks, no table lock.
+    public static let batchSize = 50_000
+    /// At most this many batches a run (5M pairs); a larger backlog is worked off by the next runs.
+    public static let maxBatchesPerRun = 100
 }
 
 /// Wall-clock seconds per phase, accumulated.

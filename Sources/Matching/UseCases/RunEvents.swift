@@ -10,6 +10,10 @@ public enum RunEvent: Sendable {
     case filtersLoaded(total: Int, invalid: Int, paidIgnored: Int, ownerInactive: Int)
     case invalidFilter(InvalidFilter)
     case unitCommitted(filtersDone: Int, filtersTotal: Int, matches: Int, notifications: Int)
+    /// The retention sweep ran (another process may have been sweeping instead: then no event).
+    case forgotten(RetentionOutcome)
+    /// An interrupted run of another shard layout was abandoned: this run covers its owners.
+    case superseded(runId: Int64, shard: Shard)
     case finished(RunSummary)
 }
 

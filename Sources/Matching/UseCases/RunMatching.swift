@@ -1,11 +1,14 @@
 import Chronology
 import Foundation
 
-/// The incremental run the timer starts (runs.md): profiles changed since the shard's last successful
-/// run, against the shard's filters; new pairs capped per filter; notifications by each filter's rules.
+/// The incremental run the timer starts (runs.md): for each filter of the shard, the profiles changed
+/// since the last successful run that covered it (`Coverage`, whatever shard layouts ran before), new
+/// pairs capped per filter, digests by each filter's rules, then the retention sweep.
 ///
 /// An earlier run of the shard that died or failed before finishing is completed first, with its own
-/// clock and change window, continuing after the last unit it committed; then this run proceeds.
+/// clock and change windows, continuing after the last unit it committed; then this run proceeds. An
+/// interrupted run of another layout whose shard overlaps this one is superseded (abandoned; what it
+/// committed stays): this run covers its owners from their own coverage, so nothing is lost or doubled.
 public struct RunMatching: Sendable {
     public struct Input: Sendable {
         /// The run's clock; nil = the store's clock when the run starts.
@@ -14,14 +17,21 @@ public struct RunMatching: Sendable {
         public let shard: Shard
         public let maxPerFilter: Int
         public let dryRun: Bool
+        /// How long a recorded pair is kept (runs.md retention).
+        public let retentionDays: Int
+        /// The operator accepts a time zone other than the one the shard's previous runs used.
+        public let timeZoneChange: Bool
 
         public init(now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all,
-                    maxPerFilter: Int = 100, dryRun: Bool = false) {
+                    maxPerFilter: Int = 100, dryRun: Bool = false, retentionDays: Int = Retention.defaultDays,
+                    timeZoneChange: Bool = false) {
             self.now = now
             self.timeZone = timeZone
             self.shard = shard
             self.maxPerFilter = maxPerFilter
             self.dryRun = dryRun
+            self.retentionDays = retentionDays
+            self.timeZoneChange = timeZoneChange
         }
     }
 
@@ -59,62 +69,130 @@ public struct RunMatching: Sendable {
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
-        guard let lock = try runs.tryLock(kind: .run, shard: input.shard) else {
-            throw RunLocked(kind: .run, shard: input.shard)
+        // A dry run writes nothing and takes no lock: it never blocks, delays or fails a real run.
+        var lock: (any RunLock)?
+        if !input.dryRun {
+            guard let held = try runs.tryLock(kind: .run, shard: input.shard) else {
+                throw RunLocked(kind: .run, shard: input.shard)
+            }
+            lock = held
         }
-        defer { lock.release() }
+        defer { lock?.release() }
 
         var resumedId: Int64?
-        if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .run, shard: input.shard) {
-            _ = try complete(interrupted, timeZone: input.timeZone)
-            resumedId = interrupted.id
+        if !input.dryRun {
+            if let interrupted = try runs.interruptedRun(kind: .run, shard: input.shard) {
+                _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: input.retentionDays)
+                resumedId = interrupted.id
+            }
+            try supersedeOtherLayouts(input.shard)
         }
 
         var timer = PhaseTimer()
         timer.begin(.read, output)
-        let since = try runs.progressMark(shard: input.shard)
-        let changed = try profiles.changedProfiles(since: since, upTo: nil)
+        let coverage = try runs.coverage().relevant(to: input.shard)
+        try checkTimeZone(coverage, input)
+        try checkNotAhead(coverage, shard: input.shard)
+        let windows = ChangeWindows(coverage: coverage, shard: input.shard)
+        let changed = try profiles.changedProfiles(windows: windows.marks, upTo: nil)
         let now = try input.now ?? profiles.currentTime()
         timer.end(.read, output)
         output.handle(.candidatesLoaded(changed.profiles.count))
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
+        let candidates = CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks)
+        let plan = { (run: RunRecord?) in
+            MatchingPass.Plan(run: run, clock: clock, shard: input.shard, selection: .all,
+                              maxPerFilter: input.maxPerFilter, writesNotifications: true, resumeAfterFilter: nil,
+                              windows: windows)
+        }
 
         if input.dryRun {
             output.handle(.started(kind: .run, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
-            let outcome = try pass.execute(
-                .init(run: nil, clock: clock, shard: input.shard, selection: .all, maxPerFilter: input.maxPerFilter,
-                      writesNotifications: true, resumeAfterFilter: nil),
-                candidates: changed.profiles, timings: &timer)
+            let outcome = try pass.execute(plan(nil), candidates: candidates, timings: &timer)
             return pass.summarize(runId: nil, kind: .run, shard: input.shard, clock: now, dryRun: true, resumedId: nil,
-                             counters: outcome.counters + RunCounters(candidates: changed.profiles.count),
-                             found: outcome.matchesFound, timer: timer)
+                                  counters: outcome.counters + RunCounters(candidates: changed.profiles.count),
+                                  found: outcome.matchesFound, timer: timer)
         }
 
         let run = try runs.start(NewRun(
             kind: .run, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter, writesNotifications: true,
-            since: since, upTo: changed.mark, parameters: "{}", candidates: changed.profiles.count))
+            coverage: coverage, upTo: changed.mark, upToTakenAt: changed.takenAt, timeZone: input.timeZone.identifier,
+            retentionDays: input.retentionDays, parameters: "{}", candidates: changed.profiles.count))
         output.handle(.started(kind: .run, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: resumedId) { timer in
-            try pass.execute(
-                .init(run: run, clock: clock, shard: input.shard, selection: .all, maxPerFilter: input.maxPerFilter,
-                      writesNotifications: true, resumeAfterFilter: nil),
-                candidates: changed.profiles, timings: &timer)
+        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: input.retentionDays) { timer in
+            try pass.execute(plan(run), candidates: candidates, timings: &timer)
         }
     }
 
-    /// Completes a run that an earlier process left unfinished.
-    private func complete(_ run: RunRecord, timeZone: TimeZone) throws -> RunSummary {
+    /// Completes a run that an earlier process left unfinished, with its own clock, zone and windows.
+    private func complete(_ run: RunRecord, timeZone: TimeZone, retentionDays: Int) throws -> RunSummary {
         var timer = PhaseTimer()
         timer.begin(.read, output)
-        let changed = try profiles.changedProfiles(since: run.since, upTo: run.upTo)
+        let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
+        let changed = try profiles.changedProfiles(windows: windows.marks, upTo: run.upTo)
         timer.end(.read, output)
         output.handle(.started(kind: .run, shard: run.shard, clock: run.clock, runId: run.id, resumed: true, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: nil) { timer in
+        let zone = run.timeZone.flatMap(TimeZone.init(identifier:)) ?? timeZone
+        return try pass.finishing(run, timer: timer, resumedId: nil,
+                                  retentionDays: run.retentionDays ?? retentionDays) { timer in
             try pass.execute(
-                .init(run: run, clock: EvaluationClock(now: run.clock, timeZone: timeZone), shard: run.shard,
+                .init(run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
                       selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
-                      resumeAfterFilter: run.resumeAfterFilter),
-                candidates: changed.profiles, timings: &timer)
+                      resumeAfterFilter: run.resumeAfterFilter, windows: windows),
+                candidates: CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks), timings: &timer)
         }
+    }
+
+    /// Interrupted runs of other shard layouts that overlap this shard are abandoned when no process holds
+    /// them: resuming one later would replay an old window over filters this run covers anew.
+    private func supersedeOtherLayouts(_ shard: Shard) throws {
+        for other in try runs.interruptedRuns(intersecting: shard) {
+            guard let held = try runs.tryLock(kind: .run, shard: other.shard) else { continue }
+            defer { held.release() }
+            try runs.abandon(runId: other.id)
+            output.handle(.superseded(runId: other.id, shard: other.shard))
+        }
+    }
+
+    /// A shard keeps the zone it ran with: its digests' "same time tomorrow" and ages depend on it.
+    private func checkTimeZone(_ coverage: Coverage, _ input: Input) throws {
+        guard !input.timeZoneChange else { return }
+        let zone = input.timeZone.identifier
+        if let other = coverage.entries.first(where: { ($0.timeZone ?? zone) != zone }) {
+            throw TimeZoneChanged(shard: input.shard, previous: other.timeZone ?? "?", requested: zone)
+        }
+    }
+
+    /// Progress taken on a server whose transactions are behind it (a restore, a failover) would find no
+    /// change for a long time: refuse, and say how to reset.
+    private func checkNotAhead(_ coverage: Coverage, shard: Shard) throws {
+        let ahead = try profiles.marksAhead(coverage.entries.map(\.mark))
+        guard !ahead.isEmpty else { return }
+        let shards = coverage.entries.filter { ahead.contains($0.mark) }.map(\.shard.description)
+        throw ProgressAhead(shard: shard, shards: shards)
+    }
+}
+
+/// The run's zone differs from the zone its shard's previous runs used (exit 78).
+public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertible {
+    public let shard: Shard
+    public let previous: String
+    public let requested: String
+    public var failureKind: FailureKind { .configuration }
+    public var description: String {
+        "shard \(shard) ran in time zone \(previous) before, and this run asks for \(requested): digests' due times "
+            + "and ages would shift; pass --time-zone \(previous), or --time-zone-change to switch on purpose"
+    }
+}
+
+/// Recorded progress is ahead of the database's transactions (exit 78).
+public struct ProgressAhead: ClassifiedError, Sendable, CustomStringConvertible {
+    public let shard: Shard
+    public let shards: [String]
+    public var failureKind: FailureKind { .configuration }
+    public var description: String {
+        "the progress of shard(s) \(shards.joined(separator: ", ")) is ahead of this database's transactions "
+            + "(restored from a backup, or failed over to a server behind the old one?): a run would find no change; "
+            + "run `matcher progress reset --shard \(shard) --to <time the data was current>` and run again"
     }
 }

@@ -104,6 +104,12 @@ public struct DailyChangePlan: Sendable {
         public var hasIntroduction: Bool?
         public var verified: Bool?
         public var plan: Int16?
+
+        /// Whether it sets an item's value (a login or a plan change alone is activity, not a matching change).
+        public var setsItems: Bool {
+            residence != nil || personality != nil || communities != nil || incomeBand != nil || smoking != nil
+                || drinking != nil || marriageIntent != nil || hasPhoto != nil || hasIntroduction != nil || verified != nil
+        }
     }
 
     public struct StatusChange: Sendable, Hashable {

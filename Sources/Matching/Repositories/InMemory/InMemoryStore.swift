@@ -8,20 +8,32 @@ public final class InMemoryStore: @unchecked Sendable {
     private var clock: Timestamp
     private var version: Int64 = 0
     private var profileRows: [Int64: Profile] = [:]
-    private var profileChangedAt: [Int64: Int64] = [:]   // profile id -> version of its last write
+    /// Change capture: profile id -> version (and clock) of its last matching change.
+    private var profileChangedAt: [Int64: Int64] = [:]
+    private var profileChangedTime: [Int64: Timestamp] = [:]
     private var profileUpdatedAt: [Int64: Timestamp] = [:]
     private var filterRows: [Int64: SavedFilter] = [:]
     private var blockRows: Set<Block> = []
-    private var matchRows: [MatchPair: FilterMatch] = [:]
-    private var notificationRows: [MatchNotification] = []
-    private var runRows: [Int64: RunRecord] = [:]
+    /// What a unit of work writes, copied whole for a transaction and its savepoint.
+    private var written = Written()
     private var runPhaseSeconds: [Int64: [RunPhase: Double]] = [:]
-    private var progress: [Shard: ChangeMark] = [:]
+    private var coverageEntries = Coverage.none
     private var invalidRows: [Int64: InvalidFilter] = [:]
     private var heldLocks: Set<String> = []
     private var nextRunId: Int64 = 1
-    private var nextNotificationId: Int64 = 1
     private var commitsUntilFailure: Int?
+    /// Orders change marks (a stand-in for the server's clock when a snapshot is taken).
+    private var marksTaken: Int64 = 0
+
+    struct Written {
+        var matchRows: [MatchPair: FilterMatch] = [:]
+        var silentPairs: Set<MatchPair> = []
+        var waiting: [MatchPair: Timestamp] = [:]
+        var notificationRows: [MatchNotification] = []
+        var lastNotifiedAt: [Int64: Timestamp] = [:]
+        var runRows: [Int64: RunRecord] = [:]
+        var nextNotificationId: Int64 = 1
+    }
 
     public init(now: Timestamp) {
         self.clock = now
@@ -37,17 +49,24 @@ public final class InMemoryStore: @unchecked Sendable {
 
     public func setClock(_ now: Timestamp) { locked { clock = now } }
 
-    /// Inserts or replaces profiles, as one committed transaction.
+    /// Inserts or replaces profiles, as one committed transaction. Like the PostgreSQL trigger, an insert or a
+    /// change of a column matching reads (status, a non-recency item) is captured; a login alone is not.
     public func save(_ profiles: [Profile], updatedAt: Timestamp? = nil) {
         locked {
             version += 1
             for profile in profiles {
+                if let old = profileRows[profile.id], !profile.isMatchingChange(from: old) {
+                    // activity only: no change for matching
+                } else {
+                    profileChangedAt[profile.id] = version
+                    profileChangedTime[profile.id] = clock
+                }
                 profileRows[profile.id] = profile
-                profileChangedAt[profile.id] = version
                 profileUpdatedAt[profile.id] = updatedAt ?? clock
             }
         }
     }
+
 
     public func save(_ filters: [SavedFilter]) {
         locked { for filter in filters { filterRows[filter.id] = filter } }
@@ -62,9 +81,13 @@ public final class InMemoryStore: @unchecked Sendable {
 
     // MARK: Reads for assertions
 
-    public var allMatches: [FilterMatch] { locked { matchRows.values.sorted { $0.pair < $1.pair } } }
-    public var allNotifications: [MatchNotification] { locked { notificationRows } }
-    public var allRuns: [RunRecord] { locked { runRows.values.sorted { $0.id < $1.id } } }
+    public var allMatches: [FilterMatch] { locked { written.matchRows.values.sorted { $0.pair < $1.pair } } }
+    public var allNotifications: [MatchNotification] { locked { written.notificationRows } }
+    public var allRuns: [RunRecord] { locked { written.runRows.values.sorted { $0.id < $1.id } } }
+    /// Pairs recorded silent (by a backfill without `--notify`).
+    public var silentPairs: Set<MatchPair> { locked { written.silentPairs } }
+    /// Matches waiting for a digest.
+    public var waitingPairs: Set<MatchPair> { locked { Set(written.waiting.keys) } }
 }
 
 public struct InMemoryCommitFailure: Error, CustomStringConvertible {
@@ -72,15 +95,38 @@ public struct InMemoryCommitFailure: Error, CustomStringConvertible {
 }
 
 extension InMemoryStore: ProfileRepository {
-    public func changedProfiles(since: ChangeMark?, upTo: ChangeMark?) throws -> ChangedProfiles {
+    public func changedProfiles(windows: [ChangeMark?], upTo: ChangeMark?) throws -> ChangedProfiles {
         locked {
-            let low = since.flatMap { Int64($0.token) } ?? Int64.min
             let high = upTo.flatMap { Int64($0.token) } ?? version
-            let changed = profileRows.values.filter { profile in
-                let v = profileChangedAt[profile.id] ?? 0
-                return v > low && v <= high
+            var rows: [(Profile, UInt64)] = []
+            for profile in profileRows.values {
+                let changed = profileChangedAt[profile.id]
+                if let changed, changed > high { continue }
+                var mask: UInt64 = 0
+                for (index, window) in windows.enumerated() {
+                    let isNew: Bool
+                    switch window.map(ChangeMark.Form.init) {
+                    case nil: isNew = true
+                    case .snapshot(let token)?: isNew = changed.map { $0 > (Int64(token) ?? .min) } ?? false
+                    case .time(let from)?: isNew = profileChangedTime[profile.id].map { $0 >= from } ?? false
+                    }
+                    if isNew { mask |= 1 << UInt64(index) }
+                }
+                if mask != 0 { rows.append((profile, mask)) }
             }
-            return ChangedProfiles(profiles: ProfileColumns(changed.sorted { $0.id < $1.id }), mark: ChangeMark(String(high)))
+            rows.sort { $0.0.id < $1.0.id }
+            marksTaken += 1
+            return ChangedProfiles(profiles: ProfileColumns(rows.map(\.0)), windowMasks: rows.map(\.1),
+                                   mark: ChangeMark(String(high)), takenAt: Timestamp(microsecondsSinceEpoch: marksTaken))
+        }
+    }
+
+    public func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark] {
+        locked {
+            marks.filter { mark in
+                guard case .snapshot(let token) = ChangeMark.Form(mark), let at = Int64(token) else { return false }
+                return at > version
+            }
         }
     }
 
@@ -156,14 +202,11 @@ extension InMemoryStore: BlockRepository {
 }
 
 extension InMemoryStore: MatchRepository {
-    public func existingPairs(profileIds: [Int64]?) throws -> Set<MatchPair> {
-        locked {
-            let wanted = profileIds.map(Set.init)
-            return Set(matchRows.keys.filter { wanted?.contains($0.profileId) ?? true })
-        }
+    public func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
+        locked { Set(pairs.filter { written.matchRows[$0] != nil }) }
     }
 
-    public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
+    public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         try locked {
             if let remaining = commitsUntilFailure {
                 if remaining <= 0 {
@@ -172,62 +215,130 @@ extension InMemoryStore: MatchRepository {
                 }
                 commitsUntilFailure = remaining - 1
             }
-            guard let run = runRows[unit.runId] else { throw InMemoryStoreError.unknownRun(unit.runId) }
-            var inserted = 0
-            for result in unit.matches {
-                for profileId in result.profileIds {
-                    let pair = MatchPair(filterId: result.filterId, profileId: profileId)
-                    if matchRows[pair] == nil {
-                        matchRows[pair] = FilterMatch(filterId: result.filterId, profileId: profileId,
-                                                      matchedAt: unit.clock.now, runId: unit.runId)
-                        inserted += 1
-                    }
+            let tx = InMemoryUnitTransaction(written: written, profiles: profileRows, filters: filterRows,
+                                             blocks: blockRows)
+            let result = try body(tx)
+            written = tx.written
+            return result
+        }
+    }
+
+    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+        locked {
+            let limit = max(1, batchSize) * max(1, maxBatches)
+            var forgotten = 0
+            for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
+                if let since = written.waiting[pair], let filter = filterRows[pair.filterId], !filter.isDeleted,
+                   filter.notify, (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true) {
+                    continue   // waits for its digest
                 }
+                guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
+                written.matchRows[pair] = nil
+                written.silentPairs.remove(pair)
+                written.waiting[pair] = nil
+                forgotten += 1
             }
-            var written = 0
-            if let notify = unit.notify {
-                let filterIds = Set(notify.map(\.filter.id))
-                let waiting = matchRows.values.filter { filterIds.contains($0.filterId) && $0.notificationId == nil }
-                    .map { match -> WaitingMatch in
-                        let profile = profileRows[match.profileId]
-                        let owner = filterRows[match.filterId]?.ownerId ?? 0
-                        let blocked = blockRows.contains(Block(blockerId: owner, blockedId: match.profileId))
-                            || blockRows.contains(Block(blockerId: match.profileId, blockedId: owner))
-                        return WaitingMatch(filterId: match.filterId, profileId: match.profileId,
-                                            profileStatus: profile?.status, profileLastLoginAt: profile?.lastLoginAt,
-                                            blockedEitherWay: blocked)
-                    }
-                var last: [Int64: Timestamp] = [:]
-                for n in notificationRows where filterIds.contains(n.filterId) {
-                    last[n.filterId] = max(last[n.filterId] ?? n.createdAt, n.createdAt)
-                }
-                for planned in planner.plan(filters: notify, waiting: waiting, lastNotifiedAt: last, clock: unit.clock) {
-                    let id = nextNotificationId
-                    nextNotificationId += 1
-                    notificationRows.append(MatchNotification(
-                        id: id, recipientId: planned.recipientId, filterId: planned.filterId,
-                        matchCount: planned.matchCount, profileIds: planned.shownProfileIds,
-                        createdAt: unit.clock.now, runId: unit.runId))
-                    for profileId in planned.countedProfileIds {
-                        let pair = MatchPair(filterId: planned.filterId, profileId: profileId)
-                        matchRows[pair] = matchRows[pair]?.notified(by: id)
-                    }
-                    written += 1
-                }
-            }
-            runRows[run.id] = run.updating(
-                resumeAfterFilter: unit.lastFilterId,
-                adding: unit.filterCounters + RunCounters(matchesWritten: inserted, notificationsWritten: written))
-            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: written)
+            return RetentionOutcome(forgotten: forgotten, backlog: false)
         }
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {
-        locked { matchRows.values.filter { $0.filterId == filterId }.sorted { $0.pair < $1.pair } }
+        locked { written.matchRows.values.filter { $0.filterId == filterId }.sorted { $0.pair < $1.pair } }
     }
 
     public func notifications(filterId: Int64) throws -> [MatchNotification] {
-        locked { notificationRows.filter { $0.filterId == filterId } }
+        locked { written.notificationRows.filter { $0.filterId == filterId } }
+    }
+}
+
+/// The unit-of-work primitives over a copy of the store's written state, kept only when the body returns.
+final class InMemoryUnitTransaction: UnitTransaction {
+    var written: InMemoryStore.Written
+    private var saved: InMemoryStore.Written?
+    private let profiles: [Int64: Profile]
+    private let filters: [Int64: SavedFilter]
+    private let blocks: Set<Block>
+
+    init(written: InMemoryStore.Written, profiles: [Int64: Profile], filters: [Int64: SavedFilter], blocks: Set<Block>) {
+        self.written = written
+        self.profiles = profiles
+        self.filters = filters
+        self.blocks = blocks
+    }
+
+    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
+        let wanted = Set(filterIds)
+        return Set(written.waiting.keys.map(\.filterId).filter(wanted.contains))
+    }
+
+    func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        written.lastNotifiedAt.filter { filterIds.contains($0.key) }
+    }
+
+    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
+        let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
+        return written.waiting.keys.sorted().compactMap { pair in
+            guard let owner = owners[pair.filterId] else { return nil }
+            let profile = profiles[pair.profileId]
+            let blocked = blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
+                || blocks.contains(Block(blockerId: pair.profileId, blockedId: owner))
+            return WaitingMatch(filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status,
+                                profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked)
+        }
+    }
+
+    func savepoint() throws { saved = written }
+
+    func rollbackToSavepoint() throws {
+        if let saved { written = saved }
+    }
+
+    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int? {
+        guard rows.allSatisfy({ written.matchRows[$0.pair] == nil }), Set(rows.map(\.pair)).count == rows.count
+        else { return nil }
+        return try insertMatchesSkippingRecorded(rows, at: time, runId: runId).count
+    }
+
+    func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair] {
+        var inserted: [MatchPair] = []
+        for row in rows.sorted(by: { $0.pair < $1.pair }) where written.matchRows[row.pair] == nil {
+            written.matchRows[row.pair] = FilterMatch(filterId: row.pair.filterId, profileId: row.pair.profileId,
+                                                      matchedAt: time, runId: runId, notificationId: row.notificationId)
+            if row.silent { written.silentPairs.insert(row.pair) }
+            inserted.append(row.pair)
+        }
+        return inserted
+    }
+
+    func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws {
+        for pair in pairs { written.waiting[pair] = time }
+    }
+
+    func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64] {
+        planned.map { n in
+            let id = written.nextNotificationId
+            written.nextNotificationId += 1
+            written.notificationRows.append(MatchNotification(
+                id: id, recipientId: n.recipientId, filterId: n.filterId, matchCount: n.matchCount,
+                profileIds: n.shownProfileIds, createdAt: time, runId: runId))
+            return id
+        }
+    }
+
+    func markNotified(_ marks: [MatchPair: Int64]) throws {
+        for (pair, id) in marks {
+            written.matchRows[pair] = written.matchRows[pair]?.notified(by: id)
+            written.waiting[pair] = nil
+        }
+    }
+
+    func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws {
+        for id in filterIds { written.lastNotifiedAt[id] = time }
+    }
+
+    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws {
+        guard let run = written.runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
+        written.runRows[runId] = run.updating(resumeAfterFilter: lastFilterId, adding: counters)
     }
 }
 
@@ -253,45 +364,72 @@ extension InMemoryStore: RunRepository {
 
     public func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord? {
         locked {
-            let latest = runRows.values.filter { $0.kind == kind && $0.shard == shard }.max { $0.id < $1.id }
-            return latest.flatMap { $0.status == .succeeded ? nil : $0 }
+            let latest = written.runRows.values.filter { $0.kind == kind && $0.shard == shard }.max { $0.id < $1.id }
+            return latest.flatMap { $0.status == .running || $0.status == .failed ? $0 : nil }
         }
     }
 
-    public func progressMark(shard: Shard) throws -> ChangeMark? { locked { progress[shard] } }
+    public func interruptedRuns(intersecting shard: Shard) throws -> [RunRecord] {
+        locked {
+            let latest = Dictionary(grouping: written.runRows.values.filter { $0.kind == .run }, by: \.shard)
+                .compactMap { $0.value.max { $0.id < $1.id } }
+            return latest.filter { run in
+                run.shard.count != shard.count && run.shard.intersects(shard)
+                    && (run.status == .running || run.status == .failed)
+            }.sorted { $0.id < $1.id }
+        }
+    }
+
+    public func abandon(runId: Int64) throws {
+        locked {
+            guard let run = written.runRows[runId], run.status == .running || run.status == .failed else { return }
+            written.runRows[runId] = run.updating(status: .abandoned)
+        }
+    }
+
+    public func coverage() throws -> Coverage { locked { coverageEntries } }
+
+    /// Sets the coverage as an operator's reset would (tests of time going backwards and resets).
+    public func setCoverage(_ coverage: Coverage) { locked { coverageEntries = coverage } }
 
     public func start(_ run: NewRun) throws -> RunRecord {
         locked {
             let record = RunRecord(
                 id: nextRunId, kind: run.kind, shard: run.shard, clock: run.clock, maxPerFilter: run.maxPerFilter,
-                writesNotifications: run.writesNotifications, status: .running, since: run.since, upTo: run.upTo,
+                writesNotifications: run.writesNotifications, status: .running, coverage: run.coverage, upTo: run.upTo,
+                upToTakenAt: run.upToTakenAt, timeZone: run.timeZone, retentionDays: run.retentionDays,
                 resumeAfterFilter: nil, parameters: run.parameters, counters: RunCounters(candidates: run.candidates))
             nextRunId += 1
-            runRows[record.id] = record
+            written.runRows[record.id] = record
             return record
         }
     }
 
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
         try locked {
-            guard let run = runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
-            runRows[runId] = run.updating(status: .succeeded)
+            guard let run = written.runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
+            written.runRows[runId] = run.updating(status: .succeeded,
+                                                  adding: RunCounters(matchesForgotten: completion.matchesForgotten))
             runPhaseSeconds[runId, default: [:]].merge(completion.phaseSeconds, uniquingKeysWith: +)
-            if run.kind == .run, let mark = run.upTo { progress[run.shard] = mark }
+            if run.kind == .run, let mark = run.upTo, let takenAt = run.upToTakenAt {
+                coverageEntries = coverageEntries.recording(
+                    CoverageEntry(shard: run.shard, mark: mark, takenAt: takenAt, timeZone: run.timeZone))
+            }
         }
     }
 
     public func fail(runId: Int64, error: String) throws {
-        locked { runRows[runId] = runRows[runId]?.updating(status: .failed) }
+        locked { written.runRows[runId] = written.runRows[runId]?.updating(status: .failed) }
     }
 
-    public func run(id: Int64) throws -> RunRecord? { locked { runRows[id] } }
+    public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
 }
 
 extension RunRecord {
     func updating(status: RunStatus? = nil, resumeAfterFilter: Int64? = nil, adding: RunCounters = .zero) -> RunRecord {
         RunRecord(id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
-                  writesNotifications: writesNotifications, status: status ?? self.status, since: since, upTo: upTo,
+                  writesNotifications: writesNotifications, status: status ?? self.status, coverage: coverage,
+                  upTo: upTo, upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
                   resumeAfterFilter: resumeAfterFilter ?? self.resumeAfterFilter, parameters: parameters,
                   counters: counters + adding)
     }

@@ -1,14 +1,14 @@
 import Chronology
 import Foundation
-@testable import Matching
+import Matching
 
 /// A small world for use-case tests: the clock, profile and filter builders.
-enum World {
-    static let day1 = Timestamp(iso8601: "2026-03-01T03:00:00Z")!
-    static let day2 = day1.adding(days: 1)
+public enum World {
+    public static let day1 = Timestamp(iso8601: "2026-03-01T03:00:00Z")!
+    public static let day2 = day1.adding(days: 1)
 
     /// A profile with the items the tests filter on; everything else unanswered.
-    static func profile(_ id: Int64, gender: Int16 = 2, born: String = "1996-05-01", residence: Int16 = 13,
+    public static func profile(_ id: Int64, gender: Int16 = 2, born: String = "1996-05-01", residence: Int16 = 13,
                         smoking: Int16 = 1, status: Int16 = 1, plan: Int16 = 0, loginHoursAgo: Int = 1,
                         communities: [Int32] = [], at clock: Timestamp = day1) -> Profile {
         Profile.make(
@@ -24,7 +24,7 @@ enum World {
             ])
     }
 
-    static func filter(_ id: Int64, owner: Int64, _ json: String = #"{"gender": {"anyOf": [2]}}"#, notify: Bool = true,
+    public static func filter(_ id: Int64, owner: Int64, _ json: String = #"{"gender": {"anyOf": [2]}}"#, notify: Bool = true,
                        every: NotifyInterval = NotifyInterval(months: 0, days: 1, microseconds: 0),
                        deleted: Bool = false) -> SavedFilter {
         SavedFilter(id: id, ownerId: owner, name: "search \(id)", conditionsJSON: json, notify: notify,
@@ -32,7 +32,7 @@ enum World {
                     deletedAt: deleted ? day1.adding(days: -1) : nil)
     }
 
-    static func run(_ store: InMemoryStore, now: Timestamp = day1, shard: Shard = .all, maxPerFilter: Int = 100,
+    public static func run(_ store: InMemoryStore, now: Timestamp = day1, shard: Shard = .all, maxPerFilter: Int = 100,
                     dryRun: Bool = false, unitFilterLimit: Int = 2_000,
                     output: any RunOutputHandler = SilentRunOutput()) throws -> RunSummary {
         try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
@@ -40,14 +40,14 @@ enum World {
             .execute(.init(now: now, shard: shard, maxPerFilter: maxPerFilter, dryRun: dryRun))
     }
 
-    static func backfill(_ store: InMemoryStore, _ input: Backfill.Input) throws -> RunSummary {
+    public static func backfill(_ store: InMemoryStore, _ input: Backfill.Input) throws -> RunSummary {
         try Backfill(profiles: store, filters: store, blocks: store, matches: store, runs: store).execute(input)
     }
 
-    static func pairs(_ store: InMemoryStore) -> [MatchPair] { store.allMatches.map(\.pair) }
+    public static func pairs(_ store: InMemoryStore) -> [MatchPair] { store.allMatches.map(\.pair) }
 
     /// What another store holds, comparable across stores: matches and notifications without ids.
-    static func rows(_ store: InMemoryStore) -> (matches: [String], notifications: [String]) {
+    public static func rows(_ store: InMemoryStore) -> (matches: [String], notifications: [String]) {
         let notes = store.allNotifications
         let byId = Dictionary(uniqueKeysWithValues: notes.map { ($0.id, $0) })
         let matches = store.allMatches.map { m in

@@ -1,0 +1,121 @@
+import Chronology
+
+/// A shard's last successful incremental run: the filters of the owners in `shard` have seen every
+/// profile change up to `mark`.
+public struct CoverageEntry: Sendable, Hashable, Codable {
+    public let shard: Shard
+    public let mark: ChangeMark
+    /// When the mark was taken, by the store's clock. Orders entries: a mark taken later sees every
+    /// change an earlier one saw.
+    public let takenAt: Timestamp
+    /// The time zone the run evaluated in (nil for progress recorded before zones were kept).
+    public let timeZone: String?
+
+    public init(shard: Shard, mark: ChangeMark, takenAt: Timestamp, timeZone: String? = nil) {
+        self.shard = shard
+        self.mark = mark
+        self.takenAt = takenAt
+        self.timeZone = timeZone
+    }
+}
+
+/// Where change capture stands for every owner, whatever shard layouts ran before (runs.md "Shards").
+///
+/// Each layout's shard that succeeded leaves an entry. The filters of an owner have seen every change
+/// up to the newest entry whose shard owns that owner; an owner no entry owns has seen nothing (its
+/// filters' first run considers every profile). So changing N, or running unsharded in between, never
+/// re-evaluates unchanged profiles and never skips a change: each filter continues from its own newest
+/// coverage.
+public struct Coverage: Sendable, Hashable, Codable {
+    /// Newest first.
+    public let entries: [CoverageEntry]
+
+    public static let none = Coverage(entries: [])
+
+    public init(entries: [CoverageEntry]) {
+        self.entries = entries.sorted { $0.takenAt != $1.takenAt ? $0.takenAt > $1.takenAt : $0.shard.count > $1.shard.count }
+    }
+
+    /// The position in `entries` of the newest entry covering `ownerId`; nil when none does.
+    public func entryIndex(forOwner ownerId: Int64) -> Int? {
+        entries.firstIndex { $0.shard.owns(ownerId: ownerId) }
+    }
+
+    /// Whether every owner of `shard` has some entry.
+    public func coversWholly(_ shard: Shard) -> Bool {
+        Self.covers(entries.map(\.shard), wholly: shard)
+    }
+
+    /// The entries that may cover some owner of `shard` (their residue classes intersect), newest first.
+    public func relevant(to shard: Shard) -> Coverage {
+        Coverage(entries: entries.filter { $0.shard.intersects(shard) })
+    }
+
+    /// The coverage after `entry` succeeded: `entry` added, and every entry it and the newer ones
+    /// cover wholly dropped, so the list stays as short as the layouts in use.
+    public func recording(_ entry: CoverageEntry) -> Coverage {
+        var kept: [CoverageEntry] = []
+        for old in Coverage(entries: entries.filter { $0.shard != entry.shard }).entries {
+            let newer = [entry] + kept.filter { $0.takenAt >= old.takenAt }
+            if !Self.covers(newer.map(\.shard), wholly: old.shard) { kept.append(old) }
+        }
+        return Coverage(entries: [entry] + kept)
+    }
+
+    /// Whether the union of `shards` contains every owner of `target`. Exact when the least common
+    /// multiple of the counts is at most 2^20; beyond that it answers false (the entry is kept, which
+    /// costs a row, never a change).
+    static func covers(_ shards: [Shard], wholly target: Shard) -> Bool {
+        if shards.contains(where: { $0.contains(target) }) { return true }
+        var modulus = target.count
+        for shard in shards {
+            modulus = lcm(modulus, shard.count)
+            if modulus > 1 << 20 { return false }
+        }
+        var residue = target.index
+        while residue < modulus {
+            let owner = Int64(residue)
+            if !shards.contains(where: { $0.owns(ownerId: owner) }) { return false }
+            residue += target.count
+        }
+        return true
+    }
+
+    private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+    private static func lcm(_ a: Int, _ b: Int) -> Int { a / gcd(a, b) * b }
+}
+
+extension Shard {
+    /// Whether some owner belongs to both shards: `K ≡ K' (mod gcd(N, N'))`.
+    public func intersects(_ other: Shard) -> Bool {
+        var (a, b) = (count, other.count)
+        while b != 0 { (a, b) = (b, a % b) }
+        return index % a == other.index % a
+    }
+
+    /// Whether every owner of `other` belongs to this shard: N divides N' and `K' mod N = K`.
+    public func contains(_ other: Shard) -> Bool {
+        other.count % count == 0 && other.index % count == index
+    }
+}
+
+extension Shard: Codable {
+    private enum CodingKeys: String, CodingKey { case index, count }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let index = try container.decode(Int.self, forKey: .index)
+        let count = try container.decode(Int.self, forKey: .count)
+        do {
+            try self.init(index: index, count: count)
+        } catch {
+            throw DecodingError.dataCorruptedError(forKey: .count, in: container, debugDescription: error.description)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(index, forKey: .index)
+        try container.encode(count, forKey: .count)
+    }
+}

@@ -1,0 +1,96 @@
+/// The exactly-once commit of one unit of work, written once for every store (runs.md): in one
+/// transaction, the unit's new pairs are recorded (a pair at most once, whoever else writes), the
+/// digests its filters are due are decided under a lock on their notification state and written, the
+/// matches they count are marked, and the run's cursor and counters move past the unit. A crash at any
+/// instant loses and duplicates nothing: the transaction commits whole or not at all.
+///
+/// The common case writes each new match once, already marked with its digest: the digests are planned
+/// from the waiting matches plus the unit's new ones before the insert. If the insert meets a pair some
+/// other writer recorded meanwhile, the unit goes back to its savepoint, records only what is new, and
+/// decides the digests from the table as it then stands.
+public struct UnitCommitter: Sendable {
+    public let planner: NotificationPlanner
+
+    public init(planner: NotificationPlanner = NotificationPlanner()) {
+        self.planner = planner
+    }
+
+    public func commit(_ unit: WorkUnit, to store: any MatchRepository) throws -> WorkUnitOutcome {
+        try store.withUnitTransaction { tx in
+            let written = try write(unit, tx)
+            try tx.advanceRun(unit.runId, pastFilter: unit.lastFilterId,
+                              adding: unit.filterCounters + RunCounters(matchesWritten: written.matchesWritten,
+                                                                        notificationsWritten: written.notificationsWritten))
+            return written
+        }
+    }
+
+    private func write(_ unit: WorkUnit, _ tx: any UnitTransaction) throws -> WorkUnitOutcome {
+        let now = unit.clock.now
+        let pairs = unit.pairs
+        let notify = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
+        let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
+        let withWaiting = notify.isEmpty ? [] : try tx.filtersWithWaitingMatches(notify.map(\.filter.id))
+        let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
+
+        guard !deciding.isEmpty else {
+            let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent) }
+            let inserted = try insertSkippingConflicts(rows, unit, tx)
+            if !unit.silent { try tx.addWaiting(inserted, at: now) }
+            return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: 0)
+        }
+        let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
+
+        // Planned with the new matches as just evaluated; written once, already marked.
+        try tx.savepoint()
+        let waiting = try tx.waitingMatches(deciding)
+        let planned = planner.plan(filters: deciding, waiting: waiting + unit.newMatchesAsWaiting,
+                                   lastNotifiedAt: lastNotifiedAt, clock: unit.clock)
+        let ids = try tx.writeNotifications(planned, at: now, runId: unit.runId)
+        let marks = Self.marks(planned, ids)
+        let rows = pairs.map { NewMatch(pair: $0, notificationId: marks[$0]) }
+        if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId) {
+            let waitingPairs = Set(waiting.map(\.pair))
+            try tx.markNotified(marks.filter { waitingPairs.contains($0.key) })
+            try tx.addWaiting(pairs.filter { marks[$0] == nil }, at: now)
+            try tx.recordNotified(planned.map(\.filterId), at: now)
+            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count)
+        }
+
+        // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
+        try tx.rollbackToSavepoint()
+        let inserted = try tx.insertMatchesSkippingRecorded(pairs.map { NewMatch(pair: $0) }, at: now, runId: unit.runId)
+        try tx.addWaiting(inserted, at: now)
+        let nowWaiting = try tx.waitingMatches(deciding)
+        let replanned = planner.plan(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
+                                     clock: unit.clock)
+        let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
+        try tx.markNotified(Self.marks(replanned, newIds))
+        try tx.recordNotified(replanned.map(\.filterId), at: now)
+        return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: replanned.count)
+    }
+
+    /// Inserts in one go; on a conflict, again skipping the pairs already recorded.
+    private func insertSkippingConflicts(_ rows: [NewMatch], _ unit: WorkUnit, _ tx: any UnitTransaction) throws
+        -> [MatchPair] {
+        guard !rows.isEmpty else { return [] }
+        try tx.savepoint()
+        if try tx.insertMatches(rows, at: unit.clock.now, runId: unit.runId) != nil { return rows.map(\.pair) }
+        try tx.rollbackToSavepoint()
+        return try tx.insertMatchesSkippingRecorded(rows, at: unit.clock.now, runId: unit.runId)
+    }
+
+    private static func marks(_ planned: [PlannedNotification], _ ids: [Int64]) -> [MatchPair: Int64] {
+        var marks: [MatchPair: Int64] = [:]
+        for (id, notification) in zip(ids, planned) {
+            for profileId in notification.countedProfileIds {
+                marks[MatchPair(filterId: notification.filterId, profileId: profileId)] = id
+            }
+        }
+        return marks
+    }
+}
+
+extension WaitingMatch {
+    public var pair: MatchPair { MatchPair(filterId: filterId, profileId: profileId) }
+}

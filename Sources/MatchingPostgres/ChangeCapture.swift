@@ -1,0 +1,133 @@
+import Matching
+import PostgresClient
+
+/// The change capture on `profiles` (runs.md, "Incremental run"), derived from the MasterItem catalogue.
+///
+/// - An insert records its profiles, once per statement (a transition table: cheap for bulk loads).
+/// - An update records a profile only when a column that matching reads changed: the columns of the
+///   non-recency items, `status` and `id`. The trigger fires only for updates that name one of those
+///   columns (`UPDATE OF`), and only for rows where one really changed (`WHEN`), so a login
+///   (`SET last_login_at = now()`) or any write of `plan`, `updated_at` or the app's own columns costs
+///   no function call and no write.
+///
+/// Each recorded row holds the id of the transaction that wrote the profile (a run reads the ones its
+/// snapshot sees and its previous coverage did not) and the time, for an operator's reset after a restore.
+///
+/// The functions run as their owner (`SECURITY DEFINER`, so the app's role needs no privilege on the
+/// worker's table) with `search_path = pg_catalog, pg_temp` and every object schema-qualified, so that
+/// nothing a session plants, in `pg_temp` or any schema, can run with the owner's rights. The owner is
+/// the dedicated non-superuser role `matcher_capture` (NOLOGIN), which may only write that one table.
+///
+/// `matcher migrate` installs it after the numbered migrations and again whenever the catalogue changes
+/// (the generated text's checksum is kept in the function's comment), so adding an item needs no trigger edit.
+public enum ChangeCapture {
+    /// The role that owns the definer functions.
+    public static let ownerRole = "matcher_capture"
+    /// The migration that dropped the hand-written capture for this one.
+    public static let sinceMigration = 5
+
+    /// The `profiles` columns whose change makes a profile new to the matching.
+    public static var watchedColumns: [String] {
+        ["id", "status"] + MasterItem.all.filter { $0.kind != .recency }.map(\.column)
+    }
+
+    /// The statements that (re)install the capture in `schema`.
+    public static func installSQL(schema: String) -> String {
+        let s = quoteIdentifier(schema)
+        let columns = watchedColumns.map(quoteIdentifier)
+        let old = columns.map { "OLD.\($0)" }.joined(separator: ", ")
+        let new = columns.map { "NEW.\($0)" }.joined(separator: ", ")
+        return """
+            CREATE OR REPLACE FUNCTION \(s).matcher_record_inserted_profiles() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            BEGIN
+                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
+                SELECT r.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp() FROM inserted_rows r
+                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
+                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
+                RETURN NULL;
+            END
+            $body$;
+
+            CREATE OR REPLACE FUNCTION \(s).matcher_record_changed_profile() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            BEGIN
+                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
+                VALUES (NEW.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp())
+                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
+                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
+                RETURN NULL;
+            END
+            $body$;
+
+            REVOKE ALL ON FUNCTION \(s).matcher_record_inserted_profiles() FROM PUBLIC;
+            REVOKE ALL ON FUNCTION \(s).matcher_record_changed_profile() FROM PUBLIC;
+
+            DROP TRIGGER IF EXISTS matcher_profiles_inserted ON \(s).profiles;
+            DROP TRIGGER IF EXISTS matcher_profiles_changed ON \(s).profiles;
+            CREATE TRIGGER matcher_profiles_inserted AFTER INSERT ON \(s).profiles
+                REFERENCING NEW TABLE AS inserted_rows
+                FOR EACH STATEMENT EXECUTE FUNCTION \(s).matcher_record_inserted_profiles();
+            CREATE TRIGGER matcher_profiles_changed AFTER UPDATE OF \(columns.joined(separator: ", ")) ON \(s).profiles
+                FOR EACH ROW WHEN ((\(old)) IS DISTINCT FROM (\(new)))
+                EXECUTE FUNCTION \(s).matcher_record_changed_profile();
+
+            DO $owner$
+            BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '\(ownerRole)') THEN
+                    BEGIN
+                        CREATE ROLE \(ownerRole) NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT NOBYPASSRLS;
+                    EXCEPTION WHEN duplicate_object OR unique_violation OR insufficient_privilege THEN
+                        NULL;
+                    END;
+                END IF;
+                IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '\(ownerRole)')
+                   AND pg_catalog.pg_has_role(current_user, '\(ownerRole)', 'USAGE') THEN
+                    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO \(ownerRole)', \(literal(schema)));
+                    EXECUTE pg_catalog.format(
+                        'GRANT SELECT, INSERT, UPDATE ON %I.matcher_profile_changes TO \(ownerRole)', \(literal(schema)));
+                    EXECUTE pg_catalog.format(
+                        'ALTER FUNCTION %I.matcher_record_inserted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
+                    EXECUTE pg_catalog.format(
+                        'ALTER FUNCTION %I.matcher_record_changed_profile() OWNER TO \(ownerRole)', \(literal(schema)));
+                ELSE
+                    RAISE WARNING 'role \(ownerRole) is missing or not usable by %: the change-capture functions stay owned by it', current_user;
+                END IF;
+            END
+            $owner$;
+            """
+    }
+
+    /// Installs the capture unless the installed one was generated from the same text.
+    /// Returns whether it (re)installed.
+    @discardableResult
+    public static func install(on connection: PostgresConnection) throws -> Bool {
+        try connection.transaction { tx in
+            let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
+            let sql = installSQL(schema: schema)
+            let checksum = "matcher change capture " + Migration(version: 0, name: "capture", sql: sql).checksum
+            let installed = try tx.query("""
+                SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
+                """, [.text(schema)]).rows.first.flatMap { try $0.optionalString(0) }
+            let triggers = try tx.query("""
+                SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND c.relname = 'profiles'
+                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed')
+                """, [.text(schema)]).rows[0].int64(0)
+            guard installed != checksum || triggers != 2 else { return false }
+            try tx.execute(sql)
+            try tx.execute("COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
+                + literal(checksum))
+            return true
+        }
+    }
+
+    static func quoteIdentifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+}

@@ -1,0 +1,193 @@
+import Chronology
+import Matching
+import PostgresClient
+
+/// The unit-of-work primitives over one open PostgreSQL transaction (`UnitCommitter` holds the algorithm).
+struct PostgresUnitTransaction: UnitTransaction {
+    let tx: PostgresConnection
+
+    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
+        guard !filterIds.isEmpty else { return [] }
+        return Set(try tx.query("""
+            SELECT DISTINCT filter_id FROM matcher_waiting_matches WHERE filter_id = ANY($1)
+            """, [.int8Array(filterIds)]).rows.map { try $0.int64(0) })
+    }
+
+    func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        guard !filterIds.isEmpty else { return [:] }
+        try tx.query("""
+            INSERT INTO matcher_filter_state (filter_id, last_notified_at)
+            SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id)
+            FROM unnest($1::bigint[]) AS f(id)
+            ORDER BY f.id
+            ON CONFLICT (filter_id) DO NOTHING
+            """, [.int8Array(filterIds)])
+        var last: [Int64: Timestamp] = [:]
+        for row in try tx.query("""
+            SELECT filter_id, last_notified_at FROM matcher_filter_state WHERE filter_id = ANY($1)
+            ORDER BY filter_id FOR UPDATE
+            """, [.int8Array(filterIds)]).rows {
+            if let at = try row.optionalTimestamp(1) { last[try row.int64(0)] = at }
+        }
+        return last
+    }
+
+    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
+        guard !filters.isEmpty else { return [] }
+        return try tx.query("""
+            SELECT w.filter_id, w.profile_id, p.status, p.last_login_at,
+                   EXISTS (SELECT 1 FROM blocks b
+                           WHERE (b.blocker_id = u.owner_id AND b.blocked_id = w.profile_id)
+                              OR (b.blocker_id = w.profile_id AND b.blocked_id = u.owner_id)) AS blocked
+            FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
+            JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
+            LEFT JOIN profiles p ON p.id = w.profile_id
+            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]).rows.map { row in
+            WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
+                         profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
+        }
+    }
+
+    func savepoint() throws { try tx.execute("SAVEPOINT matcher_unit") }
+
+    func rollbackToSavepoint() throws { try tx.execute("ROLLBACK TO SAVEPOINT matcher_unit") }
+
+    /// Binary COPY, the fastest way in; a unique violation means some pair was recorded meanwhile.
+    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int? {
+        guard !rows.isEmpty else { return 0 }
+        let sorted = rows.sorted { $0.pair < $1.pair }   // index-friendly order
+        do {
+            return try tx.copyIn("""
+                COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent)
+                FROM STDIN (FORMAT binary)
+                """) { writer in
+                for row in sorted {
+                    writer.beginRow(fieldCount: 6)
+                    writer.write(row.pair.filterId)
+                    writer.write(row.pair.profileId)
+                    writer.write(time)
+                    writer.write(runId)
+                    writer.write(row.notificationId)
+                    writer.write(row.silent)
+                }
+            }
+        } catch let error as PostgresError where error.sqlState == "23505" {
+            return nil
+        }
+    }
+
+    func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair] {
+        guard !rows.isEmpty else { return [] }
+        let sorted = rows.sorted { $0.pair < $1.pair }
+        return try tx.query("""
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent)
+            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            ON CONFLICT (filter_id, profile_id) DO NOTHING
+            RETURNING filter_id, profile_id
+            """,
+            [.int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
+             .int8Array(sorted.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
+             .bool(sorted.contains { $0.silent })]   // a unit's rows are all silent or none
+        ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
+    }
+
+    func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws {
+        guard !pairs.isEmpty else { return }
+        let sorted = pairs.sorted()
+        try tx.copyIn("COPY matcher_waiting_matches (filter_id, profile_id, matched_at) FROM STDIN (FORMAT binary)") { writer in
+            for pair in sorted {
+                writer.beginRow(fieldCount: 3)
+                writer.write(pair.filterId)
+                writer.write(pair.profileId)
+                writer.write(time)
+            }
+        }
+    }
+
+    func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64] {
+        guard !planned.isEmpty else { return [] }
+        let ids = try tx.query(
+            "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
+            [.int4(Int32(clamping: planned.count))]).rows.map { try $0.int64(0) }
+        try tx.copyIn("""
+            COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id)
+            FROM STDIN (FORMAT binary)
+            """) { writer in
+            for (id, n) in zip(ids, planned) {
+                writer.beginRow(fieldCount: 7)
+                writer.write(id)
+                writer.write(n.recipientId)
+                writer.write(n.filterId)
+                writer.write(Int32(clamping: n.matchCount))
+                writer.write(n.shownProfileIds)
+                writer.write(time)
+                writer.write(runId)
+            }
+        }
+        return ids
+    }
+
+    /// A HOT update of `filter_matches` (no index reads `notification_id`), and the waiting list shrinks.
+    func markNotified(_ marks: [MatchPair: Int64]) throws {
+        guard !marks.isEmpty else { return }
+        let pairs = marks.sorted { $0.key < $1.key }
+        let filterIds = Parameter.int8Array(pairs.map(\.key.filterId))
+        let profileIds = Parameter.int8Array(pairs.map(\.key.profileId))
+        try tx.query("""
+            UPDATE filter_matches m SET notification_id = u.notification_id
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
+            """, [filterIds, profileIds, .int8Array(pairs.map(\.value))])
+        try tx.query("""
+            DELETE FROM matcher_waiting_matches w USING unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
+            WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id
+            """, [filterIds, profileIds])
+    }
+
+    func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws {
+        guard !filterIds.isEmpty else { return }
+        try tx.query("UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)",
+                     [.int8Array(filterIds), .timestamptz(time)])
+    }
+
+    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding c: RunCounters) throws {
+        try tx.query("""
+            UPDATE matcher_runs SET resume_after_filter = $2,
+                filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
+                filters_paid_ignored = filters_paid_ignored + $5,
+                matches_written = matches_written + $6, notifications_written = notifications_written + $7
+            WHERE id = $1
+            """,
+            [.int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
+             .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
+             .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten))])
+    }
+
+    private typealias Parameter = PostgresValue
+}
+
+/// The retention sweep's statement (runs.md): a bounded batch of pairs recorded before the cutoff, except
+/// matches waiting for a digest. A waiting match is kept while its filter exists, is not deleted, has
+/// `notify` on, and has had no digest since the match was recorded; once a digest passed it over (it no
+/// longer qualified) or the filter can never notify it, it is forgotten like any other.
+enum RetentionSQL {
+    static let forgetBatch = """
+        WITH doomed AS (
+            SELECT m.ctid AS row_id, m.filter_id, m.profile_id
+            FROM filter_matches m
+            WHERE m.matched_at < $1
+              AND NOT EXISTS (
+                  SELECT 1 FROM matcher_waiting_matches w
+                  JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL AND f.notify
+                  LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+                  WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
+                    AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at))
+            LIMIT $2
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w USING doomed d
+            WHERE w.filter_id = d.filter_id AND w.profile_id = d.profile_id
+        )
+        DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
+        """
+}

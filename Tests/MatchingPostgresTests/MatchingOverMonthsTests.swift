@@ -1,0 +1,228 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import MatchingTestSupport
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// Matching over months (runs.md): only real changes are candidates, a pair is recorded once within
+/// retention, retention forgets what no digest waits for, and any history of shard counts equals one
+/// unsharded history. Each check runs on PostgreSQL and on the in-memory twin.
+@Suite(.serialized) struct MatchingOverMonthsTests {
+    /// A small world with one woman-seeking filter per man, so every active woman matches many filters.
+    static func world(_ twin: Twin) throws -> (women: [Profile], men: [Profile]) {
+        let men = (1...4).map { World.profile(Int64($0), gender: 1) }
+        let women = (10...19).map { World.profile(Int64($0), residence: $0 % 2 == 0 ? 13 : 27) }
+        try twin.saveProfiles(men + women, at: ScenarioWorld.day1)
+        try twin.saveFilters(men.map { World.filter($0.id * 100, owner: $0.id, #"{"residence": {"anyOf": [13]}}"#) })
+        return (women, men)
+    }
+
+    @Test func aLoginAloneMakesNoCandidateAndWritesNothing() throws {
+        let twin = try Twin()
+        let (women, _) = try Self.world(twin)
+        try twin.runBoth(at: ScenarioWorld.day1)
+        let changesBefore = try twin.connection.query(
+            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes").rows[0]
+        let (countBefore, lastBefore) = (try changesBefore.int64(0), try changesBefore.optionalString(1))
+
+        // The app's most frequent write, and a plan change: activity, not a change for matching.
+        try twin.connection.query("UPDATE profiles SET last_login_at = $1, updated_at = $1, plan = 1 WHERE id >= 10",
+                                  [.timestamptz(ScenarioWorld.day2)])
+        twin.memory.save(women.map { World.profile($0.id, residence: $0.id % 2 == 0 ? 13 : 27, plan: 1,
+                                                   loginHoursAgo: 0, at: ScenarioWorld.day2) })
+        let after = try twin.connection.query(
+            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes").rows[0]
+        #expect(try after.int64(0) == countBefore)
+        #expect(try after.optionalString(1) == lastBefore)
+        let day2 = try twin.runBoth(at: ScenarioWorld.day2)
+        #expect(day2.postgres.counters.candidates == 0)
+        #expect(day2.memory.counters.candidates == 0)
+
+        // Hidden, then active again: each is a change; the second makes the profile a candidate again.
+        try twin.saveProfiles([World.profile(12, status: 2, at: ScenarioWorld.day2)], at: ScenarioWorld.day2)
+        try twin.runBoth(at: ScenarioWorld.day2.adding(days: 1))
+        try twin.saveProfiles([World.profile(12, at: ScenarioWorld.day3)], at: ScenarioWorld.day3)
+        let day3 = try twin.runBoth(at: ScenarioWorld.day3.adding(days: 1))
+        #expect(day3.postgres.counters.candidates == 1)
+        #expect(day3.memory.counters.candidates == 1)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+    }
+
+    @Test func aCandidateThatEditsBackAndForthIsRecordedOnceWithinRetention() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        try twin.runBoth(at: ScenarioWorld.day1)
+        let day1Rows = try Rows.of(twin.connection).matches
+        #expect(day1Rows.contains { $0.hasPrefix("100/10 ") })
+        // Profile 10 (Tokyo, matched by every filter on day 1) moves away and back.
+        try twin.saveProfiles([World.profile(10, residence: 27, at: ScenarioWorld.day2)], at: ScenarioWorld.day2)
+        try twin.runBoth(at: ScenarioWorld.day2)
+        try twin.saveProfiles([World.profile(10, residence: 13, loginHoursAgo: 0, at: ScenarioWorld.day3)],
+                              at: ScenarioWorld.day3)
+        let back = try twin.runBoth(at: ScenarioWorld.day3)
+        #expect(back.postgres.counters.candidates == 1)
+        #expect(back.postgres.counters.matchesWritten == 0)
+        #expect(back.memory.counters.matchesWritten == 0)
+        #expect(try Rows.of(twin.connection).matches == day1Rows)
+        #expect(Rows.of(twin.memory).matches == day1Rows)
+    }
+
+    @Test func aCappedFilterWhoseFirstChoicesAreRecordedTakesTheNextNewOnes() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        // A backfill records profiles 10 and 12 for filter 100 first (silently).
+        let backfill = Backfill(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+                                matches: twin.postgres, runs: twin.postgres)
+        _ = try backfill.execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
+        _ = try Backfill(profiles: twin.memory, filters: twin.memory, blocks: twin.memory, matches: twin.memory,
+                         runs: twin.memory).execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
+        let recorded = try twin.postgres.matches(filterId: 100).map(\.profileId)
+        #expect(recorded.count == 2)
+        // The run's cap of 2 goes to the next two in the cap's order, not to the recorded ones.
+        try twin.runBoth(at: ScenarioWorld.day1, maxPerFilter: 2)
+        let after = try twin.postgres.matches(filterId: 100).map(\.profileId)
+        #expect(after.count == 4)
+        #expect(Set(after).isSuperset(of: recorded))
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        let note = try #require(try twin.postgres.notifications(filterId: 100).first)
+        #expect(Set(note.profileIds) == Set(after).subtracting(recorded))
+    }
+
+    @Test func retentionForgetsOldPairsAndKeepsThoseWaitingForTheirDigest() throws {
+        let twin = try Twin()
+        let men = (1...2).map { World.profile(Int64($0), gender: 1) }
+        let women = (10...13).map { World.profile(Int64($0)) }
+        try twin.saveProfiles(men + women, at: ScenarioWorld.day1)
+        // Filter 100 is notified daily; 200 every 30 days, notified already (its next digest is far off).
+        try twin.saveFilters([
+            World.filter(100, owner: 1),
+            World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 30, microseconds: 0)),
+        ])
+        try twin.connection.query("INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
+                                  [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
+        try seedMemoryDigest(twin, filterId: 200, owner: 2, at: ScenarioWorld.day1.adding(days: -1))
+        try twin.runBoth(at: ScenarioWorld.day1)
+        #expect(try twin.postgres.matches(filterId: 100).allSatisfy { $0.notificationId != nil })
+        #expect(try twin.postgres.matches(filterId: 200).allSatisfy { $0.notificationId == nil })
+
+        // Eight days later, with a retention of 7 days: filter 100's notified pairs are forgotten, filter 200's
+        // waiting ones are kept; a forgotten pair may match again.
+        let later = ScenarioWorld.day1.adding(days: 8)
+        let (pg, mem) = try twin.runBoth(at: later, retentionDays: 7)
+        #expect(pg.counters.matchesForgotten == 4)
+        #expect(mem.counters.matchesForgotten == 4)
+        #expect(try twin.postgres.matches(filterId: 100).isEmpty)
+        #expect(try twin.postgres.matches(filterId: 200).count == 4)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        try twin.saveProfiles([World.profile(10, smoking: 5, at: later)], at: later)
+        try twin.runBoth(at: later.adding(days: 1), retentionDays: 7)
+        #expect(try twin.postgres.matches(filterId: 100).map(\.profileId) == [10])
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+
+        // Once filter 200's digest has gone out, nothing waits: its pairs go at the next sweep.
+        let digestDay = ScenarioWorld.day1.adding(days: 31)
+        try twin.runBoth(at: digestDay, retentionDays: 7)
+        #expect(try twin.postgres.notifications(filterId: 200).count == 1)
+        #expect(try twin.postgres.matches(filterId: 200).isEmpty)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+    }
+
+    /// The in-memory twin learns the earlier digest the PostgreSQL side was given by hand.
+    private func seedMemoryDigest(_ twin: Twin, filterId: Int64, owner: Int64, at time: Timestamp) throws {
+        try twin.memory.withUnitTransaction { tx in
+            try tx.recordNotified([filterId], at: time)
+        }
+    }
+
+    @Test func anyHistoryOfShardCountsEqualsOneUnshardedHistory() throws {
+        let sharded = try Twin()
+        let plain = try Twin()
+        var world = ScenarioWorld(seed: 7)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        for twin in [sharded, plain] {
+            try twin.load(day1)
+        }
+        let layouts: [[Shard]] = [
+            (0..<4).map { try! Shard(index: $0, count: 4) },
+            (0..<2).map { try! Shard(index: $0, count: 2) },
+            [.all],
+            (0..<8).map { try! Shard(index: $0, count: 8) },
+            (0..<3).map { try! Shard(index: $0, count: 3) },
+        ]
+        var changes = ScenarioWorld(seed: 8)
+        for (day, layout) in layouts.enumerated() {
+            let clock = ScenarioWorld.day1.adding(days: day)
+            if day > 0 {
+                let ids = Set((0..<25).map { (_: Int) -> Int64 in Int64(1 + changes.random.next(300)) })
+                let edited = ids.sorted().map { changes.profile($0, at: clock) }
+                let inserted = (0..<5).map { changes.profile(Int64(1_000 + day * 10 + $0), at: clock) }
+                for twin in [sharded, plain] {
+                    try twin.writer.upsertProfiles(edited + inserted, updatedAt: clock)
+                }
+            }
+            for shard in layout {
+                _ = try RunMatching(profiles: sharded.postgres, filters: sharded.postgres, blocks: sharded.postgres,
+                                    matches: sharded.postgres, runs: sharded.postgres)
+                    .execute(.init(now: clock, shard: shard))
+            }
+            let plainRun = try RunMatching(profiles: plain.postgres, filters: plain.postgres, blocks: plain.postgres,
+                                           matches: plain.postgres, runs: plain.postgres)
+                .execute(.init(now: clock))
+            #expect(day == 0 || plainRun.counters.candidates <= 30)
+            #expect(try Rows.of(sharded.connection).matches == Rows.of(plain.connection).matches, "day \(day + 1)")
+        }
+        // Progress stays as short as the layouts in use: the last layout's three shards cover everyone.
+        let entries = try sharded.postgres.coverage().entries.map(\.shard.count)
+        #expect(entries == [3, 3, 3])
+    }
+
+    @Test func anInterruptedRunUnderFourShardsThenRunsUnderTwoLoseAndDoubleNothing() throws {
+        let sharded = InMemoryStore(now: ScenarioWorld.day1)
+        let plain = InMemoryStore(now: ScenarioWorld.day1)
+        var world = ScenarioWorld(seed: 11)
+        let day1 = world.day1(profiles: 200, filters: 40)
+        for store in [sharded, plain] {
+            store.save(day1.profiles)
+            store.save(day1.filters)
+        }
+        func run(_ store: InMemoryStore, _ shard: Shard, at clock: Timestamp) throws {
+            _ = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                                unitFilterLimit: 2)
+                .execute(.init(now: clock, shard: shard))
+        }
+        for k in 0..<4 { try run(sharded, try Shard(index: k, count: 4), at: ScenarioWorld.day1) }
+        try run(plain, .all, at: ScenarioWorld.day1)
+
+        // Day 2: changes; shard 1/4 dies after its first unit; then the operator moves to two shards.
+        let edited = (0..<30).map { world.profile(Int64(1 + $0 * 6), at: ScenarioWorld.day2) }
+        sharded.save(edited)
+        plain.save(edited)
+        try run(sharded, try Shard(index: 0, count: 4), at: ScenarioWorld.day2)
+        sharded.failCommit(after: 1)
+        #expect(throws: InMemoryCommitFailure.self) {
+            try run(sharded, try Shard(index: 1, count: 4), at: ScenarioWorld.day2)
+        }
+        for k in 0..<2 { try run(sharded, try Shard(index: k, count: 2), at: ScenarioWorld.day2) }
+        try run(plain, .all, at: ScenarioWorld.day2)
+        #expect(Set(sharded.allMatches.map(\.pair)) == Set(plain.allMatches.map(\.pair)))
+        #expect(sharded.allMatches.count == plain.allMatches.count)
+        #expect(sharded.allRuns.filter { $0.status == .abandoned }.map(\.shard) == [try Shard(index: 1, count: 4)])
+    }
+}
+
+extension Twin {
+    @discardableResult
+    func runBoth(at clock: Timestamp, maxPerFilter: Int = 100, retentionDays: Int)
+        throws -> (postgres: RunSummary, memory: RunSummary) {
+        memory.setClock(clock)
+        let input = RunMatching.Input(now: clock, maxPerFilter: maxPerFilter, retentionDays: retentionDays)
+        let pg = try RunMatching(profiles: postgres, filters: postgres, blocks: postgres, matches: postgres,
+                                 runs: postgres).execute(input)
+        let mem = try RunMatching(profiles: memory, filters: memory, blocks: memory, matches: memory,
+                                  runs: memory).execute(input)
+        return (pg, mem)
+    }
+}
