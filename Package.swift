@@ -27,11 +27,13 @@ let package = Package(
         .target(name: "Matching", dependencies: ["Chronology"]),
         // The PostgreSQL repositories, migrations runner and seeding.
         .target(name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology"]),
+        // The git commit the binary was built from (scripts/stamp-build; "unknown" without it).
+        .target(name: "CBuildInfo"),
         // The command line: commands only.
         .executableTarget(
             name: "matcher",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology",
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -53,6 +55,7 @@ let package = Package(
         .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
         .testTarget(name: "MatchingTests", dependencies: ["Matching", "Chronology"]),
+        .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",
             dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "PostgresTestSupport", "Chronology"]

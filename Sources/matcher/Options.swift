@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronology
 import Foundation
+import Logging
 import Matching
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
@@ -27,12 +28,23 @@ struct DatabaseOptions: ParsableArguments {
     }
 }
 
+/// Whether an ISO 8601 time ends with its zone (`Z`, `±HH`, `±HHMM`, `±HH:MM`): cli.md refuses a
+/// `--now` without one rather than guess.
+func hasZoneDesignator(_ text: String) -> Bool {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    guard trimmed.count > 10 else { return false }   // a bare date has no time, so no zone
+    return trimmed.wholeMatch(of: #/.*\d([Zz]|[+-]\d\d(:?\d\d)?)/#) != nil
+}
+
 /// The flags every run-like command takes (cli.md).
 struct RunOptions: ParsableArguments {
     @Option(help: "The run's clock, ISO 8601 (default: the database's clock when the run starts).",
             transform: { text in
                 guard let t = Timestamp(iso8601: text) else {
                     throw ValidationError("--now \(text): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
+                }
+                guard hasZoneDesignator(text) else {
+                    throw ValidationError("--now \(text): give the zone, e.g. 2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00")
                 }
                 return t
             })
@@ -79,6 +91,9 @@ struct OutputOptions: ParsableArguments {
 
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt
+
+    @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
 
     @Option(help: "Write Prometheus text-format metrics to this file (atomically) after the run.")
     var metricsFile: String?
