@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // The text exposition format of the metrics file (deploy/README.md, "Logs and metrics").
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libpq, the only way this project talks to PostgreSQL.
@@ -36,6 +38,7 @@ let package = Package(
                 "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // Benchmarks that print numbers (never timed tests).
