@@ -11,6 +11,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // The text exposition format of the metrics file (deploy/README.md, "Logs and metrics").
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libpq, the only way this project talks to PostgreSQL.
@@ -27,13 +29,16 @@ let package = Package(
         .target(name: "Matching", dependencies: ["Chronology"]),
         // The PostgreSQL repositories, migrations runner and seeding.
         .target(name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology"]),
+        // The git commit the binary was built from (scripts/stamp-build; "unknown" without it).
+        .target(name: "CBuildInfo"),
         // The command line: commands only.
         .executableTarget(
             name: "matcher",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology",
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // Benchmarks that print numbers (never timed tests).
@@ -55,6 +60,7 @@ let package = Package(
         .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
         .testTarget(name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"]),
+        .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",
             dependencies: ["Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",

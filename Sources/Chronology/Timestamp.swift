@@ -71,16 +71,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
     /// than read as UTC: in Tokyo `03:00` means 18:00 UTC the day before.
     public init?(instant text: String) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard let last = trimmed.last, trimmed.count > 10 else { return nil }
-        let hasOffset: Bool
-        if last == "Z" || last == "z" {
-            hasOffset = true
-        } else {
-            // ±HH, ±HHMM or ±HH:MM after the time (the date's own '-' come before the 'T').
-            let timePart = trimmed.dropFirst(11)
-            hasOffset = timePart.contains("+") || timePart.contains("-")
-        }
-        guard hasOffset else { return nil }
+        // A bare date has no time, so no zone; after the time: Z, ±HH, ±HHMM or ±HH:MM.
+        guard trimmed.count > 10, trimmed.wholeMatch(of: #/.*\d([Zz]|[+-]\d\d(:?\d\d)?)/#) != nil else { return nil }
         self.init(iso8601: trimmed)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Matching
 import PostgresClient
 
 /// One numbered file of `sql/`: `0001_app_tables.sql` is version 1.
@@ -24,9 +25,15 @@ public struct Migration: Sendable, Hashable {
     }
 }
 
-public struct MigrationError: Error, Sendable, CustomStringConvertible {
+public struct MigrationError: ClassifiedError, Sendable, CustomStringConvertible {
     public let description: String
-    public init(description: String) { self.description = description }
+    /// A missing or inconsistent sql/ folder, or an edited migration, is configuration (exit 78); a
+    /// migration that failed is classified by its cause (a lost connection is exit 69).
+    public let failureKind: FailureKind
+    public init(description: String, failureKind: FailureKind = .configuration) {
+        self.description = description
+        self.failureKind = failureKind
+    }
 }
 
 /// Applies the migrations of `sql/` in order, each once, in its own transaction, recording applied
@@ -119,7 +126,8 @@ public struct MigrationRunner {
                 do {
                     try tx.execute(migration.sql)
                 } catch {
-                    throw MigrationError(description: "migration \(migration.version) (\(migration.name)) failed: \(error)")
+                    throw MigrationError(description: "migration \(migration.version) (\(migration.name)) failed: \(error)",
+                                         failureKind: (error as? any ClassifiedError)?.failureKind ?? .other)
                 }
                 try tx.query(
                     "INSERT INTO matcher_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",

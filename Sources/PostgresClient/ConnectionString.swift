@@ -24,6 +24,14 @@ extension PostgresConnection {
     }
 }
 
+extension PostgresConnection {
+    /// `text` with the passwords of `conninfo` (also a malformed one), the given `passwords`, and
+    /// anything that looks like `password=…` or `user:…@` masked: for messages that may quote them.
+    public static func redactingSecrets(_ text: String, conninfo: String?, passwords: [String] = []) -> String {
+        ConnectionString.redact(text, secrets: (conninfo.map(ConnectionString.secrets(in:)) ?? []) + passwords)
+    }
+}
+
 /// libpq connection string helpers: parsing, and keeping passwords out of error messages.
 enum ConnectionString {
     /// The keywords `conninfo` sets, in libpq's order, or nil when libpq cannot parse it.

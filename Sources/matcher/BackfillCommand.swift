@@ -36,11 +36,11 @@ struct Backfill: ParsableCommand {
     }
 
     func run() throws {
-        Log.bootstrap(output.logFormat)
+        Log.bootstrap(output.logFormat, level: output.logLevel)
         let logger = Logger(label: "matcher.backfill")
         let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
         try runReportingFailures(logger, "backfill", metrics: metrics) {
-            let store = try Database(database).store()
+            let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store()
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let profiles: ProfileSelection
             if changedSince != nil || changedBefore != nil {

@@ -5,66 +5,128 @@ import Matching
 import MatchingPostgres
 import PostgresClient
 
-/// Exit statuses (cli.md): 0 success; 75 another run of the shard holds the lock; 1 failure; 130/143 when
-/// stopped by SIGINT/SIGTERM at a unit-of-work boundary.
+/// Exit statuses (cli.md): 0 success; 64 usage; 69 the database cannot be reached; 75 another run of the
+/// shard holds the lock; 78 configuration (retrying will not help); 1 any other failure; 130/143 when
+/// stopped by SIGINT/SIGTERM at a unit-of-work boundary. Errors say which by `ClassifiedError`.
 enum ExitStatus {
+    static let usage: Int32 = 64
+    static let unavailable: Int32 = 69
     static let locked: Int32 = 75
+    static let configuration: Int32 = 78
     static let failure: Int32 = 1
+
+    static func code(for kind: FailureKind) -> Int32 {
+        switch kind {
+        case .usage: return usage
+        case .configuration: return configuration
+        case .unavailable: return unavailable
+        case .locked: return locked
+        case .other: return failure
+        }
+    }
+}
+
+/// The kind of any error a command may end with: `ClassifiedError`s say theirs; an argument
+/// validation error is a usage error; anything else is `.other`.
+func failureKind(of error: any Error) -> FailureKind {
+    if error is RunLocked { return .locked }
+    if let classified = error as? any ClassifiedError { return classified.failureKind }
+    if error is ValidationError { return .usage }
+    return .other
+}
+
+/// `text` without any password this process was given: in `--database-url`, `DATABASE_URL`,
+/// `PGPASSWORD`, or the password file.
+func redactingSecrets(_ text: String) -> String {
+    let env = ProcessInfo.processInfo.environment
+    var conninfos = [env["DATABASE_URL"]].compactMap { $0 }
+    let arguments = CommandLine.arguments
+    for (index, argument) in arguments.enumerated() {
+        if argument == "--database-url", index + 1 < arguments.count { conninfos.append(arguments[index + 1]) }
+        if argument.hasPrefix("--database-url=") { conninfos.append(String(argument.dropFirst("--database-url=".count))) }
+    }
+    let passwords = [env["PGPASSWORD"], Database.passwordFromFile()].compactMap { $0 }
+    var text = text
+    for conninfo in conninfos {
+        text = PostgresConnection.redactingSecrets(text, conninfo: conninfo, passwords: passwords)
+    }
+    return PostgresConnection.redactingSecrets(text, conninfo: nil, passwords: passwords)
 }
 
 /// Runs a command body, turning failures into one clear line on standard error and an exit status, and
 /// records the outcome in the metrics file when one is configured.
 func runReportingFailures(_ logger: Logger, _ what: String, metrics: MetricsFile? = nil,
+                          gauges: @escaping () -> MetricsFile.Gauges = { .init() },
                           _ body: () throws -> RunSummary?) throws {
-    func record(_ result: MetricsFile.Result, _ summary: RunSummary?) {
+    func record(_ result: MetricsFile.Result, _ summary: RunSummary?, _ status: Int32) {
         guard let metrics else { return }
         do {
-            try metrics.write(result, summary: summary)
+            try metrics.write(result, summary: summary, gauges: gauges(), exitStatus: status)
         } catch {
             logger.warning("metrics file not written", metadata: ["path": "\(metrics.path)", "error": "\(error)"])
         }
     }
     do {
         let summary = try body()
-        record(.success, summary)
+        record(.success, summary, 0)
     } catch let error as RunLocked {
-        record(.locked, nil)
+        record(.locked, nil, ExitStatus.locked)
         logger.notice("run lock held elsewhere", metadata: ["shard": "\(error.shard)", "kind": "\(error.kind.rawValue)"])
         FileHandle.standardError.write(Data("matcher: \(error.description) (exit 75)\n".utf8))
         throw ExitCode(ExitStatus.locked)
     } catch let error as RunStopped {
-        record(.stopped, nil)
+        record(.stopped, nil, error.reason == "SIGINT" ? 130 : 143)
         logger.warning("stopped", metadata: ["reason": "\(error.reason)"])
         FileHandle.standardError.write(Data("matcher: \(what) \(error.description)\n".utf8))
         throw ExitCode(error.reason == "SIGINT" ? 130 : 143)
     } catch let error as ExitCode {
         throw error
     } catch {
-        record(.failure, nil)
-        let advice = advice(for: error)
-        logger.error("failed", metadata: ["error": "\(error)"])
-        FileHandle.standardError.write(Data("matcher: \(what) failed: \(error)\(advice)\n".utf8))
-        throw ExitCode(ExitStatus.failure)
+        let kind = failureKind(of: error)
+        let status = ExitStatus.code(for: kind)
+        record(kind == .locked ? .locked : .failure, nil, status)
+        let message = redactingSecrets("\(error)")
+        logger.error("failed", metadata: ["error": "\(message)", "failure": "\(kind.rawValue)",
+                                          "exit": .stringConvertible(Int(status))])
+        FileHandle.standardError.write(Data(failureLine(what, message, advice(for: error, kind: kind), status).utf8))
+        throw ExitCode(status)
     }
 }
 
-private func advice(for error: Error) -> String {
+/// The one line on standard error: what failed, why, what to do, and the exit status.
+func failureLine(_ what: String, _ message: String, _ advice: String, _ status: Int32) -> String {
+    "matcher: \(what) failed: \(message) — \(advice) (exit \(status))\n"
+}
+
+func advice(for error: any Error, kind: FailureKind) -> String {
     if let pg = error as? PostgresError {
-        switch pg.kind {
-        case .connection where pg.message.hasPrefix("could not connect") || pg.message.hasPrefix("invalid connection string"):
-            return " — check --database-url / DATABASE_URL / PG* settings and that the server is up"
-        case .connection:
-            return " — the connection was lost mid-run; committed units are kept and the next run resumes the work"
-        case .server where pg.sqlState == "42P01" || pg.sqlState == "42703":
-            return " — the schema is missing or old: run `matcher migrate`"
-        case .server where pg.sqlState == "57014":
-            return " — a statement hit statement_timeout or was cancelled; the next run resumes the work"
+        switch (pg.kind, kind) {
+        case (.connection, .configuration) where pg.message.hasPrefix("invalid connection string"),
+             (.usage, .configuration):
+            return "fix --database-url / DATABASE_URL (a libpq keyword string or postgresql:// URI); retrying will not help"
+        case (.connection, .configuration):
+            return "the server refused the login: check the user, database and password (password file, PGPASSFILE); retrying will not help"
+        case (.connection, _) where pg.message.hasPrefix("could not connect"):
+            return "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
+        case (.connection, _):
+            return "the connection was lost mid-run; committed units are kept and the next run resumes the work"
+        case (.server, _) where pg.sqlState == "42501":
+            return "the role lacks a privilege: run `matcher migrate` as the owner, then sql/roles/worker_role.sql"
+        case (.server, .configuration):
+            return "the schema is missing or old: run `matcher migrate` (as the owner), then sql/roles/worker_role.sql"
+        case (.server, _) where pg.sqlState == "57014":
+            return "a statement hit statement_timeout or was cancelled; the next run resumes the work"
         default:
-            return " — committed units are kept; the next run resumes the work"
+            break
         }
     }
-    if error is MigrationError { return "" }
-    return " — committed units are kept; the next run resumes the work"
+    switch kind {
+    case .usage: return "see `matcher help` for the command's flags"
+    case .configuration: return "fix the configuration; retrying will not help"
+    case .unavailable: return "check that the database is up and reachable; the next run retries"
+    case .locked: return "another run holds the lock; nothing was written"
+    case .other: return "committed units are kept; the next run resumes the work"
+    }
 }
 
 /// SIGTERM and SIGINT ask the run to stop at the next unit-of-work boundary; a second signal cancels the
@@ -110,6 +172,9 @@ struct LoggingRunOutput: RunOutputHandler {
     /// Invalid filters logged one by one per run; the rest are counted (all are in matcher_invalid_filters).
     static let invalidFiltersLogged = 20
     let invalidSeen = Counter()
+
+    /// Seconds to the millisecond, logged as a number.
+    static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
     /// Drawn on a terminal instead of the periodic progress lines.
     let bar: ProgressBar? = ProgressBar.isTerminal ? ProgressBar() : nil
 
@@ -118,27 +183,28 @@ struct LoggingRunOutput: RunOutputHandler {
         case .started(let kind, let shard, let clock, let runId, let resumed, let dryRun):
             logger.info(resumed ? "resuming interrupted run" : "run started", metadata: [
                 "kind": "\(kind.rawValue)", "shard": "\(shard)", "clock": "\(clock.iso8601)",
-                "run_id": "\(runId.map(String.init) ?? "-")", "dry_run": "\(dryRun)",
+                "run_id": "\(runId.map(String.init) ?? "-")", "dry_run": .stringConvertible(dryRun),
             ])
         case .phaseStarted:
             break
         case .phaseFinished(let phase, let seconds):
-            logger.info("phase finished", metadata: ["phase": "\(phase.rawValue)", "seconds": "\(String(format: "%.3f", seconds))"])
+            logger.info("phase finished", metadata: ["phase": "\(phase.rawValue)", "seconds": .stringConvertible(Self.rounded(seconds))])
         case .candidatesLoaded(let count):
-            logger.info("candidates loaded", metadata: ["candidates": "\(count)"])
+            logger.info("candidates loaded", metadata: ["candidates": .stringConvertible(count)])
         case .filtersLoaded(let total, let invalid, let paid, let inactive):
             if invalid > Self.invalidFiltersLogged {
                 logger.warning("more invalid filters skipped", metadata: [
-                    "count": "\(invalid - Self.invalidFiltersLogged)", "see": "matcher_invalid_filters",
+                    "count": .stringConvertible(invalid - Self.invalidFiltersLogged), "see": "matcher_invalid_filters",
                 ])
             }
             logger.info("filters loaded", metadata: [
-                "filters": "\(total)", "invalid": "\(invalid)", "paid_ignored": "\(paid)", "owner_inactive": "\(inactive)",
+                "filters": .stringConvertible(total), "invalid": .stringConvertible(invalid), "paid_ignored": .stringConvertible(paid),
+                "owner_inactive": .stringConvertible(inactive),
             ])
         case .invalidFilter(let record):
             if invalidSeen.increment() <= Self.invalidFiltersLogged {
                 logger.warning("invalid filter skipped", metadata: [
-                    "filter_id": "\(record.filterId)", "owner_id": "\(record.ownerId)", "reason": "\(record.error.description)",
+                    "filter_id": .stringConvertible(record.filterId), "owner_id": .stringConvertible(record.ownerId), "reason": "\(record.error.description)",
                 ])
             }
         case .unitCommitted(let done, let total, let matches, let notifications):
@@ -147,8 +213,8 @@ struct LoggingRunOutput: RunOutputHandler {
                 if done == total { bar.finish() }
             } else if progress.due() || done == total {
                 logger.info("progress", metadata: [
-                    "filters_done": "\(done)", "filters_total": "\(total)",
-                    "matches_written": "\(matches)", "notifications_written": "\(notifications)",
+                    "filters_done": .stringConvertible(done), "filters_total": .stringConvertible(total),
+                    "matches_written": .stringConvertible(matches), "notifications_written": .stringConvertible(notifications),
                 ])
             }
         case .forgotten(let outcome):
@@ -164,15 +230,15 @@ struct LoggingRunOutput: RunOutputHandler {
             let c = s.counters
             logger.info("run finished", metadata: [
                 "kind": "\(s.kind.rawValue)", "run_id": "\(s.runId.map(String.init) ?? "-")", "shard": "\(s.shard)",
-                "clock": "\(s.clock.iso8601)", "dry_run": "\(s.dryRun)", "candidates": "\(c.candidates)",
-                "filters_evaluated": "\(c.filtersEvaluated)", "filters_invalid": "\(c.filtersInvalid)",
-                "filters_paid_ignored": "\(c.filtersPaidIgnored)",
-                "matches_written": "\(s.dryRun ? 0 : c.matchesWritten)", "matches_found": "\(s.matchesFound)",
-                "notifications_written": "\(c.notificationsWritten)",
-                "read_s": "\(String(format: "%.3f", s.phaseSeconds[.read] ?? 0))",
-                "evaluate_s": "\(String(format: "%.3f", s.phaseSeconds[.evaluate] ?? 0))",
-                "write_s": "\(String(format: "%.3f", s.phaseSeconds[.write] ?? 0))",
-                "total_s": "\(String(format: "%.3f", s.totalSeconds))",
+                "clock": "\(s.clock.iso8601)", "dry_run": .stringConvertible(s.dryRun), "candidates": .stringConvertible(c.candidates),
+                "filters_evaluated": .stringConvertible(c.filtersEvaluated), "filters_invalid": .stringConvertible(c.filtersInvalid),
+                "filters_paid_ignored": .stringConvertible(c.filtersPaidIgnored),
+                "matches_written": .stringConvertible(s.dryRun ? 0 : c.matchesWritten), "matches_found": .stringConvertible(s.matchesFound),
+                "notifications_written": .stringConvertible(c.notificationsWritten),
+                "read_s": .stringConvertible(Self.rounded(s.phaseSeconds[.read] ?? 0)),
+                "evaluate_s": .stringConvertible(Self.rounded(s.phaseSeconds[.evaluate] ?? 0)),
+                "write_s": .stringConvertible(Self.rounded(s.phaseSeconds[.write] ?? 0)),
+                "total_s": .stringConvertible(Self.rounded(s.totalSeconds)),
             ])
         }
     }

@@ -10,11 +10,14 @@ struct Database {
     /// The client-side deadline of every database call (see `DatabaseOptions.networkTimeout`).
     let callTimeout: Duration?
 
-    init(_ settings: DatabaseOptions) {
+    /// `applicationName`: what `pg_stat_activity.application_name` shows for this process's
+    /// connections, e.g. "matcher run 2/4", so that shards can be told apart (a DATABASE_URL that sets
+    /// application_name wins).
+    init(_ settings: DatabaseOptions, applicationName: String = "matcher") {
         let fromEnvironment = ProcessInfo.processInfo.environment["DATABASE_URL"]
         conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
         var options: [String: String] = [
-            "application_name": "matcher",
+            "application_name": String(applicationName.prefix(63)),
             "connect_timeout": String(settings.connectTimeout),
             "keepalives": "1",
             "keepalives_idle": "30",

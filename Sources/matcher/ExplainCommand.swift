@@ -26,7 +26,7 @@ struct Explain: ParsableCommand {
         let logger = Logger(label: "matcher.explain")
         try runReportingFailures(logger, "explain") {
             guard let zone = TimeZone(identifier: timeZone) else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
-            let store = try Database(database).store()
+            let store = try Database(database, applicationName: "matcher explain").store()
             let result = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
                 .execute(.init(filterId: filterId, profileId: profileId, now: now, timeZone: zone))
             printReport(.explanation(result), format)

@@ -8,13 +8,20 @@ enum LogFormat: String, ExpressibleByArgument, CaseIterable {
     case json
 }
 
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
 /// One event per line on standard error, logfmt or JSON: good in journald and in log pipelines.
-/// Metadata values are written as given; nothing here ever receives a password.
+/// Metadata values are written as given; nothing here ever receives a password. In JSON, values
+/// logged as numbers or booleans (`.stringConvertible(42)`, `.stringConvertible(true)`) are JSON
+/// numbers and booleans; strings stay strings. When standard error is the journal (systemd sets
+/// `JOURNAL_STREAM` to its device and inode), each line starts with its syslog priority, `<3>` for
+/// error to `<7>` for debug, so `journalctl -p warning` filters by level.
 struct LineLogHandler: LogHandler {
     let label: String
     let format: LogFormat
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
+    var priorityPrefix = false
 
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
@@ -22,20 +29,37 @@ struct LineLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        let level = event.level, message = event.message, explicit = event.metadata
-        var fields: [(String, String)] = [
-            ("ts", Self.timestamp()), ("level", level.rawValue), ("msg", message.description),
+        FileHandle.standardError.write(Data((line(level: event.level, message: event.message.description,
+                                                  metadata: event.metadata)).utf8))
+    }
+
+    /// The text written for one event, newline included.
+    func line(level: Logger.Level, message: String, metadata explicit: Logger.Metadata?) -> String {
+        var fields: [(String, Logger.Metadata.Value)] = [
+            ("ts", .string(Self.timestamp())), ("level", .string(level.rawValue)), ("msg", .string(message)),
         ]
         let merged = metadata.merging(explicit ?? [:]) { $1 }
-        for key in merged.keys.sorted() { fields.append((key, "\(merged[key]!)")) }
+        for key in merged.keys.sorted() { fields.append((key, merged[key]!)) }
         let text: String
         switch format {
         case .logfmt:
-            text = fields.map { "\($0.0)=\(Self.logfmtValue($0.1))" }.joined(separator: " ")
+            text = fields.map { "\($0.0)=\(Self.logfmtValue("\($0.1)"))" }.joined(separator: " ")
         case .json:
-            text = "{" + fields.map { "\(Self.jsonString($0.0)):\(Self.jsonString($0.1))" }.joined(separator: ",") + "}"
+            text = "{" + fields.map { "\(Self.jsonString($0.0)):\(Self.jsonValue($0.1))" }.joined(separator: ",") + "}"
         }
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        return (priorityPrefix ? "<\(Self.syslogPriority(level))>" : "") + text + "\n"
+    }
+
+    /// syslog priorities as journald reads them from a `<N>` prefix.
+    static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .critical: return 2
+        case .error: return 3
+        case .warning: return 4
+        case .notice: return 5
+        case .info: return 6
+        case .debug, .trace: return 7
+        }
     }
 
     static func timestamp() -> String {
@@ -53,10 +77,45 @@ struct LineLogHandler: LogHandler {
     }
 
     static func jsonString(_ value: String) -> String { ReportRenderer.jsonString(value) }
+
+    /// Numbers and booleans logged as such are JSON numbers and booleans; everything else a string.
+    static func jsonValue(_ value: Logger.Metadata.Value) -> String {
+        switch value {
+        case .string(let text):
+            return jsonString(text)
+        case .stringConvertible(let convertible):
+            switch convertible {
+            case let bool as Bool: return bool ? "true" : "false"
+            case let int as any BinaryInteger: return "\(int)"
+            case let double as Double where double.isFinite: return "\(double)"
+            default: return jsonString(convertible.description)
+            }
+        case .array(let values):
+            return "[" + values.map(jsonValue).joined(separator: ",") + "]"
+        case .dictionary(let values):
+            return "{" + values.keys.sorted().map { "\(jsonString($0)):\(jsonValue(values[$0]!))" }.joined(separator: ",") + "}"
+        }
+    }
 }
 
 enum Log {
-    static func bootstrap(_ format: LogFormat) {
-        LoggingSystem.bootstrap { label in LineLogHandler(label: label, format: format) }
+    /// Whether standard error is the journal: systemd sets `JOURNAL_STREAM=DEV:INODE` of the stream it
+    /// connected, which must be standard error's own (a child whose stderr was redirected inherits the
+    /// variable but not the stream). `MATCHER_LOG_PRIORITY_PREFIX=1` or `0` forces it either way.
+    static func standardErrorIsJournal(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        if let forced = environment["MATCHER_LOG_PRIORITY_PREFIX"], !forced.isEmpty { return forced == "1" }
+        guard let stream = environment["JOURNAL_STREAM"] else { return false }
+        let parts = stream.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var info = stat()
+        guard fstat(STDERR_FILENO, &info) == 0 else { return false }
+        return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+    }
+
+    static func bootstrap(_ format: LogFormat, level: Logger.Level = .info) {
+        let prefix = standardErrorIsJournal()
+        LoggingSystem.bootstrap { label in
+            LineLogHandler(label: label, format: format, logLevel: level, priorityPrefix: prefix)
+        }
     }
 }

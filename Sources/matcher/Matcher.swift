@@ -5,7 +5,8 @@ struct Matcher: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "matcher",
         abstract: "Finds new matches for saved search filters and writes match and notification rows.",
-        subcommands: [Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self],
+        version: BuildInfo.versionLine,
+        subcommands: [Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self, Notifications.self],
         defaultSubcommand: nil
     )
 }

@@ -1,70 +1,148 @@
 import Foundation
 import Matching
+import Prometheus
 
-/// Prometheus text-format metrics for node_exporter's textfile collector, written after every run
-/// (success or not) to a temporary file in the same folder, made world-readable and renamed into
-/// place, so the collector never reads half a file. Totals and the last success time carry over from
-/// the previous file. Failure to write is logged by the caller and never changes the exit status.
+/// Prometheus text-format metrics for node_exporter's textfile collector (formatted by swift-prometheus's
+/// registry), written after every run (success or not) to a temporary file in the same folder, made
+/// world-readable and renamed into place, so the collector never reads half a file. Totals and the
+/// last success's figures carry over from the previous file. Failure to write is logged by the caller
+/// and never changes the exit status.
 struct MetricsFile {
-    enum Result: String {
+    enum Result: String, CaseIterable {
         case success
         case failure
         case locked
         case stopped
     }
 
+    /// What the run knows beside its summary. nil: not known to this run (not written).
+    struct Gauges {
+        /// The service-wide notification pause (`matcher notifications pause`): .some(nil) when not paused.
+        var notificationsPause: NotificationPause??
+        /// Seconds between the oldest profile change not yet matched and now (change-capture lag).
+        var lagSeconds: Double?
+        /// Rows set aside as unusable (quarantined) and not yet repaired.
+        var quarantinedRows: Int?
+        /// Digests due but not written (matches waiting for their filter's notify_every).
+        var digestsWaiting: Int?
+        /// Age in seconds of the oldest match waiting for a digest.
+        var oldestDigestWaitingSeconds: Double?
+    }
+
+    /// The "last successful run" families: kept from the previous file when a run fails.
+    static let lastSuccessFamilies = [
+        "matcher_last_success_timestamp_seconds", "matcher_last_success_clock_timestamp_seconds",
+        "matcher_run_phase_seconds", "matcher_run_duration_seconds", "matcher_run_candidates",
+        "matcher_run_filters_evaluated", "matcher_run_filters_invalid", "matcher_run_filters_paid_ignored",
+        "matcher_run_matches_written", "matcher_run_notifications_written",
+    ]
+
     let path: String
     let kind: RunKind
     let shard: Shard
 
-    func write(_ result: Result, summary: RunSummary?, now: Date = Date()) throws {
+    /// `exitStatus`: the process's exit status for this outcome (0, 75, 64, 69, 78, 1, 143, 130).
+    func write(_ result: Result, summary: RunSummary?, gauges: Gauges = Gauges(), exitStatus: Int32? = nil,
+               now: Date = Date()) throws {
         let previous = (try? String(contentsOfFile: path, encoding: .utf8)).map(Self.parse) ?? [:]
+        let base = [("kind", kind.rawValue), ("shard", "\(shard)")]
         let labels = "kind=\"\(kind.rawValue)\",shard=\"\(shard)\""
         func key(_ name: String, _ extra: String = "") -> String { "\(name){\(labels)\(extra)}" }
 
-        var lines: [String] = []
-        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, Double)]) {
-            lines.append("# HELP \(name) \(help)")
-            lines.append("# TYPE \(name) \(type)")
-            for (labelSet, value) in samples { lines.append("\(labelSet) \(Self.format(value))") }
-        }
-
-        var totals: [(String, Double)] = []
-        for r in [Result.success, .failure, .locked, .stopped] {
-            let k = key("matcher_runs_total", ",result=\"\(r.rawValue)\"")
-            totals.append((k, (previous[k] ?? 0) + (r == result ? 1 : 0)))
-        }
-        metric("matcher_runs_total", "counter", "Runs finished, by result.", totals)
-        metric("matcher_last_run_timestamp_seconds", "gauge", "When the last run ended (Unix time).",
-               [(key("matcher_last_run_timestamp_seconds"), now.timeIntervalSince1970)])
-        metric("matcher_last_run_success", "gauge", "1 if the last run succeeded (or found the shard locked), else 0.",
-               [(key("matcher_last_run_success"), result == .success || result == .locked ? 1 : 0)])
-        let successKey = key("matcher_last_success_timestamp_seconds")
-        let lastSuccess = result == .success ? now.timeIntervalSince1970 : previous[successKey]
-        if let lastSuccess {
-            metric("matcher_last_success_timestamp_seconds", "gauge", "When a run last succeeded (Unix time).",
-                   [(successKey, lastSuccess)])
-        }
-        if let summary, result == .success {
-            metric("matcher_run_phase_seconds", "gauge", "Seconds the last successful run spent per phase.",
-                   RunPhase.allCases.map { (key("matcher_run_phase_seconds", ",phase=\"\($0.rawValue)\""),
-                                            summary.phaseSeconds[$0] ?? 0) })
-            metric("matcher_run_duration_seconds", "gauge", "Wall-clock seconds of the last successful run.",
-                   [(key("matcher_run_duration_seconds"), summary.totalSeconds)])
-            let c = summary.counters
-            for (name, help, value) in [
-                ("matcher_run_candidates", "Profiles considered by the last successful run.", c.candidates),
-                ("matcher_run_filters_evaluated", "Filters evaluated by the last successful run.", c.filtersEvaluated),
-                ("matcher_run_filters_invalid", "Invalid filters skipped by the last successful run.", c.filtersInvalid),
-                ("matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).", c.filtersPaidIgnored),
-                ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
-                ("matcher_run_notifications_written", "Notifications written by the last successful run.", c.notificationsWritten),
-            ] {
-                metric(name, "gauge", help, [(key(name), Double(value))])
+        // swift-prometheus formats the exposition; this file adds what a batch job needs: values carried
+        // over from the previous file, and the atomic replace.
+        let registry = PrometheusCollectorRegistry()
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
+            // The whole name as metricName, the unit ("" adds nothing) already part of it.
+            let descriptor = MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+            for (extra, value) in samples {
+                if type == "counter" {
+                    registry.makeCounter(descriptor: descriptor, labels: base + extra).increment(by: value)
+                } else {
+                    registry.makeGauge(descriptor: descriptor, labels: base + extra).set(value)
+                }
             }
         }
+        /// This run's samples on success; otherwise the previous file's (the last success's) samples.
+        func lastSuccess(_ name: String, _ help: String, _ samples: @autoclosure () -> [([(String, String)], Double)]) {
+            let chosen = result == .success && summary != nil
+                ? samples()
+                : previous.filter { $0.key.hasPrefix(name + "{") }.sorted { $0.key < $1.key }
+                    .map { (Self.extraLabels(of: $0.key, after: labels), $0.value) }
+            metric(name, "gauge", help, chosen)
+        }
 
-        let text = lines.joined(separator: "\n") + "\n"
+        metric("matcher_build_info", "gauge", "The matcher build: version and git commit (always 1).",
+               [([("version", BuildInfo.version), ("commit", BuildInfo.commit)], 1)])
+        var totals: [([(String, String)], Double)] = []
+        for r in Result.allCases {
+            let k = key("matcher_runs_total", ",result=\"\(r.rawValue)\"")
+            totals.append(([("result", r.rawValue)], (previous[k] ?? 0) + (r == result ? 1 : 0)))
+        }
+        metric("matcher_runs_total", "counter", "Runs finished, by result (locked: another run held the shard's lock).", totals)
+        metric("matcher_last_run_timestamp_seconds", "gauge", "When the last run ended (Unix time).",
+               [([], now.timeIntervalSince1970)])
+        metric("matcher_last_run_success", "gauge",
+               "1 if the last run succeeded, else 0 (a run that found the lock held did not succeed).",
+               [([], result == .success ? 1 : 0)])
+        let status = exitStatus ?? Self.defaultExitStatus(result)
+        metric("matcher_last_run_exit_status", "gauge",
+               "Exit status of the last run: 0 ok, 75 locked, 64 usage, 69 database unreachable, 78 configuration, 1 other, 143/130 stopped.",
+               [([], Double(status))])
+        lastSuccess("matcher_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
+                    [([], now.timeIntervalSince1970)])
+        if let summary {
+            lastSuccess("matcher_last_success_clock_timestamp_seconds",
+                        "The clock (--now or the database's) of the last successful run (Unix time).",
+                        [([], Double(summary.clock.microsecondsSinceEpoch) / 1_000_000)])
+        } else {
+            lastSuccess("matcher_last_success_clock_timestamp_seconds",
+                        "The clock (--now or the database's) of the last successful run (Unix time).", [])
+        }
+        lastSuccess("matcher_run_phase_seconds", "Seconds the last successful run spent per phase.",
+                    RunPhase.allCases.map { ([("phase", $0.rawValue)], summary?.phaseSeconds[$0] ?? 0) })
+        lastSuccess("matcher_run_duration_seconds", "Wall-clock seconds of the last successful run.",
+                    [([], summary?.totalSeconds ?? 0)])
+        let c = summary?.counters ?? .zero
+        for (name, help, value) in [
+            ("matcher_run_candidates", "Profiles considered by the last successful run.", c.candidates),
+            ("matcher_run_filters_evaluated", "Filters evaluated by the last successful run.", c.filtersEvaluated),
+            ("matcher_run_filters_invalid", "Invalid filters skipped by the last successful run.", c.filtersInvalid),
+            ("matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).", c.filtersPaidIgnored),
+            ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
+            ("matcher_run_notifications_written", "Notifications written by the last successful run.", c.notificationsWritten),
+        ] {
+            lastSuccess(name, help, [([], Double(value))])
+        }
+
+        if let pause = gauges.notificationsPause {
+            metric("matcher_notifications_paused", "gauge",
+                   "1 while notifications are paused service-wide (matcher notifications pause), else 0.",
+                   [([], pause == nil ? 0 : 1)])
+            if let pause {
+                metric("matcher_notifications_paused_since_timestamp_seconds", "gauge",
+                       "When the notification pause in force began (Unix time).",
+                       [([], Double(pause.pausedAt.microsecondsSinceEpoch) / 1_000_000)])
+            }
+        }
+        if let value = gauges.lagSeconds {
+            metric("matcher_lag_seconds", "gauge", "Seconds between the oldest profile change not yet matched and now.",
+                   [([], value)])
+        }
+        if let value = gauges.quarantinedRows {
+            metric("matcher_quarantined_rows", "gauge", "Rows set aside as unusable and not yet repaired.",
+                   [([], Double(value))])
+        }
+        if let value = gauges.digestsWaiting {
+            metric("matcher_digests_waiting", "gauge", "Digests due but not yet written.",
+                   [([], Double(value))])
+        }
+        if let value = gauges.oldestDigestWaitingSeconds {
+            metric("matcher_oldest_digest_waiting_seconds", "gauge", "Age in seconds of the oldest match waiting for a digest.",
+                   [([], value)])
+        }
+
+        let text = registry.emitToString()
         let url = URL(fileURLWithPath: path)
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
@@ -77,6 +155,23 @@ struct MetricsFile {
         }
     }
 
+    static func defaultExitStatus(_ result: Result) -> Int32 {
+        switch result {
+        case .success: return 0
+        case .failure: return ExitStatus.failure
+        case .locked: return ExitStatus.locked
+        case .stopped: return 143
+        }
+    }
+
+    /// The labels of a sample key `name{kind="run",shard="0/1",phase="read"}` after the base ones.
+    static func extraLabels(of key: String, after base: String) -> [(String, String)] {
+        guard let open = key.firstIndex(of: "{"), key.hasSuffix("}") else { return [] }
+        var inner = String(key[key.index(after: open)..<key.index(before: key.endIndex)])
+        if inner.hasPrefix(base) { inner.removeFirst(base.count) }
+        return inner.matches(of: #/,?([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/#).map { (String($0.output.1), String($0.output.2)) }
+    }
+
     /// `name{labels} value` lines of a previous file.
     static func parse(_ text: String) -> [String: Double] {
         var values: [String: Double] = [:]
@@ -85,10 +180,6 @@ struct MetricsFile {
             values[String(line[..<space])] = value
         }
         return values
-    }
-
-    static func format(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(format: "%.6f", value)
     }
 }
 

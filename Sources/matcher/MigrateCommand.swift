@@ -12,16 +12,18 @@ struct Migrate: ParsableCommand {
     var sqlDir: String?
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt
+    @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
 
     func run() throws {
-        Log.bootstrap(logFormat)
+        Log.bootstrap(logFormat, level: logLevel)
         let logger = Logger(label: "matcher.migrate")
         try runReportingFailures(logger, "migrate") {
             guard let directory = sqlDir.map({ URL(fileURLWithPath: $0) }) ?? MigrationRunner.defaultDirectory() else {
                 throw MigrationError(description: "no sql/ folder found; pass --sql-dir or set MATCHER_SQL_DIR")
             }
             let migrations = try MigrationRunner.load(from: directory)
-            let connection = try Database(database).connect()
+            let connection = try Database(database, applicationName: "matcher migrate").connect()
             defer { connection.close() }
             let applied = try MigrationRunner(connection: connection).apply(migrations)
             for migration in applied {

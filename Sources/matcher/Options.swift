@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronology
 import Foundation
+import Logging
 import Matching
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
@@ -89,6 +90,9 @@ struct OutputOptions: ParsableArguments {
 
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt
+
+    @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
 
     @Option(help: "Write Prometheus text-format metrics to this file (atomically) after the run.")
     var metricsFile: String?

@@ -13,11 +13,13 @@ struct Run: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        Log.bootstrap(output.logFormat)
+        Log.bootstrap(output.logFormat, level: output.logLevel)
         let logger = Logger(label: "matcher.run")
         let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .run, shard: options.shard) }
-        try runReportingFailures(logger, "run", metrics: metrics) {
-            let store = try Database(database).store()
+        let pause = PauseProbe()
+        try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {
+            let store = try Database(database, applicationName: "matcher run \(options.shard)").store()
+            pause.connection = store.connection
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 profiles: store, filters: store, blocks: store, matches: store, runs: store,

@@ -44,6 +44,8 @@ struct Seed: ParsableCommand {
     var replace = false
     @Option(help: "Summary format: text or json.") var format: ReportFormat = .text
     @Option(help: "Log format on standard error: logfmt or json.") var logFormat: LogFormat = .logfmt
+    @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .info
 
     func validate() throws {
         let modes = [profiles != nil, changes != nil, okcupid != nil].filter { $0 }.count
@@ -62,10 +64,10 @@ struct Seed: ParsableCommand {
     }
 
     func run() throws {
-        Log.bootstrap(logFormat)
+        Log.bootstrap(logFormat, level: logLevel)
         let logger = Logger(label: "matcher.seed")
         do {
-            let connection = try Database(database).connect()
+            let connection = try Database(database, applicationName: "matcher seed").connect()
             defer { connection.close() }
             let clock = try now ?? connection.query("SELECT date_trunc('second', now())").rows[0].timestamp(0)
             let existing: ExistingRows = replace ? .replace : append ? .append : .refuse

@@ -44,7 +44,7 @@ import Testing
         let backend = try Self.waitFor("the worker's insert waiting on the held pair") {
             try faulted.connection.query("""
                 SELECT pid FROM pg_stat_activity
-                WHERE datname = current_database() AND application_name = 'matcher' AND wait_event_type = 'Lock'
+                WHERE datname = current_database() AND application_name LIKE 'matcher %' AND wait_event_type = 'Lock'
                   AND query ~* '^\\s*(INSERT INTO|COPY) filter_matches'
                 """).rows.first.map { try $0.int32(0) }
         }
@@ -267,7 +267,7 @@ import Testing
     static func waitUntilNoWorkerSession(_ twin: Twin) throws {
         _ = try waitFor("the worker's sessions to end") {
             try twin.connection.query("""
-                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'matcher'
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'matcher %'
                 """).rows[0].int64(0) == 0 ? true : nil
         }
     }

@@ -37,7 +37,7 @@ import Testing
         var waiting = false
         for _ in 0..<300 where !waiting {
             waiting = try !watcher.query("""
-                SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'matcher'
+                SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'matcher %'
                   AND wait_event_type = 'Lock'
                 """).rows.isEmpty
             if !waiting { Thread.sleep(forTimeInterval: 0.05) }

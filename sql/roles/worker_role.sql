@@ -30,6 +30,8 @@
 --                matcher_profile_changes, matcher_runs (+ identity),
 --                matcher_shard_progress, matcher_invalid_filters,
 --                matcher_filter_state, matcher_waiting_matches
+--   read, insert, update   matcher_service_state (the notification pause: runs read
+--                it; on-call pauses and resumes with the job's own credentials)
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
 --   their ids to a temporary table), USAGE on the schema.
 -- Not granted because `matcher run` does not use it: matcher_schema_migrations
@@ -99,7 +101,8 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE'),
-        ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE')
+        ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_service_state',   'SELECT, INSERT, UPDATE')
        ) AS g(tbl, privileges)
 \gexec
 

@@ -1,0 +1,33 @@
+import Matching
+import PostgresClient
+
+/// Database errors by exit status (cli.md): the server cannot be reached (69), the configuration or
+/// schema is wrong and retrying will not help (78), anything else (1).
+extension PostgresError: ClassifiedError {
+    public var failureKind: FailureKind {
+        switch kind {
+        case .connection:
+            if message.hasPrefix("invalid connection string") { return .configuration }
+            // Reached, but refused: wrong password or user, no such database. Retrying will not help.
+            if let sqlState, sqlState.hasPrefix("28") || sqlState == "3D000" { return .configuration }
+            let refused = ["password authentication failed", "no password supplied", "authentication failed",
+                           "no pg_hba.conf entry", "does not exist"]
+            if refused.contains(where: message.contains) { return .configuration }
+            // Could not reach the server at all. A connection lost mid-run is an ordinary failure (1):
+            // the run reached the database, and its committed units are kept.
+            return message.hasPrefix("could not connect") ? .unavailable : .other
+        case .usage where message.contains("cannot parse the connection string"):
+            return .configuration
+        case .server:
+            switch sqlState {
+            // No such table, column or schema: not migrated (or an older schema); no privilege on it.
+            case "42P01", "42703", "3F000", "42501": return .configuration
+            // The server is starting up or out of connection slots: it cannot take us now.
+            case "57P03", "53300": return .unavailable
+            default: return .other
+            }
+        default:
+            return .other
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Matching
+import MatchingPostgres
+import PostgresClient
+
+/// `matcher notifications pause|resume`: a service-wide pause of notifications (a push outage) while
+/// matching goes on (`matcher_service_state`, migration 0007).
+struct Notifications: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pause or resume notifications service-wide (matching goes on; matches wait for the next digest).",
+        subcommands: [Pause.self, Resume.self, Show.self])
+
+    struct Pause: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Stop writing notifications until `matcher notifications resume`; runs keep recording matches.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Why (shown by alerts and `matcher notifications show`).") var reason: String
+        @Option(help: "Who pauses (default: $SUDO_USER, $USER or \"unknown\").") var by: String?
+        @Option(help: "Output format: text or json.") var format: ReportFormat = .text
+
+        func validate() throws {
+            guard !reason.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                throw ValidationError("--reason must say why notifications are paused")
+            }
+        }
+
+        func run() throws {
+            Log.bootstrap(.logfmt)
+            let logger = Logger(label: "matcher.notifications")
+            try runReportingFailures(logger, "notifications pause") {
+                let connection = try Database(database, applicationName: "matcher notifications").connect()
+                defer { connection.close() }
+                let pause = try PostgresServiceState(connection: connection)
+                    .pauseNotifications(by: by ?? Notifications.operatorName(), reason: reason)
+                logger.notice("notifications paused", metadata: [
+                    "paused_at": "\(pause.pausedAt.iso8601)", "paused_by": "\(pause.pausedBy)", "reason": "\(pause.reason)",
+                ])
+                Notifications.print(pause, verb: "paused", format: format)
+                return nil
+            }
+        }
+    }
+
+    struct Resume: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write notifications again; the next runs send what waited during the pause.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Output format: text or json.") var format: ReportFormat = .text
+
+        func run() throws {
+            Log.bootstrap(.logfmt)
+            let logger = Logger(label: "matcher.notifications")
+            try runReportingFailures(logger, "notifications resume") {
+                let connection = try Database(database, applicationName: "matcher notifications").connect()
+                defer { connection.close() }
+                let lifted = try PostgresServiceState(connection: connection).resumeNotifications()
+                if let lifted {
+                    logger.notice("notifications resumed", metadata: [
+                        "paused_at": "\(lifted.pausedAt.iso8601)", "paused_by": "\(lifted.pausedBy)", "reason": "\(lifted.reason)",
+                    ])
+                }
+                Notifications.print(lifted, verb: lifted == nil ? "were not paused" : "resumed", format: format)
+                return nil
+            }
+        }
+    }
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Whether notifications are paused, since when, by whom and why.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Output format: text or json.") var format: ReportFormat = .text
+
+        func run() throws {
+            Log.bootstrap(.logfmt)
+            let logger = Logger(label: "matcher.notifications")
+            try runReportingFailures(logger, "notifications show") {
+                let connection = try Database(database, applicationName: "matcher notifications").connect()
+                defer { connection.close() }
+                let pause = try PostgresServiceState(connection: connection).notificationsPaused()
+                Notifications.print(pause, verb: pause == nil ? "are flowing (not paused)" : "are paused", format: format)
+                return nil
+            }
+        }
+    }
+
+    static func operatorName(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        for key in ["SUDO_USER", "USER", "LOGNAME"] {
+            if let name = environment[key], !name.isEmpty { return name }
+        }
+        return "unknown"
+    }
+
+    static func print(_ pause: NotificationPause?, verb: String, format: ReportFormat) {
+        switch format {
+        case .json:
+            let fields: [String] = [
+                "\"paused\":\(pause == nil ? "false" : "true")",
+                "\"paused_at\":\(pause.map { ReportRenderer.jsonString($0.pausedAt.iso8601) } ?? "null")",
+                "\"paused_by\":\(pause.map { ReportRenderer.jsonString($0.pausedBy) } ?? "null")",
+                "\"reason\":\(pause.map { ReportRenderer.jsonString($0.reason) } ?? "null")",
+            ]
+            Swift.print("{" + fields.joined(separator: ",") + "}")
+        case .text:
+            if let pause {
+                Swift.print("matcher: notifications \(verb): paused since \(pause.pausedAt.iso8601) by \(pause.pausedBy): \(pause.reason)")
+            } else {
+                Swift.print("matcher: notifications \(verb)")
+            }
+        }
+    }
+}
+
+/// Reads the notification pause for the run's metrics, after the run, on the run's connection.
+/// Unknown (no gauge) when there is no connection or the schema predates migration 0007.
+final class PauseProbe: @unchecked Sendable {
+    var connection: PostgresConnection?
+
+    func gauges(_ logger: Logger) -> MetricsFile.Gauges {
+        var gauges = MetricsFile.Gauges()
+        guard let connection, connection.isHealthy else { return gauges }
+        do {
+            gauges.notificationsPause = .some(try PostgresServiceState(connection: connection).notificationsPaused())
+        } catch {
+            logger.debug("notification pause not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
+        }
+        return gauges
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Matching
+import MatchingPostgres
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// The operator's contract of the real binary: exit statuses (cli.md), one line on stderr that never
+/// shows a password, the notification pause, application_name per shard.
+@Suite struct OperationsTests {
+    /// The lines the binary itself prints on stderr (its logs are there too, as logfmt).
+    static func failureLines(_ outcome: MatcherProcess.Outcome) -> [String] {
+        outcome.stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix("matcher: ") }
+    }
+
+    static func expectOneLine(_ outcome: MatcherProcess.Outcome, status: Int32, containing: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(!outcome.signalled && outcome.status == status, "\(outcome.stderr)", sourceLocation: sourceLocation)
+        let lines = failureLines(outcome)
+        #expect(lines.count == 1, "\(outcome.stderr)", sourceLocation: sourceLocation)
+        #expect(lines.first?.contains(containing) == true, "\(lines)", sourceLocation: sourceLocation)
+        #expect(lines.first?.hasSuffix("(exit \(status))") == true, "\(lines)", sourceLocation: sourceLocation)
+    }
+
+    @Test func exitStatusesFollowTheCommandLineContract() throws {
+        let password = "Sup3rSecretPw"
+        // 64: a usage error, found by the parser or by validation.
+        let unknown = try MatcherProcess.run(["run", "--no-such-flag"], database: "")
+        #expect(unknown.status == 64, "\(unknown.stderr)")
+        let zoneless = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00"], database: "")
+        #expect(zoneless.status == 64, "\(zoneless.stderr)")
+        #expect(zoneless.stderr.contains("a time without an offset is refused"))
+
+        // 69: nothing listens there (port 1 on loopback); the password never shows.
+        let unreachable = try MatcherProcess.run(
+            ["run", "--connect-timeout", "3"], database: "postgresql://matcher_worker:\(password)@127.0.0.1:1/matcher")
+        Self.expectOneLine(unreachable, status: 69, containing: "server is up and reachable")
+        #expect(!unreachable.stderr.contains(password) && !unreachable.stdout.contains(password))
+
+        // 78: a connection string libpq cannot read, quoting the password's fragment.
+        let malformed = try MatcherProcess.run(
+            ["run"], database: "postgresql://matcher_worker:\(password)%zz@127.0.0.1:1/matcher")
+        Self.expectOneLine(malformed, status: 78, containing: "fix --database-url")
+        #expect(!malformed.stderr.contains(password), "\(malformed.stderr)")
+        let keywords = try MatcherProcess.run(
+            ["run", "--database-url", "host=127.0.0.1 port=1 password=\(password) nonsense=1"], database: "")
+        Self.expectOneLine(keywords, status: 78, containing: "fix --database-url")
+        #expect(!keywords.stderr.contains(password), "\(keywords.stderr)")
+
+        // 78: a reachable database without the schema: run `matcher migrate`.
+        let empty = try TestDatabase.create()
+        let unmigrated = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: empty.conninfo)
+        Self.expectOneLine(unmigrated, status: 78, containing: "matcher migrate")
+        let notMigratedPause = try MatcherProcess.run(["notifications", "show"], database: empty.conninfo)
+        Self.expectOneLine(notMigratedPause, status: 78, containing: "matcher migrate")
+    }
+
+    /// The private server trusts its socket, so a refused login is shown with a database and a role
+    /// that do not exist: the server answers, and says no. Retrying will not help: 78.
+    @Test func aRefusedLoginIsAConfigurationErrorAndThePasswordIsNeverShown() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pw-\(UUID().uuidString)")
+        try Data("Wr0ngPassw0rdX\n".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let admin = try TestDatabase.adminConninfo
+        for overriding in [["dbname": "no_such_database_for_ops"], ["user": "no_such_role_for_ops"]] {
+            let conninfo = try PostgresConnection.conninfo(admin, overriding: overriding)
+            let outcome = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: conninfo,
+                                                 environment: ["MATCHER_DATABASE_PASSWORD_FILE": file.path])
+            Self.expectOneLine(outcome, status: 78, containing: "refused the login")
+            #expect(!outcome.stderr.contains("Wr0ngPassw0rdX") && !outcome.stdout.contains("Wr0ngPassw0rdX"))
+        }
+    }
+
+    @Test func notificationsPauseAndResume() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let state = PostgresServiceState(connection: connection)
+        #expect(try state.notificationsPaused() == nil)
+
+        let paused = try MatcherProcess.run(["notifications", "pause", "--reason", "push outage", "--by", "oncall",
+                                             "--format", "json"], database: database.conninfo)
+        #expect(paused.status == 0, "\(paused.stderr)")
+        #expect(paused.stdout.contains("\"paused\":true") && paused.stdout.contains("\"reason\":\"push outage\""))
+        let pause = try #require(try state.notificationsPaused())
+        #expect(pause.pausedBy == "oncall" && pause.reason == "push outage")
+
+        // Pausing again keeps the start; a run's metrics show the pause.
+        let again = try MatcherProcess.run(["notifications", "pause", "--reason", "still out"], database: database.conninfo)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try state.notificationsPaused()?.pausedAt == pause.pausedAt)
+        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString).prom")
+        defer { try? FileManager.default.removeItem(at: metrics) }
+        let run = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z", "--metrics-file", metrics.path],
+                                         database: database.conninfo)
+        #expect(run.status == 0, "\(run.stderr)")
+        let text = try String(contentsOf: metrics, encoding: .utf8)
+        #expect(text.contains("matcher_notifications_paused{kind=\"run\",shard=\"0/1\"} 1"), "\(text)")
+        #expect(text.contains("matcher_last_run_success{kind=\"run\",shard=\"0/1\"} 1"), "\(text)")
+
+        let resumed = try MatcherProcess.run(["notifications", "resume"], database: database.conninfo)
+        #expect(resumed.status == 0 && resumed.stdout.contains("resumed"), "\(resumed.stderr)")
+        #expect(try state.notificationsPaused() == nil)
+        let twice = try MatcherProcess.run(["notifications", "resume"], database: database.conninfo)
+        #expect(twice.status == 0 && twice.stdout.contains("were not paused"), "\(twice.stderr)")
+
+        let noReason = try MatcherProcess.run(["notifications", "pause", "--reason", " "], database: database.conninfo)
+        #expect(noReason.status == 64, "\(noReason.stderr)")
+    }
+
+    @Test func versionNamesTheCommit() throws {
+        let outcome = try MatcherProcess.run(["--version"], database: "")
+        #expect(outcome.status == 0)
+        #expect(outcome.stdout.hasPrefix("0.1.0 (commit "), "\(outcome.stdout)")
+    }
+}
