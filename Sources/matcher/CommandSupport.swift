@@ -141,6 +141,13 @@ struct LoggingRunOutput: RunOutputHandler {
                     "filter_id": "\(record.filterId)", "owner_id": "\(record.ownerId)", "reason": "\(record.error.description)",
                 ])
             }
+        case .quarantined(let row):
+            if invalidSeen.increment() <= Self.invalidFiltersLogged {
+                logger.warning("unreadable row quarantined", metadata: [
+                    "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
+                    "reason": "\(row.reason)", "see": "matcher_quarantine",
+                ])
+            }
         case .unitCommitted(let done, let total, let matches, let notifications):
             if let bar {
                 bar.update(done: done, total: total, matches: matches)
@@ -161,6 +168,8 @@ struct LoggingRunOutput: RunOutputHandler {
                 "filters_paid_ignored": "\(c.filtersPaidIgnored)",
                 "matches_written": "\(s.dryRun ? 0 : c.matchesWritten)", "matches_found": "\(s.matchesFound)",
                 "notifications_written": "\(c.notificationsWritten)",
+                "profiles_quarantined": "\(c.profilesQuarantined)", "filters_quarantined": "\(c.filtersQuarantined)",
+                "odd_values": "\(c.oddValues)",
                 "read_s": "\(String(format: "%.3f", s.phaseSeconds[.read] ?? 0))",
                 "evaluate_s": "\(String(format: "%.3f", s.phaseSeconds[.evaluate] ?? 0))",
                 "write_s": "\(String(format: "%.3f", s.phaseSeconds[.write] ?? 0))",

@@ -27,7 +27,7 @@
 --   read, insert, update   filter_matches, notifications (+ notifications' identity)
 --   read, insert, update, delete   its bookkeeping: matcher_profile_changes,
 --                matcher_runs (+ identity), matcher_shard_progress,
---                matcher_invalid_filters, matcher_filter_state
+--                matcher_invalid_filters, matcher_filter_state, matcher_quarantine
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
 --   their ids to a temporary table), USAGE on the schema.
 -- Not granted because `matcher run` does not use it: matcher_schema_migrations
@@ -95,7 +95,8 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE'),
-        ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE')
+        ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_quarantine',      'SELECT, INSERT, UPDATE, DELETE')
        ) AS g(tbl, privileges)
 \gexec
 

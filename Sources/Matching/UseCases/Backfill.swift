@@ -47,6 +47,14 @@ public struct Backfill: Sendable {
         }
     }
 
+    /// Whether two stored selections are the same backfill: compared as JSON values, not as text, since
+    /// a store may give them back reformatted (PostgreSQL's jsonb reorders keys and respaces).
+    static func sameParameters(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        guard let left = try? JSONValue.parse(a), let right = try? JSONValue.parse(b) else { return false }
+        return left == right
+    }
+
     private let pass: MatchingPass
     private let profiles: any ProfileRepository
     private let runs: any RunRepository
@@ -77,7 +85,7 @@ public struct Backfill: Sendable {
         output.handle(.candidatesLoaded(candidates.count))
 
         if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
-           interrupted.parameters == input.parameters {
+           Self.sameParameters(interrupted.parameters, input.parameters) {
             output.handle(.started(kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
                                    resumed: true, dryRun: false))
             return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id) { timer in

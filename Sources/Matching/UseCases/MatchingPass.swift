@@ -39,6 +39,9 @@ struct MatchingPass {
         let blockSet = try blocks.blocks(involving: nil)
         let existing = try matches.existingPairs(profileIds: batch.count == 0 ? [] : batch.ids)
         timings.end(.read, output)
+        // Hostile rows (issue 14): odd and unreadable rows are counted and reported, never a failure.
+        let readIssues = ReadIssues(candidates: candidates, filters: chosen, owners: owners)
+        for row in readIssues.quarantined { output.handle(.quarantined(row)) }
 
         // Evaluate.
         timings.begin(.evaluate, output)
@@ -49,6 +52,7 @@ struct MatchingPass {
         var paidIgnored = 0
         var ownerInactive = 0
         for filter in chosen {
+            if filter.quarantineReason != nil { continue }   // unreadable: in readIssues, never evaluated
             let conditions: FilterConditions
             do {
                 conditions = try FilterConditions.decode(json: filter.conditionsJSON)
@@ -79,13 +83,14 @@ struct MatchingPass {
         let filterTotals = counted.values.reduce(RunCounters.zero, +)
 
         guard let run = plan.run else {
-            return Outcome(counters: filterTotals, matchesFound: found)
+            return Outcome(counters: filterTotals + readIssues.counters, matchesFound: found)
         }
 
         // Write, in units of work: each commits its matches, the notifications they make due, its
         // counters and the run's cursor together, so a crash at any instant loses and duplicates nothing.
         timings.begin(.write, output)
         try filters.recordValidation(invalid: invalid, validIds: validIds, runId: run.id)
+        try runs.recordReadIssues(readIssues, runId: run.id)
         var written = RunCounters.zero
         let resultByFilter = Dictionary(uniqueKeysWithValues: results.map { ($0.filterId, $0) })
         let preparedById = Dictionary(uniqueKeysWithValues: prepared.map { ($0.filter.id, $0) })

@@ -22,6 +22,7 @@ public final class InMemoryStore: @unchecked Sendable {
     private var nextRunId: Int64 = 1
     private var nextNotificationId: Int64 = 1
     private var commitsUntilFailure: Int?
+    private var quarantineRows: [QuarantinedRow] = []
 
     public init(now: Timestamp) {
         self.clock = now
@@ -286,6 +287,30 @@ extension InMemoryStore: RunRepository {
     }
 
     public func run(id: Int64) throws -> RunRecord? { locked { runRows[id] } }
+
+    public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {
+        locked {
+            let readFine = Set(issues.filterIdsRead.map { QuarantineKey(kind: .filter, id: $0) }
+                + issues.profileIdsRead.map { QuarantineKey(kind: .profile, id: $0) })
+            quarantineRows.removeAll { row in row.rowId.map { readFine.contains(QuarantineKey(kind: row.kind, id: $0)) } ?? false }
+            quarantineRows.append(contentsOf: issues.quarantined)
+            if let run = runRows[runId] {
+                runRows[runId] = RunRecord(
+                    id: run.id, kind: run.kind, shard: run.shard, clock: run.clock, maxPerFilter: run.maxPerFilter,
+                    writesNotifications: run.writesNotifications, status: run.status, since: run.since,
+                    upTo: run.upTo, resumeAfterFilter: run.resumeAfterFilter, parameters: run.parameters,
+                    counters: run.counters.withReadIssues(issues.counters))
+            }
+        }
+    }
+
+    /// The rows quarantined and not read fine since, as `matcher_quarantine` holds them.
+    public var quarantinedRows: [QuarantinedRow] { locked { quarantineRows } }
+}
+
+private struct QuarantineKey: Hashable {
+    let kind: QuarantinedRow.Kind
+    let id: Int64
 }
 
 extension RunRecord {
