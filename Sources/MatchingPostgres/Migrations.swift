@@ -1,4 +1,5 @@
 import Foundation
+import Matching
 import PostgresClient
 
 /// One numbered file of `sql/`: `0001_app_tables.sql` is version 1.
@@ -24,9 +25,15 @@ public struct Migration: Sendable, Hashable {
     }
 }
 
-public struct MigrationError: Error, Sendable, CustomStringConvertible {
+/// Why `matcher migrate` (or a check of the schema) cannot go on. A configuration failure (exit 78)
+/// unless said otherwise: retrying will not help until someone changes the schema or the files.
+public struct MigrationError: Error, Sendable, CustomStringConvertible, ClassifiedError {
     public let description: String
-    public init(description: String) { self.description = description }
+    public let failureKind: FailureKind
+    public init(description: String, failureKind: FailureKind = .configuration) {
+        self.description = description
+        self.failureKind = failureKind
+    }
 }
 
 /// Applies the migrations of `sql/` in order, each once, in its own transaction, recording applied
@@ -92,6 +99,8 @@ public struct MigrationRunner {
     /// Applies what is missing; returns the migrations applied now (empty when up to date).
     @discardableResult
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
+        // The app's existing tables first: refuse before changing anything if the worker cannot read them.
+        try AppSchema.verify(connection, requireTables: false)
         try connection.execute("""
             CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
                 version integer PRIMARY KEY,
@@ -109,6 +118,13 @@ public struct MigrationRunner {
                     "SELECT checksum FROM matcher_schema_migrations WHERE version = $1", [.int4(Int32(migration.version))])
                 if let row = existing.rows.first {
                     let recorded = try row.string(0)
+                    if recorded != migration.checksum,
+                       MigrationRunner.equivalentChecksums[migration.version]?.contains(recorded) == true {
+                        // The same migration, made safe to rerun (see equivalentChecksums).
+                        try tx.query("UPDATE matcher_schema_migrations SET checksum = $2 WHERE version = $1",
+                                     [.int4(Int32(migration.version)), .text(migration.checksum)])
+                        return false
+                    }
                     guard recorded == migration.checksum else {
                         throw MigrationError(description:
                             "migration \(migration.version) (\(migration.name)) was edited after it was applied; "
@@ -128,8 +144,14 @@ public struct MigrationRunner {
             }
             if didApply { applied.append(migration) }
         }
+        try AppSchema.verify(connection, requireTables: true)
         return applied
     }
+
+    /// Earlier texts of a migration that had the same effect on the databases they were applied to, so
+    /// that a database migrated with them is not told the migration "was edited": 0001 before its
+    /// statements became `IF NOT EXISTS` (issue 14).
+    static let equivalentChecksums: [Int: Set<String>] = [1: ["69e3dc691b2770aa"]]
 
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).
     public static var currentExecutable: URL {

@@ -30,6 +30,9 @@ public struct Backfill: Sendable {
             self.dryRun = dryRun
         }
 
+        /// `parameters`, for tests outside the module.
+        public var parametersForTesting: String { parameters }
+
         /// The selection in a stable text form: an interrupted backfill is resumed only by the same one.
         var parameters: String {
             let profilePart: String
