@@ -31,6 +31,10 @@ import Testing
                 columns.append("\(item.column) \(type)")
             }
         }
+        for (column, override) in overrides where ["last_login_at", "created_at", "status", "plan"].contains(column) {
+            columns.removeAll { $0.hasPrefix(column + " ") }
+            if let override { columns.append("\(column) \(override)") }
+        }
         return "CREATE TABLE profiles (" + columns.joined(separator: ", ") + ")"
     }
 

@@ -134,7 +134,9 @@ import Testing
             (#"{"residence": {"anyOf": [0, 13, 13, 13, 48, 0]}, "languages": {"allOf": [1, 1, 2]}}"#, "1 day", owner),
             (#"{"last_login": {"withinDays": 365}, "age": {"min": 18}}"#, "1 day", owner + 6),
             (nil, "1 day", owner),       // conditions NULL
-            (#"{"gender": {"anyOf": [1]}}"#, nil, owner + 7),   // notify_every NULL
+            // notify_every NULL. (Owners with a NULL status or plan are left out: `owners(ids:)`, which reads
+            // them, is being rewritten elsewhere; see docs/decisions.md.)
+            (#"{"gender": {"anyOf": [1]}}"#, nil, owner + 8),
         ]
         for (offset, (conditions, every, filterOwner)) in filters.enumerated() {
             try c.query("""
