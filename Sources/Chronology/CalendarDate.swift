@@ -70,8 +70,9 @@ public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStrin
         }
     }
 
+    /// Saturating: a date beyond Int32 days is clamped, never a trap.
     public func adding(days: Int) -> CalendarDate {
-        CalendarDate(daysSinceEpoch: daysSinceEpoch + Int32(days))
+        CalendarDate(daysSinceEpoch: Int32(clamping: Int64(daysSinceEpoch) + Int64(clamping: days)))
     }
 
     public static func < (lhs: CalendarDate, rhs: CalendarDate) -> Bool {

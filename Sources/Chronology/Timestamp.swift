@@ -30,34 +30,41 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
 
     public static let microsecondsPerDay: Int64 = 86_400 * 1_000_000
 
+    /// Saturating: a sum beyond the representable range is the earliest or latest instant, never a trap.
     public func adding(microseconds: Int64) -> Timestamp {
-        Timestamp(microsecondsSinceEpoch: microsecondsSinceEpoch + microseconds)
+        let (sum, overflow) = microsecondsSinceEpoch.addingReportingOverflow(microseconds)
+        return Timestamp(microsecondsSinceEpoch: overflow ? (microseconds > 0 ? .max : .min) : sum)
     }
 
+    /// Saturating, as `adding(microseconds:)`.
     public func adding(days: Int) -> Timestamp {
-        adding(microseconds: Int64(days) * Timestamp.microsecondsPerDay)
+        let (span, overflow) = Int64(clamping: days).multipliedReportingOverflow(by: Timestamp.microsecondsPerDay)
+        return adding(microseconds: overflow ? (days > 0 ? .max : .min) : span)
+    }
+
+    /// Whole seconds since the epoch, rounded down (total: no negation that could overflow).
+    var floorSeconds: Int64 {
+        let (quotient, remainder) = microsecondsSinceEpoch.quotientAndRemainder(dividingBy: 1_000_000)
+        return remainder < 0 ? quotient - 1 : quotient
     }
 
     /// The calendar date of this instant in `timeZone`.
     public func calendarDate(in timeZone: TimeZone) -> CalendarDate {
-        let seconds = microsecondsSinceEpoch >= 0
-            ? microsecondsSinceEpoch / 1_000_000
-            : -((-microsecondsSinceEpoch + 999_999) / 1_000_000)
+        let seconds = floorSeconds
         let offset = Int64(timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(seconds))))
         let local = seconds + offset
         let days = local >= 0 ? local / 86_400 : -((-local + 86_399) / 86_400)
-        return CalendarDate(daysSinceEpoch: Int32(days))
+        return CalendarDate(daysSinceEpoch: Int32(clamping: days))
     }
 
     /// ISO 8601 in UTC with microseconds when there are any: `2026-03-01T03:00:00Z`.
     public var iso8601: String {
-        let seconds = microsecondsSinceEpoch >= 0
-            ? microsecondsSinceEpoch / 1_000_000
-            : -((-microsecondsSinceEpoch + 999_999) / 1_000_000)
-        let micros = microsecondsSinceEpoch - seconds * 1_000_000
+        let seconds = floorSeconds
+        let remainder = microsecondsSinceEpoch % 1_000_000
+        let micros = remainder < 0 ? remainder + 1_000_000 : remainder
         let days = seconds >= 0 ? seconds / 86_400 : -((-seconds + 86_399) / 86_400)
         let secondOfDay = seconds - days * 86_400
-        let date = CalendarDate(daysSinceEpoch: Int32(days))
+        let date = CalendarDate(daysSinceEpoch: Int32(clamping: days))
         let time = String(
             format: "%02d:%02d:%02d", Int(secondOfDay / 3600), Int(secondOfDay / 60 % 60), Int(secondOfDay % 60))
         let fraction = micros == 0 ? "" : String(format: ".%06d", Int(micros))

@@ -25,10 +25,10 @@ public struct Migration: Sendable, Hashable {
     }
 }
 
-public struct MigrationError: ClassifiedError, Sendable, CustomStringConvertible {
+/// Why `matcher migrate` (or a check of the schema) cannot go on. A configuration failure (exit 78)
+/// unless said otherwise: retrying will not help until someone changes the schema or the files.
+public struct MigrationError: Error, Sendable, CustomStringConvertible, ClassifiedError {
     public let description: String
-    /// A missing or inconsistent sql/ folder, or an edited migration, is configuration (exit 78); a
-    /// migration that failed is classified by its cause (a lost connection is exit 69).
     public let failureKind: FailureKind
     public init(description: String, failureKind: FailureKind = .configuration) {
         self.description = description
@@ -99,6 +99,8 @@ public struct MigrationRunner {
     /// Applies what is missing; returns the migrations applied now (empty when up to date).
     @discardableResult
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
+        // The app's existing tables first: refuse before changing anything if the worker cannot read them.
+        try AppSchema.verify(connection, requireTables: false)
         try connection.execute("""
             CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
                 version integer PRIMARY KEY,
@@ -116,6 +118,13 @@ public struct MigrationRunner {
                     "SELECT checksum FROM matcher_schema_migrations WHERE version = $1", [.int4(Int32(migration.version))])
                 if let row = existing.rows.first {
                     let recorded = try row.string(0)
+                    if recorded != migration.checksum,
+                       MigrationRunner.equivalentChecksums[migration.version]?.contains(recorded) == true {
+                        // The same migration, made safe to rerun (see equivalentChecksums).
+                        try tx.query("UPDATE matcher_schema_migrations SET checksum = $2 WHERE version = $1",
+                                     [.int4(Int32(migration.version)), .text(migration.checksum)])
+                        return false
+                    }
                     guard recorded == migration.checksum else {
                         throw MigrationError(description:
                             "migration \(migration.version) (\(migration.name)) was edited after it was applied; "
@@ -136,6 +145,7 @@ public struct MigrationRunner {
             }
             if didApply { applied.append(migration) }
         }
+        try AppSchema.verify(connection, requireTables: true)
         // The change capture is derived from the catalogue (from migration 5 on): installed, or
         // reinstalled when the catalogue changed, after the files.
         if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
@@ -143,6 +153,11 @@ public struct MigrationRunner {
         }
         return applied
     }
+
+    /// Earlier texts of a migration that had the same effect on the databases they were applied to, so
+    /// that a database migrated with them is not told the migration "was edited": 0001 before its
+    /// statements became `IF NOT EXISTS` (issue 14).
+    static let equivalentChecksums: [Int: Set<String>] = [1: ["69e3dc691b2770aa"]]
 
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).
     public static var currentExecutable: URL {

@@ -26,28 +26,99 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// Streams profiles with binary COPY straight into columns (no per-profile objects). `whereSQL`
     /// may read settings made with `set_config` earlier in the same transaction: COPY takes no
     /// parameters, so values reach it only that way. With `trailing`, each row carries one more
-    /// bigint column after the profile's, handed to `onTrailing`.
+    /// bigint column after the profile's, handed to `onTrailing` for each row kept.
+    ///
+    /// Total over whatever the app wrote (runs.md, "Eligibility"): NULL where NOT NULL was assumed
+    /// reads as the column's default (a timestamp as `Timestamp.missing`), NULL array elements are
+    /// skipped, infinite or impossible dates and timestamps count as NULL, any integer width is read
+    /// (a value beyond the column's type becomes an out-of-domain code, or a clamped range value), arrays
+    /// of any dimension are flattened; such rows are listed in the result's `readReport.oddIds`. A row
+    /// that still cannot be decoded is left out and listed in `readReport.quarantined`.
     func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true",
                       expected: Int = 0, trailing: String? = nil,
                       onTrailing: (Int64) -> Void = { _ in }) throws -> ProfileColumns {
         var builder = ProfileColumns.Builder(reservingCapacity: expected)
-        let storages = MasterItem.all.map(\.storage)
+        let items = MasterItem.all
+        let storages = items.map(\.storage)
+        let domains = items.map { $0.domain ?? Int32.min...Int32.max }
         let select = Self.profileColumns + (trailing.map { ", \($0)" } ?? "")
         try tx.copyOut("COPY (SELECT \(select) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
-            builder.beginRow(id: try row.int64() ?? 0, status: try row.int16() ?? 0, plan: try row.int16() ?? 0)
-            for (item, storage) in storages.enumerated() {
-                switch storage {
-                case .smallint: builder.appendCode(try row.int16() ?? 0, item: item)
-                case .nullableSmallint: builder.appendInteger(try row.int16().map(Int32.init), item: item)
-                case .nullableDate: builder.appendDate(days: try row.date()?.daysSinceEpoch, item: item)
-                case .smallintArray: builder.appendCodes((try row.int16Array() ?? []).lazy.map(Int32.init), item: item)
-                case .integerArray: builder.appendCodes(try row.int32Array() ?? [], item: item)
-                case .boolean: builder.appendFlag(try row.bool() ?? false, item: item)
-                case .timestamptz:
-                    builder.appendTimestamp(microseconds: try row.timestamp()?.microsecondsSinceEpoch ?? 0, item: item)
+            var begun = false
+            var column = "id"
+            var knownId: Int64?
+            do {
+                knownId = try row.anyInteger()
+                guard let id = knownId else {
+                    builder.quarantine(id: nil, reason: "id is NULL; profiles.id must be its primary key")
+                    return
+                }
+                column = "status"
+                let status = try row.anyInteger()
+                column = "plan"
+                let plan = try row.anyInteger()
+                builder.beginRow(id: id, status: Int16(clamping: status ?? 0), plan: Int16(clamping: plan ?? 0))
+                begun = true
+                if status.map({ !(1...4).contains($0) }) ?? true || plan == nil { builder.noteOddValue() }
+                for (item, storage) in storages.enumerated() {
+                    column = items[item].column
+                    let domain = domains[item]
+                    switch storage {
+                    case .smallint:
+                        // Single choice: 0 is unanswered; a value beyond smallint can match no listed code.
+                        let value = try row.anyInteger()
+                        let code = value.flatMap { Int16(exactly: $0) } ?? (value == nil ? 0 : Int16.min)
+                        if value == nil || (code != 0 && !domain.contains(Int32(code))) { builder.noteOddValue() }
+                        builder.appendCode(code, item: item)
+                    case .nullableSmallint:
+                        let value = try row.anyInteger().map { Int32(clamping: $0) }
+                        if let value, !domain.contains(value) { builder.noteOddValue() }
+                        builder.appendInteger(value, item: item)
+                    case .nullableDate:
+                        switch try row.dateField() {
+                        case .null: builder.appendDate(days: nil, item: item)
+                        case .value(let date): builder.appendDate(days: date.daysSinceEpoch, item: item)
+                        case .outOfRange:
+                            builder.noteOddValue()
+                            builder.appendDate(days: nil, item: item)
+                        }
+                    case .smallintArray, .integerArray:
+                        var outside = false
+                        let scan = try row.integerElements { element in
+                            // Beyond Int32: kept as Int32.min, which no domain holds, so it matches no code.
+                            let code = Int32(exactly: element) ?? Int32.min
+                            if !domain.contains(code) { outside = true }
+                            builder.appendCodeElement(code, item: item)
+                        }
+                        builder.endCodes(item: item)
+                        if outside || scan == nil || (scan?.nullElements ?? 0) > 0 || (scan?.dimensions ?? 0) > 1 {
+                            builder.noteOddValue()
+                        }
+                    case .boolean:
+                        let flag = try row.bool()
+                        if flag == nil { builder.noteOddValue() }
+                        builder.appendFlag(flag ?? false, item: item)
+                    case .timestamptz:
+                        switch try row.timestampField() {
+                        case .value(let instant):
+                            builder.appendTimestamp(microseconds: instant.microsecondsSinceEpoch, item: item)
+                        case .null, .outOfRange:
+                            builder.noteOddValue()
+                            builder.appendTimestamp(microseconds: Timestamp.missing.microsecondsSinceEpoch, item: item)
+                        }
+                    }
+                }
+                column = "change window"
+                if trailing != nil { onTrailing(try row.int64() ?? 0) }
+            } catch {
+                let problem = (error as? PostgresError)?.message ?? String(describing: error)
+                let reason = "\(column): \(problem); the profile is skipped until it reads: fix the value, "
+                    + "or the column's type (see matcher migrate)"
+                if begun {
+                    builder.discardRow(quarantining: reason)
+                } else {
+                    builder.quarantine(id: knownId, reason: reason)
                 }
             }
-            if trailing != nil { onTrailing(try row.int64() ?? 0) }
         }
         return builder.build()
     }
@@ -59,13 +130,53 @@ public final class PostgresMatchingStore: @unchecked Sendable {
         }
     }
 
+    /// A `saved_filters` row, read totally: it never throws for what the row holds. NULL where runs.md
+    /// says NOT NULL reads as the column's default (`conditions` as JSON `null`, which makes the filter
+    /// invalid; timestamps as `Timestamp.missing`) and marks the filter `heldOddValues`; a value of a
+    /// type the worker cannot read (or a NULL id or owner) quarantines the filter (`quarantineReason`).
+    /// Any non-NULL `deleted_at`, infinite included, means deleted, as the run's `deleted_at IS NULL` does.
     static func filter(from row: PostgresRow) throws -> SavedFilter {
-        let every = try row.interval(5)
+        var problems: [String] = []
+        var odd = false
+        func value(_ index: Int) -> PostgresValue { index < row.count ? row[index] : .null }
+        func typed<T>(_ index: Int, _ name: String, _ expected: String, _ convert: (PostgresValue) -> T?) -> T? {
+            let raw = value(index)
+            if raw.isNull { return nil }
+            guard let converted = convert(raw) else {
+                problems.append("\(name) holds \(raw.typeName), not \(expected)")
+                return nil
+            }
+            return converted
+        }
+        func instant(_ index: Int, _ name: String) -> Timestamp? {
+            typed(index, name, "timestamptz", \.timestampValue)
+        }
+        let id = typed(0, "id", "an integer", \.int64Value)
+        if id == nil { problems.append("id is NULL") }
+        let owner = typed(1, "owner_id", "an integer", \.int64Value)
+        if owner == nil && !problems.contains(where: { $0.hasPrefix("owner_id") }) { problems.append("owner_id is NULL") }
+        let name = typed(2, "name", "text", \.stringValue)
+        let conditions = typed(3, "conditions", "jsonb", \.stringValue)
+        let notify = typed(4, "notify", "boolean", \.boolValue)
+        let every = typed(5, "notify_every", "interval", \.intervalValue)
+        let created = instant(6, "created_at")
+        let updated = instant(7, "updated_at")
+        let deleted = value(8).isNull ? nil : (instant(8, "deleted_at") ?? Timestamp.missing)
+        if [3, 4, 5].contains(where: { value($0).isNull }) { odd = true }   // conditions, notify, notify_every
+        func total(_ t: Timestamp?) -> Timestamp {
+            guard let t, !t.isMissingOrInfinite else { odd = true; return .missing }
+            return t
+        }
+        let createdAt = total(created), updatedAt = total(updated)
+        let reason = problems.isEmpty ? nil
+            : problems.joined(separator: "; ") + "; the filter is skipped until it reads: fix the row, "
+                + "or the column's type (see matcher migrate)"
         return SavedFilter(
-            id: try row.int64(0), ownerId: try row.int64(1), name: try row.optionalString(2),
-            conditionsJSON: try row.string(3), notify: try row.bool(4),
-            notifyEvery: NotifyInterval(months: every.months, days: every.days, microseconds: every.microseconds),
-            createdAt: try row.timestamp(6), updatedAt: try row.timestamp(7), deletedAt: try row.optionalTimestamp(8))
+            id: id ?? 0, ownerId: owner ?? 0, name: name, conditionsJSON: conditions ?? "null", notify: notify ?? true,
+            notifyEvery: every.map { NotifyInterval(months: $0.months, days: $0.days, microseconds: $0.microseconds) }
+                ?? .oneDay,
+            createdAt: createdAt, updatedAt: updatedAt, deletedAt: deleted,
+            quarantineReason: reason, heldOddValues: odd)
     }
 
     static let filterColumns = "id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at"
@@ -165,8 +276,14 @@ extension PostgresMatchingStore: ProfileRepository {
     public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
         guard !ids.isEmpty else { return [:] }
         var owners: [Int64: FilterOwner] = [:]
-        for row in try connection.query("SELECT id, status, plan FROM profiles WHERE id = ANY($1)", [.int8Array(ids)]).rows {
-            let owner = FilterOwner(id: try row.int64(0), status: try row.int16(1), plan: try row.int16(2))
+        // Total over the app's odd rows: a NULL or out-of-range status is not active, a NULL plan is free.
+        for row in try connection.query("""
+            SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END,
+                   CASE WHEN plan BETWEEN -32768 AND 32767 THEN plan ELSE 0 END
+            FROM profiles WHERE id = ANY($1)
+            """, [.int8Array(ids)]).rows {
+            let owner = FilterOwner(id: try row.int64(0), status: Int16(clamping: try row.optionalInt64(1) ?? 0),
+                                    plan: Int16(clamping: try row.optionalInt64(2) ?? 0))
             owners[owner.id] = owner
         }
         return owners

@@ -43,7 +43,8 @@ extension PostgresMatchingStore: RunRepository {
         id, kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status,
         coverage::text, snapshot::text, resume_after_filter, parameters::text,
         candidates, filters_evaluated, filters_invalid, filters_paid_ignored, matches_written, notifications_written,
-        snapshot_taken_at, time_zone, retention_days, matches_forgotten
+        snapshot_taken_at, time_zone, retention_days, matches_forgotten,
+        profiles_quarantined, filters_quarantined, odd_values
         """
 
     static func run(from row: PostgresRow) throws -> RunRecord {
@@ -60,7 +61,9 @@ extension PostgresMatchingStore: RunRepository {
                 candidates: Int(try row.int32(12)), filtersEvaluated: Int(try row.int32(13)),
                 filtersInvalid: Int(try row.int32(14)), filtersPaidIgnored: Int(try row.int32(15)),
                 matchesWritten: Int(try row.int32(16)), notificationsWritten: Int(try row.int32(17)),
-                matchesForgotten: Int(clamping: try row.int64(21))))
+                matchesForgotten: Int(clamping: try row.int64(21)),
+                profilesQuarantined: Int(try row.int32(22)), filtersQuarantined: Int(try row.int32(23)),
+                oddValues: Int(try row.int32(24))))
     }
 
     static func decodeCoverage(_ json: String) throws -> Coverage {
@@ -203,6 +206,56 @@ extension PostgresMatchingStore: RunRepository {
     public func run(id: Int64) throws -> RunRecord? {
         try connection.query("SELECT \(Self.runColumns) FROM matcher_runs WHERE id = $1", [.int8(id)])
             .rows.first.map(Self.run(from:))
+    }
+
+    /// Lists the run's quarantined rows in `matcher_quarantine` (forgetting entries of rows this run
+    /// read fine) and keeps the larger of the recorded and the new counts on the run's row, in one
+    /// transaction. The table is small (only unreadable rows), so it is read whole to find what to forget.
+    public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {
+        try connection.transaction { tx in
+            var listed: [QuarantinedRow.Kind: Set<Int64>] = [:]
+            for row in try tx.query("SELECT kind, row_id FROM matcher_quarantine").rows {
+                guard let kind = QuarantinedRow.Kind(rawValue: try row.string(0)) else { continue }
+                listed[kind, default: []].insert(try row.int64(1))
+            }
+            let quarantinedNow = Set(issues.quarantined.compactMap { row in row.rowId.map { "\(row.kind.rawValue) \($0)" } })
+            var forgetKinds: [String] = [], forgetIds: [Int64] = []
+            for (kind, read) in [(QuarantinedRow.Kind.profile, issues.profileIdsRead), (.filter, issues.filterIdsRead)] {
+                guard let entries = listed[kind], !entries.isEmpty else { continue }
+                for id in read where entries.contains(id) && !quarantinedNow.contains("\(kind.rawValue) \(id)") {
+                    forgetKinds.append(kind.rawValue)
+                    forgetIds.append(id)
+                }
+            }
+            if !forgetIds.isEmpty {
+                try tx.query("""
+                    DELETE FROM matcher_quarantine q USING unnest($1::text[], $2::bigint[]) AS u(kind, row_id)
+                    WHERE q.kind = u.kind AND q.row_id = u.row_id
+                    """, [.textArray(forgetKinds), .int8Array(forgetIds)])
+            }
+            // One entry per (kind, id): the last reason read wins within a run.
+            var latest: [String: QuarantinedRow] = [:]
+            for row in issues.quarantined {
+                if let id = row.rowId { latest["\(row.kind.rawValue) \(id)"] = row }
+            }
+            let rows = latest.values.sorted { ($0.kind.rawValue, $0.rowId ?? 0) < ($1.kind.rawValue, $1.rowId ?? 0) }
+            if !rows.isEmpty {
+                try tx.query("""
+                    INSERT INTO matcher_quarantine AS q (kind, row_id, reason, run_id)
+                    SELECT u.kind, u.row_id, u.reason, $4 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(kind, row_id, reason)
+                    ON CONFLICT (kind, row_id) DO UPDATE SET reason = EXCLUDED.reason, run_id = EXCLUDED.run_id,
+                        detected_at = CASE WHEN q.reason = EXCLUDED.reason THEN q.detected_at ELSE clock_timestamp() END
+                    """, [.textArray(rows.map(\.kind.rawValue)), .int8Array(rows.map { $0.rowId ?? 0 }),
+                          .textArray(rows.map { String($0.reason.prefix(2_000)) }), .int8(runId)])
+            }
+            let c = issues.counters
+            try tx.query("""
+                UPDATE matcher_runs SET profiles_quarantined = GREATEST(profiles_quarantined, $2),
+                    filters_quarantined = GREATEST(filters_quarantined, $3), odd_values = GREATEST(odd_values, $4)
+                WHERE id = $1
+                """, [.int8(runId), .int4(Int32(clamping: c.profilesQuarantined)),
+                      .int4(Int32(clamping: c.filtersQuarantined)), .int4(Int32(clamping: c.oddValues))])
+        }
     }
 
     static func decodeSeconds(_ json: String) -> [String: Double] {

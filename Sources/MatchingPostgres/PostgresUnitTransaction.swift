@@ -179,7 +179,8 @@ enum RetentionSQL {
             WHERE m.matched_at < $1
               AND NOT EXISTS (
                   SELECT 1 FROM matcher_waiting_matches w
-                  JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL AND f.notify
+                  JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                                       AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
                   LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
                   WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
                     AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at))

@@ -281,6 +281,59 @@ enum BinaryDecoding {
     }
 }
 
+/// What a lenient integer-array read met besides its elements (`BinaryDecoding.integerElements`).
+public struct IntegerArrayScan: Sendable, Hashable {
+    /// Elements visited (NULL elements excluded).
+    public var elements = 0
+    /// NULL elements, skipped.
+    public var nullElements = 0
+    /// The array's dimensions (0 for an empty array).
+    public var dimensions = 0
+
+    public init() {}
+}
+
+extension BinaryDecoding {
+    /// PostgreSQL's limit on array dimensions (MAXDIM).
+    static let maximumArrayDimensions = 6
+
+    /// Visits every non-NULL element of an int2, int4 or int8 array of any dimension (0...6) and any
+    /// lower bounds, in storage order, widened to Int64; NULL elements are skipped and counted. Throws
+    /// only for data no server sends (a truncated array, an element of another type or width, counts
+    /// that do not fit the bytes), never allocating from a count it has not checked against the bytes.
+    static func integerElements(_ bytes: UnsafeRawBufferPointer, _ visit: (Int64) -> Void) throws -> IntegerArrayScan {
+        var reader = ByteReader(bytes)
+        let header = try reader.arrayHeader(allowingDimensions: maximumArrayDimensions)
+        let width: Int
+        switch header.elementOID {
+        case PostgresOID.int2: width = 2
+        case PostgresOID.int4: width = 4
+        case PostgresOID.int8: width = 8
+        default:
+            throw PostgresError(kind: .decoding, message: "expected an integer array, found element type oid \(header.elementOID)")
+        }
+        var scan = IntegerArrayScan()
+        scan.dimensions = header.dimensions
+        for index in 0..<header.count {
+            let length = try reader.read(Int32.self)
+            if length == -1 {
+                scan.nullElements += 1
+                continue
+            }
+            guard length == width else {
+                throw PostgresError(kind: .decoding, message: "array element \(index + 1) has \(length) bytes, expected \(width)")
+            }
+            switch width {
+            case 2: visit(Int64(try reader.read(Int16.self)))
+            case 4: visit(Int64(try reader.read(Int32.self)))
+            default: visit(try reader.read(Int64.self))
+            }
+            scan.elements += 1
+        }
+        return scan
+    }
+}
+
 /// A bounds-checked big-endian reader, for variable-length structures (arrays).
 struct ByteReader {
     private let bytes: UnsafeRawBufferPointer
@@ -288,34 +341,62 @@ struct ByteReader {
 
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
+    /// Bytes not read yet.
+    var remaining: Int { bytes.count - offset }
+
     mutating func read<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
         let size = MemoryLayout<T>.size
-        guard offset + size <= bytes.count else { throw truncated() }
+        guard size <= remaining else { throw truncated() }
         defer { offset += size }
         return T(bigEndian: bytes.baseAddress!.loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 
     mutating func bytes(_ count: Int) throws -> UnsafeRawBufferPointer {
-        guard count >= 0, offset + count <= bytes.count else { throw truncated() }
+        guard count >= 0, count <= remaining else { throw truncated() }
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
     }
 
-    /// Reads an array header; returns the element count (0 for ndim 0) and the element type OID.
+    /// Reads a one-dimensional array header; returns the element count (0 for ndim 0) and the element
+    /// type OID. The count is checked against the bytes left (each element takes at least its 4-byte
+    /// length), so a caller may reserve that much capacity.
     mutating func arrayHeader() throws -> (count: Int, elementOID: UInt32) {
+        let header = try arrayHeader(allowingDimensions: 1)
+        return (header.count, header.elementOID)
+    }
+
+    /// Reads an array header of at most `maximumDimensions` dimensions; the count is the product of
+    /// the dimensions' sizes, checked (without overflow) against the bytes left.
+    mutating func arrayHeader(allowingDimensions maximumDimensions: Int)
+        throws -> (count: Int, elementOID: UInt32, dimensions: Int) {
         let dimensions = try read(Int32.self)
         _ = try read(Int32.self)  // has-null flag; NULL elements are detected one by one
         let elementOID = try read(UInt32.self)
-        switch dimensions {
-        case 0: return (0, elementOID)
-        case 1:
-            let count = try read(Int32.self)
-            _ = try read(Int32.self)  // lower bound
-            guard count >= 0 else { throw PostgresError(kind: .decoding, message: "negative array size \(count)") }
-            return (Int(count), elementOID)
-        default:
-            throw PostgresError(kind: .decoding, message: "\(dimensions)-dimensional arrays are not supported")
+        guard dimensions >= 0, Int(dimensions) <= maximumDimensions else {
+            throw PostgresError(kind: .decoding, message: dimensions < 0
+                ? "negative array dimension count \(dimensions)"
+                : "\(dimensions)-dimensional arrays are not supported here (at most \(maximumDimensions))")
         }
+        guard dimensions > 0 else { return (0, elementOID, 0) }
+        var count = 1
+        for _ in 0..<Int(dimensions) {
+            let size = try read(Int32.self)
+            _ = try read(Int32.self)  // lower bound: ignored
+            guard size >= 0 else { throw PostgresError(kind: .decoding, message: "negative array size \(size)") }
+            let (product, overflow) = count.multipliedReportingOverflow(by: Int(size))
+            guard !overflow, product <= Int(Int32.max) else {
+                throw PostgresError(kind: .decoding, message: "array of more than \(Int32.max) elements")
+            }
+            count = product
+        }
+        // Every element takes at least its 4-byte length: a count the bytes cannot hold is refused
+        // before anyone reserves memory for it.
+        guard count <= remaining / 4 else {
+            throw PostgresError(
+                kind: .decoding,
+                message: "array claims \(count) elements but only \(remaining) bytes follow; the data is corrupt")
+        }
+        return (count, elementOID, Int(dimensions))
     }
 
     /// The length of the next element; throws for NULL elements.

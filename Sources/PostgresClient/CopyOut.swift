@@ -54,6 +54,8 @@ extension PostgresConnection {
 /// Splits binary COPY data into the header, rows and the trailer.
 struct BinaryCopyParser {
     private static let signature: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00]
+    /// PostgreSQL's largest field value (1 GiB).
+    static let maximumFieldLength = 1 << 30
     private(set) var rowCount = 0
     private(set) var isFinished = false
     private var hasHeader = false
@@ -95,6 +97,9 @@ struct BinaryCopyParser {
                 throw PostgresError(kind: .copy, message: "unsupported binary COPY header flags \(flags)")
             }
             let extensionLength = Int(base.uint32BE(at: 15))
+            guard extensionLength <= Self.maximumFieldLength else {
+                throw PostgresError(kind: .copy, message: "invalid binary COPY header extension length \(extensionLength)")
+            }
             guard count >= 19 + extensionLength else { return 0 }
             offset = 19 + extensionLength
             hasHeader = true
@@ -121,6 +126,11 @@ struct BinaryCopyParser {
                 let length = Int(base.int32BE(at: end))
                 end += 4
                 if length > 0 {
+                    // No server sends a field over 1 GiB (PostgreSQL's limit): refuse it rather than
+                    // buffer toward a length a broken or hostile peer made up.
+                    guard length <= Self.maximumFieldLength else {
+                        throw PostgresError(kind: .copy, message: "invalid field length \(length) (over PostgreSQL's 1 GiB limit)")
+                    }
                     end += length
                     guard end <= count else { complete = false; break }
                 } else if length < -1 {
@@ -261,8 +271,64 @@ public struct BinaryCopyRow {
         try next().map { Array($0) }
     }
 
+    // MARK: Total readers, for rows the worker does not own (the app's tables)
+
+    /// Any integer field: int2, int4 or int8, told apart by its length (so a column the app widened
+    /// still reads); nil for NULL.
+    public mutating func anyInteger() throws -> Int64? {
+        guard let bytes = try next() else { return nil }
+        switch bytes.count {
+        case 2: return Int64(bytes.baseAddress!.int16BE())
+        case 4: return Int64(bytes.baseAddress!.int32BE())
+        case 8: return bytes.baseAddress!.int64BE()
+        default:
+            throw PostgresError(
+                kind: .decoding, message: "field \(fieldIndex - 1): an integer needs 2, 4 or 8 bytes, got \(bytes.count)")
+        }
+    }
+
+    /// A date field: NULL, a date in PostgreSQL's range, or `.outOfRange` for ±infinity and any value
+    /// outside that range (which no server sends).
+    public mutating func dateField() throws -> TimeField<CalendarDate> {
+        guard let pointer = try next(length: 4, "date") else { return .null }
+        let days = pointer.int32BE()
+        guard PostgresRange.dateDays.contains(days) else { return .outOfRange }
+        return .value(CalendarDate(postgresDays: days))
+    }
+
+    /// A timestamptz field: NULL, an instant in PostgreSQL's range, or `.outOfRange` for ±infinity and
+    /// any value outside that range.
+    public mutating func timestampField() throws -> TimeField<Timestamp> {
+        guard let pointer = try next(length: 8, "timestamptz") else { return .null }
+        let micros = pointer.int64BE()
+        guard PostgresRange.timestampMicroseconds.contains(micros) else { return .outOfRange }
+        return .value(Timestamp(postgresMicroseconds: micros))
+    }
+
+    /// Visits the non-NULL elements of an integer array of any dimension (NULL elements are skipped
+    /// and counted); nil for a NULL field. See `IntegerArrayScan`.
+    public mutating func integerElements(_ visit: (Int64) -> Void) throws -> IntegerArrayScan? {
+        try decode { try BinaryDecoding.integerElements($0, visit) }
+    }
+
     /// The next field decoded as a value of type `oid`, as query results are.
     public mutating func value(oid: UInt32) throws -> PostgresValue {
         try decode { try BinaryDecoding.value(oid: oid, bytes: $0) } ?? .null
     }
+}
+
+/// A date or timestamp field read totally: infinite and impossible values are told apart from NULL.
+public enum TimeField<Value: Sendable & Hashable>: Sendable, Hashable {
+    case null
+    case value(Value)
+    /// ±infinity, or a value outside PostgreSQL's range.
+    case outOfRange
+}
+
+/// PostgreSQL's valid ranges, in its own units (counted from 2000-01-01).
+public enum PostgresRange {
+    /// 4713-11-24 BC (Julian day 0) ..< 5874898-01-01 (DATE_END_JULIAN).
+    public static let dateDays: Range<Int32> = -2_451_545 ..< 2_145_031_949
+    /// 4713-11-24 BC 00:00 UTC ..< 294277-01-01 00:00 UTC (MIN_TIMESTAMP ..< END_TIMESTAMP).
+    public static let timestampMicroseconds: Range<Int64> = -211_813_488_000_000_000 ..< 9_223_371_331_200_000_000
 }

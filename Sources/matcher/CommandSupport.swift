@@ -207,6 +207,13 @@ struct LoggingRunOutput: RunOutputHandler {
                     "filter_id": .stringConvertible(record.filterId), "owner_id": .stringConvertible(record.ownerId), "reason": "\(record.error.description)",
                 ])
             }
+        case .quarantined(let row):
+            if invalidSeen.increment() <= Self.invalidFiltersLogged {
+                logger.warning("unreadable row quarantined", metadata: [
+                    "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
+                    "reason": "\(row.reason)", "see": "matcher_quarantine",
+                ])
+            }
         case .unitCommitted(let done, let total, let matches, let notifications):
             if let bar {
                 bar.update(done: done, total: total, matches: matches)
@@ -235,6 +242,10 @@ struct LoggingRunOutput: RunOutputHandler {
                 "filters_paid_ignored": .stringConvertible(c.filtersPaidIgnored),
                 "matches_written": .stringConvertible(s.dryRun ? 0 : c.matchesWritten), "matches_found": .stringConvertible(s.matchesFound),
                 "notifications_written": .stringConvertible(c.notificationsWritten),
+                "matches_forgotten": .stringConvertible(c.matchesForgotten),
+                "profiles_quarantined": .stringConvertible(c.profilesQuarantined),
+                "filters_quarantined": .stringConvertible(c.filtersQuarantined),
+                "odd_values": .stringConvertible(c.oddValues),
                 "read_s": .stringConvertible(Self.rounded(s.phaseSeconds[.read] ?? 0)),
                 "evaluate_s": .stringConvertible(Self.rounded(s.phaseSeconds[.evaluate] ?? 0)),
                 "write_s": .stringConvertible(Self.rounded(s.phaseSeconds[.write] ?? 0)),

@@ -3,9 +3,10 @@ import Testing
 
 /// Hostile and malformed documents: each gives a clear error, none traps or hangs.
 @Suite struct FilterLanguageHostileJSONTests {
+    /// The parser's and validator's verdict, past the 64 KiB limit too (see `sizeLimitComesFirst`).
     private func error(_ json: String) -> String? {
         do {
-            _ = try FilterConditions.decode(json: json)
+            _ = try FilterConditions.decodeIgnoringSizeLimit(jsonUTF8: Array(json.utf8))
             return nil
         } catch {
             return error.description
@@ -14,7 +15,7 @@ import Testing
 
     private func error(utf8 bytes: [UInt8]) -> String? {
         do {
-            _ = try FilterConditions.decode(jsonUTF8: bytes)
+            _ = try FilterConditions.decodeIgnoringSizeLimit(jsonUTF8: bytes)
             return nil
         } catch {
             return error.description
@@ -23,11 +24,11 @@ import Testing
 
     @Test func deepNestingIsRefusedAtTheLimit() {
         let brackets = String(repeating: "[", count: 10_000)
-        #expect(error(brackets) == "conditions: invalid JSON: nesting deeper than 64 at byte 64")
+        #expect(error(brackets) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64")
         let objects = String(repeating: #"{"a":"#, count: 10_000)
-        #expect(error(objects) == "conditions: invalid JSON: nesting deeper than 64 at byte 320")
+        #expect(error(objects) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 320")
         let closed = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
-        #expect(error(closed) == "conditions: invalid JSON: nesting deeper than 64 at byte 64")
+        #expect(error(closed) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64")
     }
 
     @Test func nestingUpToTheLimitIsParsed() {
@@ -35,7 +36,7 @@ import Testing
         let deepest = #"{"age": "# + String(repeating: "[", count: 63) + String(repeating: "]", count: 63) + "}"
         #expect(error(deepest) == "age: condition is not an object (a list)")
         let tooDeep = #"{"age": "# + String(repeating: "[", count: 64) + String(repeating: "]", count: 64) + "}"
-        #expect(error(tooDeep) == "conditions: invalid JSON: nesting deeper than 64 at byte 71")
+        #expect(error(tooDeep) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 71")
     }
 
     @Test func megabyteStringsAreQuotedShort() {
@@ -140,9 +141,24 @@ import Testing
         #expect(error(utf8: bytes) == #""noteé": unknown item"#)
     }
 
+    @Test func sizeLimitComesFirst() throws {
+        let limit = FilterConditions.maximumJSONBytes
+        let padding = String(repeating: " ", count: limit - #"{"has_photo": true}"#.utf8.count)
+        #expect(throws: Never.self) { try FilterConditions.decode(json: #"{"has_photo": true}"# + padding) }
+        let over = #"{"has_photo": true}"# + padding + " "
+        let refused = #expect(throws: FilterValidationError.self) { try FilterConditions.decode(json: over) }
+        #expect(refused?.description
+            == "conditions: too large: 65537 bytes of JSON, the limit is 65536; shorten the code lists or remove conditions")
+        // Refused before parsing: even text that is not JSON at all gets the size reason.
+        let junk = String(repeating: "[", count: 70 * 1024)
+        #expect(throws: FilterValidationError.self) { try FilterConditions.decode(json: junk) }
+        #expect(error(junk)?.contains("nesting deeper") == true)
+        #expect((try? FilterConditions.decode(jsonUTF8: Array(junk.utf8))) == nil)
+    }
+
     @Test func hugeListsAreFine() throws {
         let codes = (0..<200_000).map { String($0 % 1000 + 1) }.joined(separator: ",")
-        let decoded = try FilterConditions.decode(json: #"{"communities": {"anyOf": [\#(codes)]}}"#)
+        let decoded = try FilterConditions.decodeIgnoringSizeLimit(jsonUTF8: Array(#"{"communities": {"anyOf": [\#(codes)]}}"#.utf8))
         #expect(decoded.conditions.first?.form == .anyOf(Array(1...1000)))
         let nulls = Array(repeating: "null", count: 200_000).joined(separator: ",")
         #expect(error(#"{"x": [\#(nulls)]}"#) == "x: unknown item")

@@ -29,7 +29,7 @@
 --                forgets pairs older than --retention-days), and its bookkeeping:
 --                matcher_profile_changes, matcher_runs (+ identity),
 --                matcher_shard_progress, matcher_invalid_filters,
---                matcher_filter_state, matcher_waiting_matches
+--                matcher_filter_state, matcher_waiting_matches, matcher_quarantine
 --   read, insert, update   matcher_service_state (the notification pause: runs read
 --                it; on-call pauses and resumes with the job's own credentials)
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
@@ -102,7 +102,8 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE'),
-        ('matcher_service_state',   'SELECT, INSERT, UPDATE')
+        ('matcher_service_state',   'SELECT, INSERT, UPDATE'),
+        ('matcher_quarantine',      'SELECT, INSERT, UPDATE, DELETE')
        ) AS g(tbl, privileges)
 \gexec
 

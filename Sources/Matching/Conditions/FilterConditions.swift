@@ -38,13 +38,26 @@ public struct FilterConditions: Sendable, Hashable {
         conditions.first { $0.item == item }?.form
     }
 
+    /// The largest conditions document accepted, in bytes of JSON text (64 KiB). A larger one is an
+    /// invalid filter, refused before it is parsed, so that no row can make a worker parse or hold an
+    /// unbounded document. With nesting at most `JSONValue.maximumDepth` and code lists sorted and
+    /// deduplicated (so never longer than the item's domain), this bounds the cost of one filter.
+    public static let maximumJSONBytes = 65_536
+
     /// Parses and validates per filter-language.md. Never crashes, whatever the text.
     public static func decode(json: String) throws(FilterValidationError) -> FilterConditions {
-        try decode(jsonUTF8: Array(json.utf8))
+        try checkSize(json.utf8.count)
+        return try decode(jsonUTF8: Array(json.utf8))
     }
 
     /// Parses and validates UTF-8 bytes (invalid UTF-8 is an error). Never crashes, whatever the bytes.
     public static func decode(jsonUTF8 bytes: [UInt8]) throws(FilterValidationError) -> FilterConditions {
+        try checkSize(bytes.count)
+        return try decodeIgnoringSizeLimit(jsonUTF8: bytes)
+    }
+
+    /// `decode(jsonUTF8:)` without the size limit: for tests of the parser on huge inputs.
+    static func decodeIgnoringSizeLimit(jsonUTF8 bytes: [UInt8]) throws(FilterValidationError) -> FilterConditions {
         let document: JSONValue
         do {
             document = try JSONValue.parse(utf8: bytes)
@@ -52,6 +65,15 @@ public struct FilterConditions: Sendable, Hashable {
             throw FilterValidationError(itemKey: nil, problem: error.description)
         }
         return try decode(document)
+    }
+
+    private static func checkSize(_ byteCount: Int) throws(FilterValidationError) {
+        guard byteCount <= maximumJSONBytes else {
+            throw FilterValidationError(
+                itemKey: nil,
+                problem: "too large: \(byteCount) bytes of JSON, the limit is \(maximumJSONBytes); "
+                    + "shorten the code lists or remove conditions")
+        }
     }
 
     /// Validates a parsed document.

@@ -146,7 +146,9 @@ struct JSONParser {
 
     private func checkDepth(_ depth: Int) throws(JSONParseError) {
         if depth > JSONValue.maximumDepth {
-            throw JSONParseError(reason: "nesting deeper than \(JSONValue.maximumDepth)", offset: position)
+            throw JSONParseError(
+                reason: "nesting deeper than \(JSONValue.maximumDepth) levels of arrays and objects (the limit)",
+                offset: position)
         }
     }
 

@@ -67,8 +67,9 @@ public struct NotificationPlanner: Sendable {
             }
             guard !eligible.isEmpty else { continue }
             let ordered = eligible.sorted { a, b in
-                let la = a.profileLastLoginAt ?? Timestamp(microsecondsSinceEpoch: .min)
-                let lb = b.profileLastLoginAt ?? Timestamp(microsecondsSinceEpoch: .min)
+                // NULL and infinite count as missing: the oldest, as in the cap's order.
+                let la = a.profileLastLoginAt.flatMap { $0.isMissingOrInfinite ? nil : $0 } ?? .missing
+                let lb = b.profileLastLoginAt.flatMap { $0.isMissingOrInfinite ? nil : $0 } ?? .missing
                 return la != lb ? la > lb : a.profileId < b.profileId
             }.map(\.profileId)
             planned.append(PlannedNotification(
@@ -82,27 +83,37 @@ public struct NotificationPlanner: Sendable {
 extension NotifyInterval {
     /// `instant + self` the way PostgreSQL adds an interval to a timestamptz: months first on the
     /// calendar of `timeZone` (the day clamped to the month's end), then days, then the time part.
+    ///
+    /// Total for every interval the column can hold (any size, any sign): the arithmetic is done in
+    /// 128 bits and a result beyond the calendar (years -4713...294276, as PostgreSQL's) saturates to
+    /// the latest or earliest instant, so a huge `notify_every` means "not due again" and a negative one
+    /// "due at once"; it never traps.
     public func added(to instant: Timestamp, in timeZone: TimeZone) -> Timestamp {
         if months == 0 && days == 0 {
             return instant.adding(microseconds: microseconds)
         }
-        let offset = Int64(timeZone.secondsFromGMT(for: instant.date)) * 1_000_000
-        let local = instant.microsecondsSinceEpoch + offset
-        let perDay = Timestamp.microsecondsPerDay
+        let offset = Int128(timeZone.secondsFromGMT(for: instant.date)) * 1_000_000
+        let local = Int128(instant.microsecondsSinceEpoch) + offset
+        let perDay = Int128(Timestamp.microsecondsPerDay)
         var dayNumber = local / perDay
         var timeOfDay = local % perDay
         if timeOfDay < 0 { timeOfDay += perDay; dayNumber -= 1 }
-        var date = CalendarDate(daysSinceEpoch: Int32(dayNumber))
         if months != 0 {
-            let c = date.components
-            let totalMonths = c.year * 12 + (c.month - 1) + Int(months)
+            let c = CalendarDate(daysSinceEpoch: Int32(clamping: dayNumber)).components
+            let totalMonths = Int64(c.year) * 12 + Int64(c.month - 1) + Int64(months)
             let year = totalMonths >= 0 ? totalMonths / 12 : (totalMonths - 11) / 12
-            let month = totalMonths - year * 12 + 1
-            let day = min(c.day, CalendarDate.daysIn(month: month, year: year))
-            date = CalendarDate(year: year, month: month, day: day) ?? date
+            let month = Int(totalMonths - year * 12 + 1)
+            guard let narrowYear = Int(exactly: year), (-4713...294_276).contains(narrowYear),
+                  let shifted = CalendarDate(
+                    year: narrowYear, month: month,
+                    day: min(c.day, CalendarDate.daysIn(month: month, year: narrowYear)))
+            else {
+                return Timestamp(microsecondsSinceEpoch: months > 0 ? .max : .min)
+            }
+            dayNumber = Int128(shifted.daysSinceEpoch)
         }
-        date = date.adding(days: Int(days))
-        let shiftedLocal = Int64(date.daysSinceEpoch) * perDay + timeOfDay
-        return Timestamp(microsecondsSinceEpoch: shiftedLocal - offset + microseconds)
+        dayNumber += Int128(days)
+        let shifted = dayNumber * perDay + timeOfDay - offset + Int128(microseconds)
+        return Timestamp(microsecondsSinceEpoch: Int64(clamping: shifted))
     }
 }

@@ -59,16 +59,28 @@ public struct RunCounters: Sendable, Hashable, Codable {
     public let notificationsWritten: Int
     /// Pairs the retention sweep forgot.
     public let matchesForgotten: Int
+    /// Profiles read that could not be decoded: left out of the run and listed in `matcher_quarantine`.
+    public let profilesQuarantined: Int
+    /// Filters read that could not be decoded: not evaluated, listed in `matcher_quarantine`.
+    public let filtersQuarantined: Int
+    /// Profiles and filters read that held odd values (runs.md, "Eligibility": NULL array elements,
+    /// infinite dates, out-of-domain codes, unknown status, NULL where NOT NULL was assumed, a filter
+    /// whose owner has no profile row); read totally and counted, never a failure.
+    public let oddValues: Int
 
     public init(candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
-                matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0) {
+                matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0,
+                profilesQuarantined: Int = 0, filtersQuarantined: Int = 0, oddValues: Int = 0) {
+        self.matchesForgotten = matchesForgotten
+        self.profilesQuarantined = profilesQuarantined
+        self.filtersQuarantined = filtersQuarantined
+        self.oddValues = oddValues
         self.candidates = candidates
         self.filtersEvaluated = filtersEvaluated
         self.filtersInvalid = filtersInvalid
         self.filtersPaidIgnored = filtersPaidIgnored
         self.matchesWritten = matchesWritten
         self.notificationsWritten = notificationsWritten
-        self.matchesForgotten = matchesForgotten
     }
 
     public static let zero = RunCounters()
@@ -80,7 +92,21 @@ public struct RunCounters: Sendable, Hashable, Codable {
                     filtersPaidIgnored: a.filtersPaidIgnored + b.filtersPaidIgnored,
                     matchesWritten: a.matchesWritten + b.matchesWritten,
                     notificationsWritten: a.notificationsWritten + b.notificationsWritten,
-                    matchesForgotten: a.matchesForgotten + b.matchesForgotten)
+                    matchesForgotten: a.matchesForgotten + b.matchesForgotten,
+                    profilesQuarantined: a.profilesQuarantined + b.profilesQuarantined,
+                    filtersQuarantined: a.filtersQuarantined + b.filtersQuarantined,
+                    oddValues: a.oddValues + b.oddValues)
+    }
+
+    /// These counters with the read-issue counts replaced by `issues`' (kept as the larger of the two,
+    /// so that a resumed run, which reads again, never counts a row twice nor forgets one).
+    public func withReadIssues(_ issues: RunCounters) -> RunCounters {
+        RunCounters(candidates: candidates, filtersEvaluated: filtersEvaluated, filtersInvalid: filtersInvalid,
+                    filtersPaidIgnored: filtersPaidIgnored, matchesWritten: matchesWritten,
+                    notificationsWritten: notificationsWritten, matchesForgotten: matchesForgotten,
+                    profilesQuarantined: max(profilesQuarantined, issues.profilesQuarantined),
+                    filtersQuarantined: max(filtersQuarantined, issues.filtersQuarantined),
+                    oddValues: max(oddValues, issues.oddValues))
     }
 }
 

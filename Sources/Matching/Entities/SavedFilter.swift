@@ -29,12 +29,20 @@ public struct SavedFilter: Sendable, Hashable {
     public let createdAt: Timestamp
     public let updatedAt: Timestamp
     public let deletedAt: Timestamp?
+    /// Set when the row could not be read (a value of a type the worker cannot read, a NULL id or
+    /// owner): the filter is quarantined, never evaluated, and listed in `matcher_quarantine`.
+    public let quarantineReason: String?
+    /// Whether the row held odd values that were read as defaults (NULL where the spec says NOT NULL,
+    /// an infinite timestamp); counted in the run's summary.
+    public let heldOddValues: Bool
 
     public init(
         id: Int64, ownerId: Int64, name: String? = nil, conditionsJSON: String, notify: Bool = true,
         notifyEvery: NotifyInterval = .oneDay, createdAt: Timestamp, updatedAt: Timestamp,
-        deletedAt: Timestamp? = nil
+        deletedAt: Timestamp? = nil, quarantineReason: String? = nil, heldOddValues: Bool = false
     ) {
+        self.quarantineReason = quarantineReason
+        self.heldOddValues = heldOddValues
         self.id = id
         self.ownerId = ownerId
         self.name = name

@@ -21,6 +21,9 @@ extension Report {
             ("Filters evaluated", .integer(c.filtersEvaluated)),
             ("Filters invalid", .integer(c.filtersInvalid)),
             ("Filters with paid conditions ignored", .integer(c.filtersPaidIgnored)),
+            ("Profiles quarantined", .integer(c.profilesQuarantined)),
+            ("Filters quarantined", .integer(c.filtersQuarantined)),
+            ("Rows with odd values", .integer(c.oddValues)),
         ]
         if summary.dryRun {
             counts.append(("Matches found", .integer(summary.matchesFound)))

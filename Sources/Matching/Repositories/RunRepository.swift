@@ -69,4 +69,13 @@ public protocol RunRepository: Sendable {
     /// Marks the run failed (best effort: the process may be unable to reach the store).
     func fail(runId: Int64, error: String) throws
     func run(id: Int64) throws -> RunRecord?
+    /// Records what a run read that was odd or unreadable: quarantined rows where operators look
+    /// (entries of rows that now read fine are forgotten), and the counts in the run's counters (the larger
+    /// of the recorded and the new, see `RunCounters.withReadIssues`).
+    func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws
+}
+
+extension RunRepository {
+    /// A store with no place for them records nothing.
+    public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {}
 }

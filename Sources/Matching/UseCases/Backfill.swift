@@ -32,6 +32,9 @@ public struct Backfill: Sendable {
             self.retentionDays = retentionDays
         }
 
+        /// `parameters`, for tests outside the module.
+        public var parametersForTesting: String { parameters }
+
         /// The selection in a stable text form: an interrupted backfill is resumed only by the same one.
         var parameters: String {
             let profilePart: String
@@ -47,6 +50,14 @@ public struct Backfill: Sendable {
             }
             return "{\"profiles\": \"\(profilePart)\", \"filters\": \"\(filterPart)\", \"notify\": \(writesNotifications)}"
         }
+    }
+
+    /// Whether two stored selections are the same backfill: compared as JSON values, not as text, since
+    /// a store may give them back reformatted (PostgreSQL's jsonb reorders keys and respaces).
+    static func sameParameters(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        guard let left = try? JSONValue.parse(a), let right = try? JSONValue.parse(b) else { return false }
+        return left == right
     }
 
     private let pass: MatchingPass
@@ -84,7 +95,7 @@ public struct Backfill: Sendable {
         let zone = input.timeZone.identifier
 
         if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
-           interrupted.parameters == input.parameters {
+           Self.sameParameters(interrupted.parameters, input.parameters) {
             output.handle(.started(kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
                                    resumed: true, dryRun: false))
             return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id,

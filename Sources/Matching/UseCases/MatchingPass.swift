@@ -42,6 +42,9 @@ struct MatchingPass {
         let owners = try profiles.owners(ids: Array(Set(chosen.map(\.ownerId))))
         let blockSet = try blocks.blocks(involving: nil)
         timings.end(.read, output)
+        // Hostile rows (issue 14): odd and unreadable rows are counted and reported, never a failure.
+        let readIssues = ReadIssues(candidates: candidates.columns, filters: chosen, owners: owners)
+        for row in readIssues.quarantined { output.handle(.quarantined(row)) }
 
         // Evaluate, then keep only the pairs not recorded yet.
         timings.begin(.evaluate, output)
@@ -56,13 +59,14 @@ struct MatchingPass {
         let found = results.values.reduce(0) { $0 + $1.count }
 
         guard let run = plan.run else {
-            return Outcome(counters: prepared.counted.values.reduce(.zero, +), matchesFound: found)
+            return Outcome(counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
         }
 
         // Write, in units of work: each commits its matches, the digests they make due, its counters and the
         // run's cursor together, so a crash at any instant loses and duplicates nothing.
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
+        try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(matches: matches, output: output, stop: stop, run: run, plan: plan,
                                 lastLogins: candidates.lastLogins, filtersTotal: chosen.count)
         var unit = UnitWriter.Pending()
@@ -157,6 +161,7 @@ struct PreparedFilters {
 
     init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
         for filter in chosen {
+            if filter.quarantineReason != nil { continue }   // unreadable: in readIssues, never evaluated
             let conditions: FilterConditions
             do {
                 conditions = try FilterConditions.decode(json: filter.conditionsJSON)

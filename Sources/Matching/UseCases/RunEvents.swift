@@ -9,6 +9,8 @@ public enum RunEvent: Sendable {
     case candidatesLoaded(Int)
     case filtersLoaded(total: Int, invalid: Int, paidIgnored: Int, ownerInactive: Int)
     case invalidFilter(InvalidFilter)
+    /// A profile or filter row that could not be read: left out, listed in `matcher_quarantine`.
+    case quarantined(QuarantinedRow)
     case unitCommitted(filtersDone: Int, filtersTotal: Int, matches: Int, notifications: Int)
     /// The retention sweep ran (another process may have been sweeping instead: then no event).
     case forgotten(RetentionOutcome)

@@ -567,9 +567,17 @@ struct CodeTable {
         mask = size - 1
     }
 
+    /// Keys are codes that users choose (filters' lists, profiles' sets): the slot mixes in a seed drawn
+    /// once per process, so nobody can craft codes that pile into one probe chain (issue 14).
+    private static let processSeed = UInt64.random(in: .min ... .max)
+    private let seed = CodeTable.processSeed
+
     @inline(__always)
     private func slot(_ key: Int32) -> Int {
-        Int(truncatingIfNeeded: (UInt64(UInt32(bitPattern: key)) &* 0x9E37_79B9_7F4A_7C15) >> 32) & mask
+        var x = UInt64(UInt32(bitPattern: key)) ^ seed   // murmur3's fmix64 of the seeded key
+        x = (x ^ (x >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        x = (x ^ (x >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        return Int(truncatingIfNeeded: x ^ (x >> 33)) & mask
     }
 
     mutating func insert(_ key: Int32, _ value: Int32) {

@@ -31,6 +31,9 @@ public struct ProfileColumns: Sendable {
     public let plans: [Int16]
     /// One column per `MasterItem.all` entry, in that order.
     public let columns: [Column]
+    /// What the read met: rows with odd values (made total) and rows quarantined (not in the table).
+    /// Empty for tables made by `selecting(rows:)` or from profiles.
+    public let readReport: ReadReport
 
     public var count: Int { ids.count }
 
@@ -44,11 +47,12 @@ public struct ProfileColumns: Sendable {
 
     static let lastLoginIndex = MasterItem.LastLogin.item.index
 
-    init(ids: [Int64], statuses: [Int16], plans: [Int16], columns: [Column]) {
+    init(ids: [Int64], statuses: [Int16], plans: [Int16], columns: [Column], readReport: ReadReport = .empty) {
         self.ids = ids
         self.statuses = statuses
         self.plans = plans
         self.columns = columns
+        self.readReport = readReport
     }
 
     /// An empty table.
@@ -73,7 +77,7 @@ public struct ProfileColumns: Sendable {
             case .dates(let column): .date(column[row].map(CalendarDate.init(daysSinceEpoch:)))
             case .codeSets(let column): .codes(Array(column[row]))
             case .flags(let bits): .flag(bits[row])
-            case .timestamps(let values): .timestamp(Timestamp(microsecondsSinceEpoch: values[row]))
+            case .timestamps(let values): .timestamp(Timestamp(microsecondsSinceEpoch: values[row]))  // `.missing` when NULL
             }
         }
         return Profile(id: ids[row], status: statuses[row], plan: plans[row], values: values)
@@ -229,6 +233,14 @@ public struct Bitmap: Sendable, Hashable {
         count += 1
     }
 
+    /// Removes the last bit.
+    mutating func removeLast() {
+        precondition(count > 0, "no bit to remove")
+        count -= 1
+        words[count >> 6] &= ~(1 << UInt64(count & 63))
+        if count & 63 == 0 { words.removeLast() }
+    }
+
     /// Sets bit `index` to 1.
     public mutating func set(_ index: Int) {
         precondition(index >= 0 && index < count, "bit \(index) is outside 0..<\(count)")
@@ -285,6 +297,10 @@ extension ProfileColumns {
         private var filled: [Int]
         /// Values appended to the current row.
         private var appendedInRow = 0
+        /// Odd and quarantined rows met so far.
+        private var report = ReadReport()
+        /// Whether the current row has been noted odd.
+        private var currentRowOdd = false
 
         public init(reservingCapacity capacity: Int = 0) {
             let items = MasterItem.all
@@ -345,6 +361,54 @@ extension ProfileColumns {
             statuses.append(status)
             plans.append(plan)
             appendedInRow = 0
+            currentRowOdd = false
+        }
+
+        /// Notes that the current row held an odd value (counted once per row).
+        public mutating func noteOddValue() {
+            guard let id = ids.last, !currentRowOdd else { return }
+            currentRowOdd = true
+            report.noteOdd(id)
+        }
+
+        /// Removes the current row, complete or not, and quarantines it with `reason`: the table
+        /// is as if the row had never been begun.
+        public mutating func discardRow(quarantining reason: String) {
+            guard let id = ids.last else { return }
+            let row = ids.count
+            for item in storages.indices where filled[item] == row {
+                let slot = slots[item]
+                filled[item] -= 1
+                switch storages[item] {
+                case .smallint: codeColumns[slot].removeLast()
+                case .nullableSmallint, .nullableDate:
+                    nullableValues[slot].removeLast()
+                    nullableAnswered[slot].removeLast()
+                case .smallintArray, .integerArray: setOffsets[slot].removeLast()
+                case .boolean: flagColumns[slot].removeLast()
+                case .timestamptz: timestampColumns[slot].removeLast()
+                }
+            }
+            // Elements of sets that were filled or left open in this row.
+            for (item, storage) in storages.enumerated() where storage == .smallintArray || storage == .integerArray {
+                let slot = slots[item]
+                let end = setOffsets[slot].last ?? 0
+                if setValues[slot].count > end { setValues[slot].removeLast(setValues[slot].count - end) }
+            }
+            ids.removeLast()
+            statuses.removeLast()
+            plans.removeLast()
+            if currentRowOdd, report.oddIds.last == id {
+                report = ReadReport(oddIds: Array(report.oddIds.dropLast()), quarantined: report.quarantined)
+            }
+            currentRowOdd = false
+            appendedInRow = storages.count   // the previous row, if any, is complete
+            report.quarantine(QuarantinedRow(kind: .profile, rowId: id, reason: reason))
+        }
+
+        /// Quarantines a row that was never begun (its id could not be read); `id` when known.
+        public mutating func quarantine(id: Int64?, reason: String) {
+            report.quarantine(QuarantinedRow(kind: .profile, rowId: id, reason: reason))
         }
 
         /// A `.smallint` item's code.
@@ -438,7 +502,7 @@ extension ProfileColumns {
                     return .timestamps(timestampColumns[slot])
                 }
             }
-            return ProfileColumns(ids: ids, statuses: statuses, plans: plans, columns: columns)
+            return ProfileColumns(ids: ids, statuses: statuses, plans: plans, columns: columns, readReport: report)
         }
 
         /// Checks that `item` takes a value of `storage` in the current row, and counts it.

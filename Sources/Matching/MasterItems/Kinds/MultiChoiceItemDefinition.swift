@@ -27,7 +27,8 @@ extension MultiChoiceItemDefinition {
         guard case .codes(let held) = value else { return false }
         switch form {
         case .anyOf(let listed):
-            return held.contains { listed.contains($0) }
+            // `listed` is sorted: O(held × log listed), whatever either holds.
+            return held.contains { listed.sortedContains($0) }
         case .allOf(let listed):
             let heldSet = Set(held)
             return listed.allSatisfy { heldSet.contains($0) }
@@ -47,5 +48,17 @@ extension MultiChoiceItemDefinition {
         case .allOf(let codes): "all of " + codes.map(describeCode).joined(separator: ", ")
         default: "\(condition)"
         }
+    }
+}
+
+extension Array where Element == Int32 {
+    /// Binary search in an ascending array.
+    func sortedContains(_ value: Int32) -> Bool {
+        var low = 0, high = count
+        while low < high {
+            let middle = (low + high) >> 1
+            if self[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < count && self[low] == value
     }
 }

@@ -28,13 +28,15 @@ extension RecencyItemDefinition {
     }
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
-        guard case .withinDays(let days) = form, case .timestamp(let actual) = value else { return false }
+        guard case .withinDays(let days) = form, case .timestamp(let actual) = value,
+              actual != .missing   // NULL (and infinite, read as NULL) never satisfies withinDays
+        else { return false }
         return actual >= threshold(days: days, clock: clock)
     }
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .timestamp(let actual) = value else { return "\(value)" }
-        return actual.iso8601
+        return actual == .missing ? "NULL (none, or infinite)" : actual.iso8601
     }
 
     public static func describe(condition: ConditionForm, clock: EvaluationClock) -> String {

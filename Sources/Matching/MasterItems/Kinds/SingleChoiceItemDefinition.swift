@@ -22,7 +22,7 @@ extension SingleChoiceItemDefinition {
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
         guard case .anyOf(let codes) = form, case .code(let code) = value else { return false }
-        return codes.contains(Int32(code))
+        return codes.sortedContains(Int32(code))
     }
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {

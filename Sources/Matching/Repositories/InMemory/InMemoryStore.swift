@@ -34,6 +34,7 @@ public final class InMemoryStore: @unchecked Sendable {
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
     }
+    private var quarantineRows: [QuarantinedRow] = []
 
     public init(now: Timestamp) {
         self.clock = now
@@ -423,9 +424,36 @@ extension InMemoryStore: RunRepository {
     }
 
     public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
+
+    public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {
+        locked {
+            let readFine = Set(issues.filterIdsRead.map { QuarantineKey(kind: .filter, id: $0) }
+                + issues.profileIdsRead.map { QuarantineKey(kind: .profile, id: $0) })
+            quarantineRows.removeAll { row in row.rowId.map { readFine.contains(QuarantineKey(kind: row.kind, id: $0)) } ?? false }
+            quarantineRows.append(contentsOf: issues.quarantined)
+            if let run = written.runRows[runId] {
+                written.runRows[runId] = run.replacing(counters: run.counters.withReadIssues(issues.counters))
+            }
+        }
+    }
+
+    /// The rows quarantined and not read fine since, as `matcher_quarantine` holds them.
+    public var quarantinedRows: [QuarantinedRow] { locked { quarantineRows } }
+}
+
+private struct QuarantineKey: Hashable {
+    let kind: QuarantinedRow.Kind
+    let id: Int64
 }
 
 extension RunRecord {
+    func replacing(counters: RunCounters) -> RunRecord {
+        RunRecord(id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
+                  writesNotifications: writesNotifications, status: status, coverage: coverage, upTo: upTo,
+                  upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
+                  resumeAfterFilter: resumeAfterFilter, parameters: parameters, counters: counters)
+    }
+
     func updating(status: RunStatus? = nil, resumeAfterFilter: Int64? = nil, adding: RunCounters = .zero) -> RunRecord {
         RunRecord(id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
                   writesNotifications: writesNotifications, status: status ?? self.status, coverage: coverage,

@@ -1,0 +1,48 @@
+/// What one pass read from the app's tables that was odd or unreadable (runs.md, "Eligibility"): the
+/// profiles' and filters' read reports, and the filters whose owner has no profile row. Never a reason
+/// to fail: the run counts them in its summary, and the store lists quarantined rows for operators.
+public struct ReadIssues: Sendable, Hashable {
+    /// Rows quarantined (profiles, then filters), in reading order.
+    public let quarantined: [QuarantinedRow]
+    /// Ids of the profiles read with odd values.
+    public let oddProfileIds: [Int64]
+    /// Ids of the filters read with odd values, or whose owner has no profile row.
+    public let oddFilterIds: [Int64]
+    /// Ids of every filter read (so that a store can forget entries of filters that now read fine).
+    public let filterIdsRead: [Int64]
+    /// Ids of every profile read (likewise).
+    public let profileIdsRead: [Int64]
+
+    public init(quarantined: [QuarantinedRow] = [], oddProfileIds: [Int64] = [], oddFilterIds: [Int64] = [],
+                filterIdsRead: [Int64] = [], profileIdsRead: [Int64] = []) {
+        self.quarantined = quarantined
+        self.oddProfileIds = oddProfileIds
+        self.oddFilterIds = oddFilterIds
+        self.filterIdsRead = filterIdsRead
+        self.profileIdsRead = profileIdsRead
+    }
+
+    /// Collects the issues of one pass's reads.
+    public init(candidates: ProfileColumns, filters: [SavedFilter], owners: [Int64: FilterOwner]) {
+        var quarantined = candidates.readReport.quarantined
+        var oddFilters: [Int64] = []
+        for filter in filters {
+            if let reason = filter.quarantineReason {
+                quarantined.append(QuarantinedRow(kind: .filter, rowId: filter.id, reason: reason))
+            } else if filter.heldOddValues || owners[filter.ownerId] == nil {
+                oddFilters.append(filter.id)
+            }
+        }
+        self.init(quarantined: quarantined, oddProfileIds: candidates.readReport.oddIds, oddFilterIds: oddFilters,
+                  filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
+    }
+
+    /// The counts for `RunCounters`.
+    public var counters: RunCounters {
+        RunCounters(profilesQuarantined: quarantined.count { $0.kind == .profile },
+                    filtersQuarantined: quarantined.count { $0.kind == .filter },
+                    oddValues: oddProfileIds.count + oddFilterIds.count)
+    }
+
+    public var isEmpty: Bool { quarantined.isEmpty && oddProfileIds.isEmpty && oddFilterIds.isEmpty }
+}

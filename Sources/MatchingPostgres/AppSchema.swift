@@ -1,0 +1,106 @@
+import Matching
+import PostgresClient
+
+/// The columns the worker reads from the app's tables (runs.md "Tables", master-items.md), and the
+/// types it can read them as. `matcher migrate` checks an existing app schema against it before it
+/// changes anything, and refuses with one message naming every problem; extra columns, other
+/// nullability and the app's rows are never touched.
+public enum AppSchema {
+    /// Families of column types the worker reads (binary COPY and query results read any width).
+    enum TypeFamily: String, Sendable {
+        case integer = "an integer (smallint, integer or bigint)"
+        case bigint = "bigint"
+        case integerArray = "an integer array (smallint[], integer[] or bigint[])"
+        case date = "date"
+        case timestamptz = "timestamp with time zone"
+        case boolean = "boolean"
+        case json = "jsonb (or json)"
+        case interval = "interval"
+        case text = "text (or varchar)"
+
+        func accepts(_ type: String) -> Bool {
+            switch self {
+            case .integer: ["smallint", "integer", "bigint"].contains(type)
+            case .bigint: type == "bigint"
+            case .integerArray: ["smallint[]", "integer[]", "bigint[]"].contains(type)
+            case .date: type == "date"
+            case .timestamptz: type == "timestamp with time zone"
+            case .boolean: type == "boolean"
+            case .json: type == "jsonb" || type == "json"
+            case .interval: type == "interval"
+            case .text: type == "text" || type.hasPrefix("character varying") || type.hasPrefix("character(")
+                || type == "character"
+            }
+        }
+    }
+
+    /// Table -> required columns and their families, in a stable order.
+    static var required: [(table: String, columns: [(String, TypeFamily)])] {
+        var profiles: [(String, TypeFamily)] = [("id", .integer), ("status", .integer), ("plan", .integer)]
+        for item in MasterItem.all {
+            let family: TypeFamily = switch item.storage {
+            case .smallint, .nullableSmallint: .integer
+            case .nullableDate: .date
+            case .smallintArray, .integerArray: .integerArray
+            case .boolean: .boolean
+            case .timestamptz: .timestamptz
+            }
+            if !profiles.contains(where: { $0.0 == item.column }) { profiles.append((item.column, family)) }
+        }
+        for column in ["last_login_at", "created_at", "updated_at"] where !profiles.contains(where: { $0.0 == column }) {
+            profiles.append((column, .timestamptz))
+        }
+        return [
+            ("profiles", profiles),
+            ("saved_filters", [
+                ("id", .integer), ("owner_id", .integer), ("name", .text), ("conditions", .json), ("notify", .boolean),
+                ("notify_every", .interval), ("created_at", .timestamptz), ("updated_at", .timestamptz),
+                ("deleted_at", .timestamptz),
+            ]),
+            ("blocks", [("blocker_id", .bigint), ("blocked_id", .bigint)]),   // read by binary COPY as int8
+        ]
+    }
+
+    /// The problems of the app's tables as they are now, one line each; empty when the worker can read
+    /// them. A table that does not exist is a problem only when `requireTables` (after the migrations,
+    /// which create missing tables).
+    public static func problems(_ connection: PostgresConnection, requireTables: Bool) throws -> [String] {
+        var problems: [String] = []
+        for (table, columns) in required {
+            let rows = try connection.query("""
+                SELECT a.attname::text, format_type(a.atttypid, NULL)
+                FROM pg_attribute a
+                WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+                """, [.text(table)]).rows
+            if rows.isEmpty {
+                let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [.text(table)]).rows[0].bool(0)
+                if !exists {
+                    if requireTables { problems.append("table \(table) is missing") }
+                    continue
+                }
+            }
+            var types: [String: String] = [:]
+            for row in rows { types[try row.string(0)] = try row.string(1) }
+            for (column, family) in columns {
+                guard let type = types[column] else {
+                    problems.append("\(table).\(column) is missing (the worker reads it as \(family.rawValue))")
+                    continue
+                }
+                if !family.accepts(type) {
+                    problems.append("\(table).\(column) is \(type); the worker reads it as \(family.rawValue)")
+                }
+            }
+        }
+        return problems
+    }
+
+    /// Throws a `MigrationError` (a configuration failure, exit 78) naming every problem.
+    public static func verify(_ connection: PostgresConnection, requireTables: Bool) throws {
+        let found = try problems(connection, requireTables: requireTables)
+        guard !found.isEmpty else { return }
+        throw MigrationError(description:
+            "the app's tables do not have the columns the worker reads: " + found.joined(separator: "; ")
+            + ". Nothing was changed. Add or retype those columns (see shared/spec/runs.md and master-items.md), "
+            + "then run matcher migrate again")
+    }
+}

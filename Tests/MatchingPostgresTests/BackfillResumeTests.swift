@@ -1,0 +1,89 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// Forwards to the PostgreSQL store, and fails the unit of work after `commitsBeforeFailure` commits.
+final class FailingMatches: MatchRepository, @unchecked Sendable {
+    struct InjectedFailure: Error, CustomStringConvertible {
+        var description: String { "injected unit-of-work failure" }
+    }
+
+    let base: PostgresMatchingStore
+    private var commitsLeft: Int
+
+    init(_ base: PostgresMatchingStore, commitsBeforeFailure: Int) {
+        self.base = base
+        self.commitsLeft = commitsBeforeFailure
+    }
+
+    func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> { try base.recordedPairs(among: pairs) }
+
+    func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
+        guard commitsLeft > 0 else { throw InjectedFailure() }
+        commitsLeft -= 1
+        return try base.withUnitTransaction(body)
+    }
+
+    func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+        try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches)
+    }
+
+    func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
+    func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }
+}
+
+/// Issue 14, item 5: a backfill interrupted on PostgreSQL is resumed by the same backfill, although
+/// jsonb gives its parameters back with the keys reordered.
+@Suite(.serialized) struct BackfillResumeTests {
+    @Test func anInterruptedBackfillIsResumedOnPostgreSQL() throws {
+        var scenario = ScenarioWorld(seed: 77)
+        let world = scenario.day1(profiles: 200, filters: 40)
+        let filterIds = world.filters.map(\.id)
+        let input = Backfill.Input(filters: .ids(filterIds), writesNotifications: true, now: ScenarioWorld.day1)
+
+        func prepared(_ label: String) throws -> (TestDatabase, PostgresConnection, PostgresMatchingStore) {
+            let database = try MigratedDatabase.create(label)
+            let connection = try database.connect()
+            let writer = AppTableWriter(connection: connection)
+            try writer.upsertProfiles(world.profiles, updatedAt: ScenarioWorld.day1)
+            try writer.upsertFilters(world.filters)
+            try writer.insertBlocks(world.blocks)
+            return (database, connection, PostgresMatchingStore(connection: connection) { try database.connect() })
+        }
+
+        // One clean backfill, for reference.
+        let (cleanDB, clean, cleanStore) = try prepared("backfill_clean")
+        _ = cleanDB
+        let reference = try Backfill(profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
+                                     runs: cleanStore, unitFilterLimit: 5).execute(input)
+
+        // The same backfill, failing after two units; then started again.
+        let (interruptedDB, connection, store) = try prepared("backfill_interrupted")
+        _ = interruptedDB
+        #expect(throws: FailingMatches.InjectedFailure.self) {
+            try Backfill(profiles: store, filters: store, blocks: store,
+                         matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 5)
+                .execute(input)
+        }
+        let stored = try connection.query("SELECT id, status, parameters::text FROM matcher_runs").rows
+        #expect(stored.count == 1)
+        let firstId = try #require(stored.first).int64(0)
+        #expect(try stored.first?.string(1) == "failed")
+        // The round trip through jsonb reorders the keys: text equality would never resume it.
+        #expect(try stored.first?.string(2) != input.parametersForTesting)
+
+        let resumed = try Backfill(profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                                   unitFilterLimit: 5).execute(input)
+        #expect(resumed.resumedRunId == firstId)
+        #expect(resumed.runId == firstId)
+        #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 1)
+        #expect(resumed.counters.matchesWritten == reference.counters.matchesWritten)
+        #expect(resumed.counters.notificationsWritten == reference.counters.notificationsWritten)
+        #expect(try Rows.of(connection).matches == Rows.of(clean).matches)
+        #expect(try Rows.of(connection).notifications == Rows.of(clean).notifications)
+    }
+}
