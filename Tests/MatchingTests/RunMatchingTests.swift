@@ -37,6 +37,38 @@ import MatchingTestSupport
         #expect(store.allMatches.allSatisfy { $0.notificationId == note.id && $0.matchedAt == World.day1 })
     }
 
+    @Test func aDryRunTakesNoLockSoTheRealRunBesideItGoesOn() throws {
+        let store = seeded()
+        // The timer's real run holds the shard's lock; a dry run started beside it is not refused.
+        let held = try #require(try store.tryLock(kind: .run, shard: .all))
+        let dry = try World.run(store, dryRun: true)
+        #expect(dry.dryRun && dry.matchesFound == 3)
+        #expect(store.allMatches.isEmpty)
+        // And while a dry run works, the real run takes the lock as usual.
+        held.release()
+        let real = try World.run(store)
+        #expect(real.counters.matchesWritten == 3)
+    }
+
+    @Test func aRunInAnotherTimeZoneThanTheShardsIsRefusedUnlessTheOperatorSaysSo() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
+        let refused = #expect(throws: TimeZoneChanged.self) {
+            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+                .execute(.init(now: World.day2, timeZone: berlin))
+        }
+        #expect(refused?.failureKind == .configuration)
+        #expect(refused?.description.contains("--time-zone-change") == true)
+        _ = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            .execute(.init(now: World.day2, timeZone: berlin, timeZoneChange: true))
+        // The shard now runs in Berlin: Tokyo would need the flag in turn.
+        #expect(throws: TimeZoneChanged.self) {
+            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+                .execute(.init(now: World.day2.adding(days: 1)))
+        }
+    }
+
     @Test func capKeepsLatestLoginThenSmallestId() throws {
         let store = seeded()
         _ = try World.run(store, maxPerFilter: 2)

@@ -79,3 +79,13 @@ extension RunRepository {
     /// A store with no place for them records nothing.
     public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {}
 }
+
+extension RunRepository {
+    /// The run lock of `kind` for `shard`, or none for a dry run: a dry run writes nothing and takes no lock,
+    /// so it never blocks, delays or fails a real run beside it. Throws `RunLocked` when another holds it.
+    func lock(_ kind: RunKind, _ shard: Shard, dryRun: Bool) throws -> (any RunLock)? {
+        guard !dryRun else { return nil }
+        guard let held = try tryLock(kind: kind, shard: shard) else { throw RunLocked(kind: kind, shard: shard) }
+        return held
+    }
+}

@@ -78,14 +78,7 @@ public struct Backfill: Sendable {
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
-        // A dry run writes nothing and takes no lock: it never gets in a real backfill's way.
-        var lock: (any RunLock)?
-        if !input.dryRun {
-            guard let held = try runs.tryLock(kind: .backfill, shard: input.shard) else {
-                throw RunLocked(kind: .backfill, shard: input.shard)
-            }
-            lock = held
-        }
+        let lock = try runs.lock(.backfill, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
         var timer = PhaseTimer()
         timer.begin(.read, output)

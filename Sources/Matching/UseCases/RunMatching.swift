@@ -69,14 +69,7 @@ public struct RunMatching: Sendable {
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
-        // A dry run writes nothing and takes no lock: it never blocks, delays or fails a real run.
-        var lock: (any RunLock)?
-        if !input.dryRun {
-            guard let held = try runs.tryLock(kind: .run, shard: input.shard) else {
-                throw RunLocked(kind: .run, shard: input.shard)
-            }
-            lock = held
-        }
+        let lock = try runs.lock(.run, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
 
         var resumedId: Int64?
