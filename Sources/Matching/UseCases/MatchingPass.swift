@@ -213,35 +213,56 @@ struct WindowedEvaluation {
 struct NewPairSelection {
     let evaluation: WindowedEvaluation
     let matches: any MatchRepository
+    /// Pairs per probe: memory stays small however many pairs a run chooses.
+    var probeChunk = 50_000
 
     func select(_ byWindow: [Int: [PreparedFilter]]) throws -> [Int64: [Int64]] {
         var results = evaluation.evaluate(byWindow)
-        var recorded = Set<MatchPair>()
-        var probed = Set<MatchPair>()
-        while true {
-            let toProbe = results.flatMap { filterId, ids in
-                ids.map { MatchPair(filterId: filterId, profileId: $0) }
-            }.filter { !probed.contains($0) }
-            let found = try matches.recordedPairs(among: toProbe)
-            probed.formUnion(toProbe)
-            guard !found.isEmpty else { return results }
+        var placed: [Int64: (window: Int, filter: PreparedFilter)] = [:]
+        for (window, filters) in byWindow { for filter in filters { placed[filter.filter.id] = (window, filter) } }
+        var recorded = Set<MatchPair>()               // found recorded so far: the day's re-matches, few
+        var probed: [Int64: Set<Int64>] = [:]         // for filters evaluated again: what was probed already
+        var toCheck = results.keys.sorted()
+        while !toCheck.isEmpty {
+            let found = try probe(toCheck, results, probed)
+            guard !found.isEmpty else { break }
             recorded.formUnion(found)
             var again: [Int: [PreparedFilter]] = [:]
-            let hit = Set(found.map(\.filterId))
-            for (window, filters) in byWindow {
-                for filter in filters where hit.contains(filter.filter.id) {
-                    let ids = results[filter.filter.id] ?? []
-                    if ids.count >= evaluation.limit {
-                        again[window, default: []].append(filter)   // more may qualify beyond the cap
-                    } else {
-                        results[filter.filter.id] = ids.filter {
-                            !found.contains(MatchPair(filterId: filter.filter.id, profileId: $0))
-                        }
-                    }
+            for filterId in Set(found.map(\.filterId)) {
+                let ids = results[filterId] ?? []
+                if ids.count >= evaluation.limit, let (window, filter) = placed[filterId] {
+                    // More may qualify beyond the cap: evaluate again without the recorded pairs.
+                    probed[filterId, default: []].formUnion(ids)
+                    again[window, default: []].append(filter)
+                } else {
+                    results[filterId] = ids.filter { !found.contains(MatchPair(filterId: filterId, profileId: $0)) }
                 }
             }
-            results.merge(evaluation.evaluate(again, recorded: recorded)) { _, new in new }
+            let refilled = evaluation.evaluate(again, recorded: recorded)
+            results.merge(refilled) { _, new in new }
+            toCheck = refilled.keys.sorted()
         }
+        return results
+    }
+
+    /// The recorded pairs among the answers of `filterIds`, leaving out what was probed before.
+    private func probe(_ filterIds: [Int64], _ results: [Int64: [Int64]], _ probed: [Int64: Set<Int64>]) throws
+        -> Set<MatchPair> {
+        var found = Set<MatchPair>()
+        var chunk: [MatchPair] = []
+        chunk.reserveCapacity(probeChunk)
+        for filterId in filterIds {
+            let seen = probed[filterId]
+            for profileId in results[filterId] ?? [] where !(seen?.contains(profileId) ?? false) {
+                chunk.append(MatchPair(filterId: filterId, profileId: profileId))
+                if chunk.count >= probeChunk {
+                    found.formUnion(try matches.recordedPairs(among: chunk))
+                    chunk.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        if !chunk.isEmpty { found.formUnion(try matches.recordedPairs(among: chunk)) }
+        return found
     }
 }
 
