@@ -12,11 +12,8 @@ struct Explain: ParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("filter"), help: "The saved filter id.") var filterId: Int64
     @Option(name: .customLong("profile"), help: "The profile id.") var profileId: Int64
-    @Option(help: "The clock, ISO 8601 (default: the database's clock).",
-            transform: { text in
-                guard let t = Timestamp(iso8601: text) else { throw ValidationError("--now \(text): not ISO 8601") }
-                return t
-            })
+    @Option(help: "The clock, ISO 8601 with its zone offset (default: the database's clock).",
+            transform: { try instant("--now", $0) })
     var now: Timestamp?
     @Option(help: "The time zone of the run's date (ages).") var timeZone: String = "Asia/Tokyo"
     @Option(help: "Report format: text or json.") var format: ReportFormat = .text

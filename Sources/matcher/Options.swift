@@ -28,16 +28,20 @@ struct DatabaseOptions: ParsableArguments {
     }
 }
 
+/// The one way a command line reads an instant (`--now`, `--to`, `--changed-since`, …): ISO 8601 with its
+/// zone offset; a time without one is refused (exit 64) rather than read as UTC.
+func instant(_ flag: String, _ text: String) throws -> Timestamp {
+    guard let t = Timestamp(instant: text) else {
+        throw ValidationError("\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
+            + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
+    }
+    return t
+}
+
 /// The flags every run-like command takes (cli.md).
 struct RunOptions: ParsableArguments {
     @Option(help: "The run's clock, ISO 8601 with its zone offset (default: the database's clock when the run starts).",
-            transform: { text in
-                guard let t = Timestamp(instant: text) else {
-                    throw ValidationError("--now \(text): not an ISO 8601 time with a zone offset, such as "
-                        + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
-                }
-                return t
-            })
+            transform: { try instant("--now", $0) })
     var now: Timestamp?
 
     @Option(help: "Run only the filters of owners with owner_id mod N = K, as K/N.",

@@ -31,13 +31,8 @@ struct Seed: ParsableCommand {
     var okcupid: String?
     @Option(help: "Import only the first N OkCupid records.") var limit: Int?
     @Option(help: "The seed: the same seed gives the same rows.") var seed: UInt64 = 1
-    @Option(help: "The world's present, ISO 8601 (default: the database's clock, to the second). Pass it to reproduce a world.",
-            transform: { text in
-                guard let t = Timestamp(iso8601: text) else {
-                    throw ValidationError("--now \(text): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
-                }
-                return t
-            })
+    @Option(help: "The world's present, ISO 8601 with its zone offset (default: the database's clock, to the second). Pass it to reproduce a world.",
+            transform: { try instant("--now", $0) })
     var now: Timestamp?
     @Flag(help: "Add to the existing profiles and filters (new ids above theirs).") var append = false
     @Flag(help: "Empty profiles, saved_filters, blocks, filter_matches, notifications and the matcher_* bookkeeping first.")

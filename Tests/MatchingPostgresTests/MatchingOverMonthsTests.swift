@@ -226,3 +226,40 @@ extension Twin {
         return (pg, mem)
     }
 }
+
+/// An existing database migrates forward without losing the changes its old capture recorded.
+@Suite struct ChangeCaptureUpgradeTests {
+    @Test func changesRecordedBeforeTheUpgradeAreTheNextRunsCandidates() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 4 })
+        let writer = AppTableWriter(connection: connection)
+        let men = (1...2).map { World.profile(Int64($0), gender: 1) }
+        try writer.upsertProfiles(men, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters(men.map { World.filter($0.id * 100, owner: $0.id) })
+        // A successful run under the old schema: progress recorded after the men were written.
+        try connection.execute("""
+            INSERT INTO matcher_runs (kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status, snapshot)
+            VALUES ('run', 0, 1, now(), 100, true, 'succeeded', pg_current_snapshot());
+            INSERT INTO matcher_shard_progress (shard_index, shard_count, snapshot, clock, run_id)
+            SELECT 0, 1, snapshot, clock, id FROM matcher_runs;
+            """)
+        // Changes the old trigger records, pending when the worker is upgraded.
+        try writer.upsertProfiles((10...12).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        let pending = try connection.query("SELECT count(*) FROM matcher_profile_changes").rows[0].int64(0)
+        #expect(pending == 5)
+
+        try MigrationRunner(connection: connection).apply(migrations)
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let run = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            .execute(.init(now: ScenarioWorld.day1))
+        #expect(run.counters.candidates == 3)
+        #expect(run.counters.matchesWritten == 6)
+        // From now on a login alone is no change.
+        try connection.execute("UPDATE profiles SET last_login_at = now()")
+        let next = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            .execute(.init(now: ScenarioWorld.day2))
+        #expect(next.counters.candidates == 0)
+    }
+}
