@@ -53,7 +53,7 @@ ALTER TABLE filter_matches SET (fillfactor = 90, autovacuum_vacuum_scale_factor 
                                 autovacuum_analyze_scale_factor = 0.02);
 CREATE INDEX filter_matches_matched_at ON filter_matches USING brin (matched_at) WITH (autosummarize = on);
 
--- Matches recorded and not yet notified (not silent): what a digest may count. A row leaves
+-- Matches recorded for a filter with notify on and not yet notified: what a digest may count. A row leaves
 -- when its match is notified or forgotten. Small: at most what waits for the next digests.
 CREATE TABLE matcher_waiting_matches (
     filter_id  bigint NOT NULL,
@@ -62,7 +62,9 @@ CREATE TABLE matcher_waiting_matches (
     PRIMARY KEY (filter_id, profile_id)
 );
 INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
-SELECT filter_id, profile_id, matched_at FROM filter_matches WHERE notification_id IS NULL;
+SELECT m.filter_id, m.profile_id, m.matched_at
+FROM filter_matches m JOIN saved_filters f ON f.id = m.filter_id AND f.deleted_at IS NULL AND f.notify
+WHERE m.notification_id IS NULL;
 
 -- notifications: how many of a digest's matches are mutual (runs.md "Mutual matches").
 ALTER TABLE notifications ADD COLUMN mutual_count integer NOT NULL DEFAULT 0;

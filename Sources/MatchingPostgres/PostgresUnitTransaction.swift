@@ -42,6 +42,7 @@ struct PostgresUnitTransaction: UnitTransaction {
             FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
             JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             LEFT JOIN profiles p ON p.id = w.profile_id
+            WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
             """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]).rows.map { row in
             WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
                          profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))

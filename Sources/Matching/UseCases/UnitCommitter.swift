@@ -33,10 +33,15 @@ public struct UnitCommitter: Sendable {
         let withWaiting = notify.isEmpty ? [] : try tx.filtersWithWaitingMatches(notify.map(\.filter.id))
         let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
+        // A match waits for a digest only when its filter notifies: one recorded while `notify` is off (or
+        // silently, by a backfill) never enters a digest, even if notify is turned on later.
+        let notifying = Set(notify.map(\.filter.id))
+        func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
+
         guard !deciding.isEmpty else {
             let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent) }
             let inserted = try insertSkippingConflicts(rows, unit, tx)
-            if !unit.silent { try tx.addWaiting(inserted, at: now) }
+            try tx.addWaiting(inserted.filter(waits), at: now)
             return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: 0)
         }
         let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
@@ -52,7 +57,7 @@ public struct UnitCommitter: Sendable {
         if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId) {
             let waitingPairs = Set(waiting.map(\.pair))
             try tx.markNotified(marks.filter { waitingPairs.contains($0.key) })
-            try tx.addWaiting(pairs.filter { marks[$0] == nil }, at: now)
+            try tx.addWaiting(pairs.filter { marks[$0] == nil && waits($0) }, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
             return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count)
         }
@@ -60,7 +65,7 @@ public struct UnitCommitter: Sendable {
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
         try tx.rollbackToSavepoint()
         let inserted = try tx.insertMatchesSkippingRecorded(pairs.map { NewMatch(pair: $0) }, at: now, runId: unit.runId)
-        try tx.addWaiting(inserted, at: now)
+        try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
         let replanned = planner.plan(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
                                      clock: unit.clock)
