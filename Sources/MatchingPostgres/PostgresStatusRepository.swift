@@ -56,8 +56,16 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                                    runsSince: ofShard.filter { $0.status != .succeeded })
             }
 
+            // Waiting for a digest: the retention sweep's rule (RetentionSQL); the other listed rows apart.
             let waiting = try tx.query("""
-                SELECT count(*), count(DISTINCT filter_id), min(matched_at) FROM matcher_waiting_matches
+                SELECT count(*) FILTER (WHERE due), count(DISTINCT filter_id) FILTER (WHERE due),
+                       min(matched_at) FILTER (WHERE due), count(*) FILTER (WHERE NOT due)
+                FROM (SELECT w.filter_id, w.matched_at,
+                             coalesce(f.deleted_at IS NULL AND f.notify::text IN ('true', 't')
+                                      AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at), false) AS due
+                      FROM matcher_waiting_matches w
+                      LEFT JOIN saved_filters f ON f.id = w.filter_id
+                      LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id) AS listed
                 """).rows[0]
             let setAside = try tx.query("""
                 SELECT (SELECT count(*) FROM matcher_invalid_filters),
@@ -70,7 +78,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             return ServiceStatus(
                 now: now, shards: statuses,
                 digests: WaitingDigests(matches: Int(try waiting.int64(0)), filters: Int(try waiting.int64(1)),
-                                        oldestMatchedAt: try waiting.optionalTimestamp(2)),
+                                        oldestMatchedAt: try waiting.optionalTimestamp(2),
+                                        notNotifiable: Int(try waiting.int64(3))),
                 invalidFilters: Int(try setAside.int64(0)), quarantinedProfiles: Int(try setAside.int64(1)),
                 quarantinedFilters: Int(try setAside.int64(2)),
                 retention: try retentionState(tx, now: now, days: retentionDays, oldest: retention),

@@ -133,17 +133,23 @@ public struct RunBrief: Sendable, Hashable {
     }
 }
 
-/// Matches recorded and waiting for a digest (`matcher_waiting_matches`).
+/// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
+/// while its filter exists, is not deleted, has `notify` on and has had no digest since the match was
+/// recorded (the retention sweep's rule, `RetentionRule`); the others stay listed, never notified, until
+/// retention forgets them, and are counted apart so that they never make the oldest waiting digest look late.
 public struct WaitingDigests: Sendable, Hashable {
     public let matches: Int
-    /// Filters with waiting matches: the digests that are waiting.
+    /// Filters with matches waiting: the digests that are waiting.
     public let filters: Int
     public let oldestMatchedAt: Timestamp?
+    /// Listed rows that no digest will count (notify off, filter deleted or gone, passed over by a digest).
+    public let notNotifiable: Int
 
-    public init(matches: Int, filters: Int, oldestMatchedAt: Timestamp?) {
+    public init(matches: Int, filters: Int, oldestMatchedAt: Timestamp?, notNotifiable: Int = 0) {
         self.matches = matches
         self.filters = filters
         self.oldestMatchedAt = oldestMatchedAt
+        self.notNotifiable = notNotifiable
     }
 }
 

@@ -48,6 +48,7 @@ extension Report {
                 ("Oldest waiting", digests.oldestMatchedAt.map {
                     .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
                 } ?? .none),
+                ("Listed, never to be notified", .integer(digests.notNotifiable)),
             ]),
             .fields("Rows set aside", [
                 ("Invalid filters", .integer(status.invalidFilters)),
@@ -118,6 +119,7 @@ extension ServiceStatus {
                 ("matches", .integer(Int64(digests.matches))), ("filters", .integer(Int64(digests.filters))),
                 ("oldest_matched_at", time(digests.oldestMatchedAt)),
                 ("oldest_age_seconds", int(digests.oldestMatchedAt.map { seconds(since: $0) })),
+                ("not_notifiable", .integer(Int64(digests.notNotifiable))),
             ])),
             ("invalid_filters", .integer(Int64(invalidFilters))),
             ("quarantined", .object([

@@ -533,12 +533,17 @@ extension InMemoryStore: StatusRepository {
                 return ShardStatus(shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
                                    lastSuccess: success.map(brief), runsSince: since.map(brief))
             }
-            let waiting = written.waiting
+            // The retention sweep's rule: a listed match waits for a digest while its filter can still notify it.
+            let waiting = written.waiting.filter { pair, since in
+                guard let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify else { return false }
+                return written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true
+            }
             let matches = written.matchRows.values
             return ServiceStatus(
                 now: clock, shards: statuses,
                 digests: WaitingDigests(matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
-                                        oldestMatchedAt: waiting.values.min()),
+                                        oldestMatchedAt: waiting.values.min(),
+                                        notNotifiable: written.waiting.count - waiting.count),
                 invalidFilters: invalidRows.count,
                 quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
                 quarantinedFilters: Set(quarantineRows.filter { $0.kind == .filter }.map(\.rowId)).count,
