@@ -96,6 +96,38 @@ import Testing
         #expect(heldShard.runsSince.first?.lockHeld == true && held.state(of: heldShard) != .interrupted)
     }
 
+    // MARK: - Metrics with data
+
+    @Test func theMetricsFileCarriesLagQuarantineAndWaitingDigests() throws {
+        let twin = try FaultScenarioTests.world()
+        try twin.connection.query("INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 999999, 'test')")  // a row no run reads
+        try PostgresServiceState(connection: twin.connection).pauseNotifications(by: "test", reason: "push outage")
+        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("status-\(UUID().uuidString).prom")
+        defer { try? FileManager.default.removeItem(at: metrics) }
+        let run = try MatcherProcess.run(FaultScenarioTests.run + ["--metrics-file", metrics.path],
+                                         database: twin.database.conninfo)
+        try FaultScenarioTests.expectSuccess(run)
+        let text = try String(contentsOf: metrics, encoding: .utf8)
+        let values = Dictionary(text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+            line.split(separator: " ").count == 2 ? (String(line.split(separator: " ")[0]), Double(line.split(separator: " ")[1])) : nil
+        }, uniquingKeysWith: { a, _ in a })
+        let labels = "{kind=\"run\",shard=\"0/1\"}"
+        let waiting = try twin.connection.query("""
+            SELECT count(DISTINCT w.filter_id) FROM matcher_waiting_matches w JOIN saved_filters f ON f.id = w.filter_id
+            WHERE f.notify
+            """).rows[0].int64(0)
+        #expect(waiting > 0)
+        #expect(values["matcher_digests_waiting" + labels] == Double(waiting), "\(text)")
+        #expect(values["matcher_quarantined_rows" + labels] == 1, "\(text)")
+        // The run's clock is the test's 2026-03-01: the lag and the oldest waiting digest are measured from it.
+        let lag = try #require(values["matcher_lag_seconds" + labels] ?? nil, "\(text)")
+        let serverNow = try twin.connection.query("SELECT now()").rows[0].timestamp(0)
+        let expected = Double((serverNow.microsecondsSinceEpoch - ScenarioWorld.day1.microsecondsSinceEpoch) / 1_000_000)
+        #expect(abs(lag - expected) < 120, "\(lag) vs \(expected)")
+        let oldest = try #require(values["matcher_oldest_digest_waiting_seconds" + labels] ?? nil, "\(text)")
+        #expect(abs(oldest - expected) < 120)
+    }
+
     // MARK: - 10. Time going backwards (a restore): refused, reset, then the next run is exact
 
     @Test func progressAheadAfterARestoreIsRefusedAndAResetMakesTheNextRunExact() throws {
