@@ -49,9 +49,7 @@ struct Runs: ParsableCommand {
         @Option(name: .customLong("run"), help: "The run's id (matcher_runs.id, shown by `matcher status`).")
         var runId: Int64?
         @Option(help: "The shard whose interrupted incremental run to abandon, as K/N.",
-                transform: { text in
-                    do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
-                })
+                transform: shardArgument)
         var shard: Shard?
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
@@ -96,18 +94,10 @@ struct Progress: ParsableCommand {
 
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The shard to reset, as K/N (the one the refusing run named).",
-                transform: { text in
-                    do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
-                })
+                transform: shardArgument)
         var shard: Shard
         @Option(help: "ISO 8601 with its zone offset, such as 2026-03-01T00:00:00Z or 2026-03-01T09:00:00+09:00.",
-                transform: { text in
-                    guard let t = Timestamp(instant: text) else {
-                        throw ValidationError("--to \(text): not an ISO 8601 time with a zone offset, such as "
-                            + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
-                    }
-                    return t
-                })
+                transform: { try instantArgument("--to", $0) })
         var to: Timestamp
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
@@ -127,4 +117,18 @@ struct Progress: ParsableCommand {
             }
         }
     }
+}
+
+/// `K/N` for a `--shard` flag (a usage error, exit 64, when malformed).
+func shardArgument(_ text: String) throws -> Shard {
+    do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
+}
+
+/// An ISO 8601 instant with its zone offset for `flag`, like `--now` (a time without an offset is refused).
+func instantArgument(_ flag: String, _ text: String) throws -> Timestamp {
+    guard let t = Timestamp(instant: text) else {
+        throw ValidationError("\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
+            + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
+    }
+    return t
 }
