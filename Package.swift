@@ -59,7 +59,8 @@ let package = Package(
         .target(name: "MatchingTestSupport", dependencies: ["Matching", "Chronology"], path: "Tests/MatchingTestSupport"),
         .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
         .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
-        .testTarget(name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"]),
+        .testTarget(name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"],
+                    exclude: ["Golden"]),   // read by path (ServiceStatusTests)
         .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",

@@ -168,6 +168,18 @@ extension PostgresMatchingStore: RunRepository {
         }
     }
 
+    /// Under the coverage writers' lock (the one `finish` takes), in one transaction.
+    public func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage) {
+        try connection.transaction { tx in
+            try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(2)])
+            let before = try Self.coverage(tx, forUpdate: true)
+            let now = try tx.query("SELECT clock_timestamp()").rows[0].timestamp(0)
+            let after = try body(before, now)
+            try Self.store(after, replacing: before, tx, runId: nil, clock: now)
+            return (before, after)
+        }
+    }
+
     /// Writes `after` over `before`: entries no longer kept are deleted, new or changed ones upserted.
     static func store(_ after: Coverage, replacing before: Coverage, _ tx: PostgresConnection, runId: Int64?,
                       clock: Timestamp) throws {

@@ -152,6 +152,12 @@ struct PostgresUnitTransaction: UnitTransaction {
                      [.int8Array(filterIds), .timestamptz(time)])
     }
 
+    /// The pause row (migration 0007) as this unit's transaction reads it.
+    func notificationsPaused() throws -> Bool {
+        try tx.query("SELECT EXISTS (SELECT 1 FROM matcher_service_state WHERE notifications_paused_at IS NOT NULL)")
+            .rows[0].bool(0)
+    }
+
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding c: RunCounters) throws {
         try tx.query("""
             UPDATE matcher_runs SET resume_after_filter = $2,

@@ -19,11 +19,11 @@ struct MetricsFile {
     struct Gauges {
         /// The service-wide notification pause (`matcher notifications pause`): .some(nil) when not paused.
         var notificationsPause: NotificationPause??
-        /// Seconds between the oldest profile change not yet matched and now (change-capture lag).
+        /// Seconds from the clock of the shard's last successful run to now (change-capture lag).
         var lagSeconds: Double?
         /// Rows set aside as unusable (quarantined) and not yet repaired.
         var quarantinedRows: Int?
-        /// Digests due but not written (matches waiting for their filter's notify_every).
+        /// Filters with matches waiting for a digest (their notify_every, or the pause).
         var digestsWaiting: Int?
         /// Age in seconds of the oldest match waiting for a digest.
         var oldestDigestWaitingSeconds: Double?
@@ -126,7 +126,7 @@ struct MetricsFile {
             }
         }
         if let value = gauges.lagSeconds {
-            metric("matcher_lag_seconds", "gauge", "Seconds between the oldest profile change not yet matched and now.",
+            metric("matcher_lag_seconds", "gauge", "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
                    [([], value)])
         }
         if let value = gauges.quarantinedRows {
@@ -134,7 +134,7 @@ struct MetricsFile {
                    [([], Double(value))])
         }
         if let value = gauges.digestsWaiting {
-            metric("matcher_digests_waiting", "gauge", "Digests due but not yet written.",
+            metric("matcher_digests_waiting", "gauge", "Filters with matches waiting for a digest (notify_every not elapsed, or notifications paused).",
                    [([], Double(value))])
         }
         if let value = gauges.oldestDigestWaitingSeconds {

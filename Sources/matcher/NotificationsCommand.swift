@@ -115,10 +115,13 @@ struct Notifications: ParsableCommand {
     }
 }
 
-/// Reads the notification pause for the run's metrics, after the run, on the run's connection.
-/// Unknown (no gauge) when there is no connection or the schema predates migration 0007.
+/// Reads the notification pause and the service's status for the run's metrics, after the run (failed
+/// ones too), on the run's connection, best effort: what cannot be read is left out of the file (no gauge)
+/// and never changes the run's exit status.
 final class PauseProbe: @unchecked Sendable {
     var connection: PostgresConnection?
+    /// The run's shard: its lag is the one exported.
+    var shard: Shard = .all
 
     func gauges(_ logger: Logger) -> MetricsFile.Gauges {
         var gauges = MetricsFile.Gauges()
@@ -127,6 +130,15 @@ final class PauseProbe: @unchecked Sendable {
             gauges.notificationsPause = .some(try PostgresServiceState(connection: connection).notificationsPaused())
         } catch {
             logger.debug("notification pause not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
+        }
+        do {
+            let status = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false)
+            gauges.lagSeconds = status.shard(shard).flatMap { status.lagSeconds(of: $0) }.map(Double.init)
+            gauges.quarantinedRows = status.quarantinedRows
+            gauges.digestsWaiting = status.digests.filters
+            gauges.oldestDigestWaitingSeconds = Double(status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
+        } catch {
+            logger.debug("status not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }
         return gauges
     }

@@ -17,6 +17,7 @@ struct Run: ParsableCommand {
         let logger = Logger(label: "matcher.run")
         let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .run, shard: options.shard) }
         let pause = PauseProbe()
+        pause.shard = options.shard
         try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {
             let store = try Database(database, applicationName: "matcher run \(options.shard)").store()
             pause.connection = store.connection

@@ -62,6 +62,22 @@ public struct Coverage: Sendable, Hashable, Codable {
         return Coverage(entries: [entry] + kept)
     }
 
+    /// The coverage after an operator's reset of `shard` to `time` (`matcher progress reset`, after a restore
+    /// or a failover left recorded snapshots ahead of the database): one entry for `shard` whose mark is
+    /// `ChangeMark.resetTo(time)`, newest (`takenAt`), replacing every entry inside `shard`. An entry of
+    /// another layout that overlaps `shard` without lying inside it also covers owners outside `shard`, so it
+    /// is kept; when its mark is in `ahead` (it would find no change and keep the run refusing) its mark
+    /// becomes the same reset. Changes recorded at or after `time` count as new for the owners reset.
+    public func resetting(_ shard: Shard, to time: Timestamp, takenAt: Timestamp, ahead: Set<ChangeMark>) -> Coverage {
+        let reset = ChangeMark.resetTo(time)
+        let zone = relevant(to: shard).entries.lazy.compactMap(\.timeZone).first
+        let kept = entries.filter { !shard.contains($0.shard) }.map { entry in
+            guard entry.shard.intersects(shard), ahead.contains(entry.mark) else { return entry }
+            return CoverageEntry(shard: entry.shard, mark: reset, takenAt: entry.takenAt, timeZone: entry.timeZone)
+        }
+        return Coverage(entries: kept).recording(CoverageEntry(shard: shard, mark: reset, takenAt: takenAt, timeZone: zone))
+    }
+
     /// Whether the union of `shards` contains every owner of `target`. Exact when the least common
     /// multiple of the counts is at most 2^20; beyond that it answers false (the entry is kept, which
     /// costs a row, never a change).

@@ -119,6 +119,8 @@ public protocol UnitTransaction {
     func markNotified(_ marks: [MatchPair: Int64]) throws
     /// Remembers when these filters were last notified.
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws
+    /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
+    func notificationsPaused() throws -> Bool
     /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters.
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws
 }

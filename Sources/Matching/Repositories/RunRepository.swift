@@ -62,6 +62,9 @@ public protocol RunRepository: Sendable {
     func abandon(runId: Int64) throws
     /// Every layout's coverage: where change capture stands for each owner.
     func coverage() throws -> Coverage
+    /// Replaces the coverage in one transaction, under the lock that `finish` takes to record a run's entry:
+    /// `body` gets the coverage as it stands and the store's clock, and returns the new coverage. Returns both.
+    func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage)
     func start(_ run: NewRun) throws -> RunRecord
     /// Marks the run succeeded with its phase timings (added to those of earlier attempts); for an incremental
     /// run also records its coverage (`Coverage.recording`: its shard up to its mark), in the same transaction.

@@ -28,7 +28,10 @@ public struct UnitCommitter: Sendable {
     private func write(_ unit: WorkUnit, _ tx: any UnitTransaction) throws -> WorkUnitOutcome {
         let now = unit.clock.now
         let pairs = unit.pairs
-        let notify = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
+        var notify = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
+        // Notifications paused service-wide (`matcher notifications pause`): the unit notifies no filter, so its
+        // matches are recorded and listed waiting, no digest is written and no last_notified_at moves.
+        if !notify.isEmpty, try tx.notificationsPaused() { notify = [] }
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
         let withWaiting = notify.isEmpty ? [] : try tx.filtersWithWaitingMatches(notify.map(\.filter.id))
         let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }

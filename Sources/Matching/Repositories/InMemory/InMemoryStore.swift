@@ -22,8 +22,12 @@ public final class InMemoryStore: @unchecked Sendable {
     private var heldLocks: Set<String> = []
     private var nextRunId: Int64 = 1
     private var commitsUntilFailure: Int?
-    /// Orders change marks (a stand-in for the server's clock when a snapshot is taken).
-    private var marksTaken: Int64 = 0
+    /// When the last change mark was taken: the store's clock, kept strictly increasing (marks are ordered by it).
+    private var lastMarkTakenAt = Timestamp(microsecondsSinceEpoch: 0)
+    /// The service-wide notification pause (`ServiceStateRepository`).
+    private var pause: NotificationPause?
+    /// When each run started and ended, and its error, as `matcher_runs` keeps them (for the status).
+    private var runTimes: [Int64: (started: Timestamp, finished: Timestamp?, error: String?)] = [:]
 
     struct Written {
         var matchRows: [MatchPair: FilterMatch] = [:]
@@ -38,6 +42,12 @@ public final class InMemoryStore: @unchecked Sendable {
 
     public init(now: Timestamp) {
         self.clock = now
+    }
+
+    /// The store's clock for a new mark, after every earlier one (call with the lock held).
+    private func nextMarkTime() -> Timestamp {
+        lastMarkTakenAt = max(lastMarkTakenAt.adding(microseconds: 1), clock)
+        return lastMarkTakenAt
     }
 
     private func locked<T>(_ body: () throws -> T) rethrows -> T {
@@ -116,9 +126,8 @@ extension InMemoryStore: ProfileRepository {
                 if mask != 0 { rows.append((profile, mask)) }
             }
             rows.sort { $0.0.id < $1.0.id }
-            marksTaken += 1
             return ChangedProfiles(profiles: ProfileColumns(rows.map(\.0)), windowMasks: rows.map(\.1),
-                                   mark: ChangeMark(String(high)), takenAt: Timestamp(microsecondsSinceEpoch: marksTaken))
+                                   mark: ChangeMark(String(high)), takenAt: nextMarkTime())
         }
     }
 
@@ -217,7 +226,7 @@ extension InMemoryStore: MatchRepository {
                 commitsUntilFailure = remaining - 1
             }
             let tx = InMemoryUnitTransaction(written: written, profiles: profileRows, filters: filterRows,
-                                             blocks: blockRows)
+                                             blocks: blockRows, paused: pause != nil)
             let result = try body(tx)
             written = tx.written
             return result
@@ -259,13 +268,18 @@ final class InMemoryUnitTransaction: UnitTransaction {
     private let profiles: [Int64: Profile]
     private let filters: [Int64: SavedFilter]
     private let blocks: Set<Block>
+    private let paused: Bool
 
-    init(written: InMemoryStore.Written, profiles: [Int64: Profile], filters: [Int64: SavedFilter], blocks: Set<Block>) {
+    init(written: InMemoryStore.Written, profiles: [Int64: Profile], filters: [Int64: SavedFilter], blocks: Set<Block>,
+         paused: Bool = false) {
         self.written = written
         self.profiles = profiles
         self.filters = filters
         self.blocks = blocks
+        self.paused = paused
     }
+
+    func notificationsPaused() throws -> Bool { paused }
 
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
         let wanted = Set(filterIds)
@@ -385,10 +399,19 @@ extension InMemoryStore: RunRepository {
         locked {
             guard let run = written.runRows[runId], run.status == .running || run.status == .failed else { return }
             written.runRows[runId] = run.updating(status: .abandoned)
+            if let times = runTimes[runId] { runTimes[runId] = (times.started, times.finished ?? clock, times.error) }
         }
     }
 
     public func coverage() throws -> Coverage { locked { coverageEntries } }
+
+    public func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage) {
+        try locked {
+            let before = coverageEntries
+            coverageEntries = try body(before, nextMarkTime())
+            return (before, coverageEntries)
+        }
+    }
 
     /// Sets the coverage as an operator's reset would (tests of time going backwards and resets).
     public func setCoverage(_ coverage: Coverage) { locked { coverageEntries = coverage } }
@@ -402,6 +425,7 @@ extension InMemoryStore: RunRepository {
                 resumeAfterFilter: nil, parameters: run.parameters, counters: RunCounters(candidates: run.candidates))
             nextRunId += 1
             written.runRows[record.id] = record
+            runTimes[record.id] = (clock, nil, nil)
             return record
         }
     }
@@ -412,6 +436,7 @@ extension InMemoryStore: RunRepository {
             written.runRows[runId] = run.updating(status: .succeeded,
                                                   adding: RunCounters(matchesForgotten: completion.matchesForgotten))
             runPhaseSeconds[runId, default: [:]].merge(completion.phaseSeconds, uniquingKeysWith: +)
+            runTimes[runId] = (runTimes[runId]?.started ?? clock, clock, nil)
             if run.kind == .run, let mark = run.upTo, let takenAt = run.upToTakenAt {
                 coverageEntries = coverageEntries.recording(
                     CoverageEntry(shard: run.shard, mark: mark, takenAt: takenAt, timeZone: run.timeZone))
@@ -420,7 +445,10 @@ extension InMemoryStore: RunRepository {
     }
 
     public func fail(runId: Int64, error: String) throws {
-        locked { written.runRows[runId] = written.runRows[runId]?.updating(status: .failed) }
+        locked {
+            written.runRows[runId] = written.runRows[runId]?.updating(status: .failed)
+            runTimes[runId] = (runTimes[runId]?.started ?? clock, clock, error)
+        }
     }
 
     public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
@@ -460,5 +488,69 @@ extension RunRecord {
                   upTo: upTo, upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
                   resumeAfterFilter: resumeAfterFilter ?? self.resumeAfterFilter, parameters: parameters,
                   counters: counters + adding)
+    }
+}
+
+extension InMemoryStore: ServiceStateRepository {
+    public func notificationsPaused() throws -> NotificationPause? { locked { pause } }
+
+    @discardableResult
+    public func pauseNotifications(by: String, reason: String) throws -> NotificationPause {
+        locked {
+            let current = NotificationPause(pausedAt: pause?.pausedAt ?? clock, pausedBy: by, reason: reason)
+            pause = current
+            return current
+        }
+    }
+
+    @discardableResult
+    public func resumeNotifications() throws -> NotificationPause? {
+        locked {
+            defer { pause = nil }
+            return pause
+        }
+    }
+}
+
+extension InMemoryStore: StatusRepository {
+    public func serviceStatus(retention: Bool) throws -> ServiceStatus {
+        locked {
+            let runs = written.runRows.values.filter { $0.kind == .run }.sorted { $0.id < $1.id }
+            func brief(_ run: RunRecord) -> RunBrief {
+                let times = runTimes[run.id]
+                return RunBrief(id: run.id, kind: run.kind, shard: run.shard, status: run.status, clock: run.clock,
+                                startedAt: times?.started, finishedAt: times?.finished, error: times?.error,
+                                lockHeld: run.status == .running ? heldLocks.contains("\(run.kind.rawValue) \(run.shard)") : nil)
+            }
+            var shards = Set(coverageEntries.entries.map(\.shard))
+            for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
+                if let latest = ofShard.last, latest.status == .running || latest.status == .failed { shards.insert(shard) }
+            }
+            let statuses = shards.map { shard -> ShardStatus in
+                let ofShard = runs.filter { $0.shard == shard }
+                let success = ofShard.last { $0.status == .succeeded }
+                let since = ofShard.filter { $0.id > (success?.id ?? 0) && $0.status != .succeeded }
+                return ShardStatus(shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
+                                   lastSuccess: success.map(brief), runsSince: since.map(brief))
+            }
+            // The retention sweep's rule: a listed match waits for a digest while its filter can still notify it.
+            let waiting = written.waiting.filter { pair, since in
+                guard let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify else { return false }
+                return written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true
+            }
+            let matches = written.matchRows.values
+            return ServiceStatus(
+                now: clock, shards: statuses,
+                digests: WaitingDigests(matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
+                                        oldestMatchedAt: waiting.values.min(),
+                                        notNotifiable: written.waiting.count - waiting.count),
+                invalidFilters: invalidRows.count,
+                quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
+                quarantinedFilters: Set(quarantineRows.filter { $0.kind == .filter }.map(\.rowId)).count,
+                retention: RetentionState(rows: matches.count, rowsEstimated: false,
+                                          oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
+                                          retentionDays: runs.last?.retentionDays),
+                notificationPause: pause)
+        }
     }
 }

@@ -1,0 +1,172 @@
+import Chronology
+
+/// What an operator asks first (`matcher status`, cli.md): per shard, the last successful run and how far
+/// behind now it is, the runs that went wrong since; the digests waiting; invalid and quarantined rows; how
+/// much `filter_matches` keeps; the notification pause. Facts as the store holds them at `now`; every age is
+/// derived from `now`, so the same facts always read the same.
+public struct ServiceStatus: Sendable, Hashable {
+    /// The store's clock when the status was read.
+    public let now: Timestamp
+    /// One per shard layout entry (`matcher_shard_progress`), plus the shards whose latest incremental run is
+    /// running or failed with no progress of their own yet; by shard count, then index.
+    public let shards: [ShardStatus]
+    public let digests: WaitingDigests
+    /// Filters skipped as invalid (`matcher_invalid_filters`).
+    public let invalidFilters: Int
+    /// Rows left out as unreadable (`matcher_quarantine`).
+    public let quarantinedProfiles: Int
+    public let quarantinedFilters: Int
+    public let retention: RetentionState
+    /// The pause in force (`matcher notifications pause`), nil when notifications flow.
+    public let notificationPause: NotificationPause?
+
+    public init(now: Timestamp, shards: [ShardStatus], digests: WaitingDigests, invalidFilters: Int,
+                quarantinedProfiles: Int, quarantinedFilters: Int, retention: RetentionState,
+                notificationPause: NotificationPause?) {
+        self.now = now
+        self.shards = shards.sorted { ($0.shard.count, $0.shard.index) < ($1.shard.count, $1.shard.index) }
+        self.digests = digests
+        self.invalidFilters = invalidFilters
+        self.quarantinedProfiles = quarantinedProfiles
+        self.quarantinedFilters = quarantinedFilters
+        self.retention = retention
+        self.notificationPause = notificationPause
+    }
+
+    /// Quarantined rows of both kinds.
+    public var quarantinedRows: Int { quarantinedProfiles + quarantinedFilters }
+
+    /// The status of `shard`'s own entry, if any.
+    public func shard(_ shard: Shard) -> ShardStatus? { shards.first { $0.shard == shard } }
+
+    /// Whole seconds from `earlier` to `now` (negative when `earlier` is ahead of the store's clock).
+    public func seconds(since earlier: Timestamp) -> Int64 {
+        let (difference, overflow) = now.microsecondsSinceEpoch.subtractingReportingOverflow(earlier.microsecondsSinceEpoch)
+        if overflow { return earlier.microsecondsSinceEpoch < 0 ? .max : .min }
+        return difference / 1_000_000
+    }
+
+    /// The lag past which a shard is "lagging": the same 26 h as the MatcherLagHigh alert (daily runs).
+    public static let lagThresholdSeconds: Int64 = 26 * 3_600
+
+    /// How a shard stands, for people and scripts.
+    public func state(of shard: ShardStatus) -> ShardState {
+        if let latest = shard.runsSince.last {
+            switch latest.status {
+            case .failed: return .failing
+            case .running where latest.lockHeld != true: return .interrupted
+            default: break
+            }
+        }
+        if let clock = shard.lastSuccess?.clock, seconds(since: clock) > Self.lagThresholdSeconds { return .lagging }
+        if shard.runsSince.last?.status == .running { return .running }
+        if shard.lastSuccess == nil && shard.progress == nil { return .neverSucceeded }
+        return .ok
+    }
+
+    /// Seconds from the shard's last success's clock to now (nil: no success recorded).
+    public func lagSeconds(of shard: ShardStatus) -> Int64? { shard.lastSuccess.map { seconds(since: $0.clock) } }
+
+    /// Seconds from when the shard's progress mark was taken (or reset) to now.
+    public func progressAgeSeconds(of shard: ShardStatus) -> Int64? { shard.progress.map { seconds(since: $0.takenAt) } }
+}
+
+public enum ShardState: String, Sendable, Hashable, CaseIterable {
+    /// The last run succeeded within the lag threshold.
+    case ok
+    /// A run of the shard holds its lock now.
+    case running
+    /// The latest run is `running` but no process holds the shard's lock: it died; the next run completes it
+    /// (or an operator abandons it).
+    case interrupted
+    /// The latest run failed; the next run retries it.
+    case failing
+    /// The last success is older than the lag threshold.
+    case lagging
+    /// No run of the shard has succeeded yet.
+    case neverSucceeded = "never_succeeded"
+}
+
+/// One shard's part of the status.
+public struct ShardStatus: Sendable, Hashable {
+    public let shard: Shard
+    /// Its coverage entry (nil when it never succeeded, or its entry was folded into a newer layout's).
+    public let progress: CoverageEntry?
+    /// Its latest successful incremental run.
+    public let lastSuccess: RunBrief?
+    /// Its incremental runs after the last success that are running, failed or abandoned, oldest first.
+    public let runsSince: [RunBrief]
+
+    public init(shard: Shard, progress: CoverageEntry?, lastSuccess: RunBrief?, runsSince: [RunBrief]) {
+        self.shard = shard
+        self.progress = progress
+        self.lastSuccess = lastSuccess
+        self.runsSince = runsSince.sorted { $0.id < $1.id }
+    }
+}
+
+/// A row of `matcher_runs`, as the status shows it.
+public struct RunBrief: Sendable, Hashable {
+    public let id: Int64
+    public let kind: RunKind
+    public let shard: Shard
+    public let status: RunStatus
+    public let clock: Timestamp
+    public let startedAt: Timestamp?
+    public let finishedAt: Timestamp?
+    /// The failure line of a failed run.
+    public let error: String?
+    /// For a `running` run: whether a process holds its shard's run lock now (false: it died). nil otherwise.
+    public let lockHeld: Bool?
+
+    public init(id: Int64, kind: RunKind, shard: Shard, status: RunStatus, clock: Timestamp, startedAt: Timestamp?,
+                finishedAt: Timestamp?, error: String?, lockHeld: Bool?) {
+        self.id = id
+        self.kind = kind
+        self.shard = shard
+        self.status = status
+        self.clock = clock
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.error = error
+        self.lockHeld = lockHeld
+    }
+}
+
+/// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
+/// while its filter exists, is not deleted, has `notify` on and has had no digest since the match was
+/// recorded (the retention sweep's rule, `RetentionRule`); the others stay listed, never notified, until
+/// retention forgets them, and are counted apart so that they never make the oldest waiting digest look late.
+public struct WaitingDigests: Sendable, Hashable {
+    public let matches: Int
+    /// Filters with matches waiting: the digests that are waiting.
+    public let filters: Int
+    public let oldestMatchedAt: Timestamp?
+    /// Listed rows that no digest will count (notify off, filter deleted or gone, passed over by a digest).
+    public let notNotifiable: Int
+
+    public init(matches: Int, filters: Int, oldestMatchedAt: Timestamp?, notNotifiable: Int = 0) {
+        self.matches = matches
+        self.filters = filters
+        self.oldestMatchedAt = oldestMatchedAt
+        self.notNotifiable = notNotifiable
+    }
+}
+
+/// What `filter_matches` keeps (runs.md retention).
+public struct RetentionState: Sendable, Hashable {
+    /// Rows of `filter_matches`: counted when the table is small, else the planner's estimate.
+    public let rows: Int
+    public let rowsEstimated: Bool
+    /// The oldest `matched_at` kept; nil when the table is empty (or it was not read).
+    public let oldestMatchedAt: Timestamp?
+    /// `--retention-days` of the latest incremental run.
+    public let retentionDays: Int?
+
+    public init(rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?) {
+        self.rows = rows
+        self.rowsEstimated = rowsEstimated
+        self.oldestMatchedAt = oldestMatchedAt
+        self.retentionDays = retentionDays
+    }
+}

@@ -1,0 +1,56 @@
+import Chronology
+
+extension Report {
+    /// What `matcher runs abandon` did.
+    public static func abandoned(_ outcome: AbandonRun.Outcome?, target: AbandonRun.Target) -> Report {
+        guard let outcome else {
+            let what: String
+            switch target {
+            case .shard(let shard): what = "shard \(shard) has no interrupted run"
+            case .run(let id): what = "run #\(id) is not interrupted"
+            }
+            return Report(title: "matcher runs abandon: \(what); nothing to abandon", sections: [])
+        }
+        let run = outcome.run
+        let c = run.counters
+        let title = outcome.alreadyAbandoned
+            ? "matcher runs abandon: run #\(run.id) was abandoned already; nothing changed"
+            : "matcher runs abandon: run #\(run.id) abandoned: it will never be resumed; what it committed stays; "
+                + "the next run of shard \(run.shard) starts from the shard's last successful progress"
+        return Report(title: title, sections: [
+            .fields("Run", [
+                ("Run", .integer(Int(run.id))), ("Kind", .text(run.kind.rawValue)), ("Shard", .text(run.shard.description)),
+                ("Clock", .text(run.clock.iso8601)), ("Status before", .text(run.status.rawValue)),
+                ("Resume after filter", run.resumeAfterFilter.map { .integer(Int($0)) } ?? .none),
+                ("Matches committed", .integer(c.matchesWritten)),
+                ("Notifications committed", .integer(c.notificationsWritten)),
+            ]),
+        ])
+    }
+
+    /// What `matcher progress reset` did: the coverage before and after.
+    public static func progressReset(_ outcome: ResetProgress.Outcome) -> Report {
+        func rows(_ coverage: Coverage) -> [[ReportValue]] {
+            coverage.entries.map { entry in
+                let mark: String
+                switch ChangeMark.Form(entry.mark) {
+                case .snapshot(let text): mark = "snapshot \(text.count > 40 ? String(text.prefix(39)) + "…" : text)"
+                case .time(let time): mark = "reset to \(time.iso8601)"
+                }
+                return [.text(entry.shard.description), .text(mark), .text(entry.takenAt.iso8601)]
+            }
+        }
+        var run: [(String, ReportValue)] = [
+            ("Shard", .text(outcome.shard.description)), ("Changes new from", .text(outcome.time.iso8601)),
+        ]
+        if let id = outcome.abandonedRunId { run.append(("Interrupted run abandoned", .integer(Int(id)))) }
+        return Report(
+            title: "matcher progress reset: shard \(outcome.shard) reset to \(outcome.time.iso8601); its next run takes "
+                + "profile changes recorded at or after that time as new",
+            sections: [
+                .fields("Reset", run),
+                .table("Progress before", columns: ["shard", "mark", "taken at"], rows: rows(outcome.before)),
+                .table("Progress after", columns: ["shard", "mark", "taken at"], rows: rows(outcome.after)),
+            ])
+    }
+}

@@ -1,0 +1,169 @@
+import Chronology
+
+extension Report {
+    /// `matcher status` for people: one table of shards, the runs that went wrong since each shard's last
+    /// success, then the service-wide figures.
+    public static func serviceStatus(_ status: ServiceStatus) -> Report {
+        let shards = status.shards.map { shard -> [ReportValue] in
+            let success = shard.lastSuccess
+            let progress: ReportValue
+            switch shard.progress.map({ ChangeMark.Form($0.mark) }) {
+            case nil: progress = .none
+            case .snapshot?: progress = .text("snapshot")
+            case .time(let time)?: progress = .text("reset to \(time.iso8601)")
+            }
+            return [
+                .text(shard.shard.description), .text(status.state(of: shard).rawValue),
+                success.map { .text("#\($0.id)") } ?? .none, success.map { .text($0.clock.iso8601) } ?? .none,
+                status.lagSeconds(of: shard).map { .text(Self.duration($0)) } ?? .none, progress,
+                status.progressAgeSeconds(of: shard).map { .text(Self.duration($0)) } ?? .none,
+            ]
+        }
+        let since = status.shards.flatMap { shard in
+            shard.runsSince.map { run -> [ReportValue] in
+                var state = run.status.rawValue
+                if run.status == .running { state += run.lockHeld == true ? " (lock held)" : " (no process: interrupted)" }
+                return [.text(shard.shard.description), .text("#\(run.id)"), .text(state), .text(run.clock.iso8601),
+                        run.startedAt.map { .text($0.iso8601) } ?? .none,
+                        run.error.map { .text(Self.oneLine($0, limit: 100)) } ?? .none]
+            }
+        }
+        let digests = status.digests
+        let retention = status.retention
+        var notifications: [(String, ReportValue)] = [("Paused", .flag(status.notificationPause != nil))]
+        if let pause = status.notificationPause {
+            notifications += [
+                ("Since", .text("\(pause.pausedAt.iso8601) (\(Self.duration(status.seconds(since: pause.pausedAt))) ago)")),
+                ("By", .text(pause.pausedBy)), ("Reason", .text(pause.reason)),
+            ]
+        }
+        return Report(title: "matcher status at \(status.now.iso8601)", sections: [
+            .table("Shards", columns: ["shard", "state", "last success", "clock", "lag", "progress", "progress age"],
+                   rows: shards),
+            .table("Runs since the last success", columns: ["shard", "run", "status", "clock", "started", "error"],
+                   rows: since),
+            .fields("Digests waiting", [
+                ("Matches waiting", .integer(digests.matches)),
+                ("Filters with waiting matches", .integer(digests.filters)),
+                ("Oldest waiting", digests.oldestMatchedAt.map {
+                    .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
+                } ?? .none),
+                ("Listed, never to be notified", .integer(digests.notNotifiable)),
+            ]),
+            .fields("Rows set aside", [
+                ("Invalid filters", .integer(status.invalidFilters)),
+                ("Quarantined profiles", .integer(status.quarantinedProfiles)),
+                ("Quarantined filters", .integer(status.quarantinedFilters)),
+            ]),
+            .fields("Retention", [
+                ("filter_matches rows", .text((retention.rowsEstimated ? "about " : "") + String(retention.rows))),
+                ("Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
+                ("Retention days (last run)", retention.retentionDays.map { .integer($0) } ?? .none),
+            ]),
+            .fields("Notifications", notifications),
+        ])
+    }
+
+    /// `12s`, `5m 3s`, `26h 5m`, `3d 2h`; a negative span (a clock ahead of the store's) keeps its sign.
+    static func duration(_ seconds: Int64) -> String {
+        if seconds < 0 { return "-" + duration(seconds == .min ? .max : -seconds) }
+        switch seconds {
+        case ..<60: return "\(seconds)s"
+        case ..<3_600: return "\(seconds / 60)m \(seconds % 60)s"
+        case ..<(72 * 3_600): return "\(seconds / 3_600)h \(seconds % 3_600 / 60)m"
+        default: return "\(seconds / 86_400)d \(seconds % 86_400 / 3_600)h"
+        }
+    }
+
+    static func oneLine(_ text: String, limit: Int) -> String {
+        let flat = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        return flat.count > limit ? String(flat.prefix(limit - 1)) + "…" : flat
+    }
+}
+
+extension ServiceStatus {
+    /// `matcher status --format json`: stable snake_case keys (never display labels), times in ISO 8601 UTC,
+    /// ages in whole seconds, null where a fact is unknown. Keys are only ever added.
+    public var json: String {
+        func time(_ t: Timestamp?) -> JSONOutput { t.map { .string($0.iso8601) } ?? .null }
+        func int(_ n: Int64?) -> JSONOutput { n.map { .integer($0) } ?? .null }
+        func run(_ r: RunBrief) -> JSONOutput {
+            .object([
+                ("run_id", .integer(r.id)), ("status", .string(r.status.rawValue)), ("clock", time(r.clock)),
+                ("started_at", time(r.startedAt)), ("finished_at", time(r.finishedAt)),
+                ("error", r.error.map { .string($0) } ?? .null), ("lock_held", r.lockHeld.map { .bool($0) } ?? .null),
+            ])
+        }
+        let shards = shards.map { shard -> JSONOutput in
+            let progress: JSONOutput = shard.progress.map { entry in
+                let resetTo: Timestamp?
+                if case .time(let t) = ChangeMark.Form(entry.mark) { resetTo = t } else { resetTo = nil }
+                return .object([
+                    ("mark", .string(resetTo == nil ? "snapshot" : "reset")), ("reset_to", time(resetTo)),
+                    ("taken_at", time(entry.takenAt)), ("age_seconds", int(seconds(since: entry.takenAt))),
+                    ("time_zone", entry.timeZone.map { .string($0) } ?? .null),
+                ])
+            } ?? .null
+            return .object([
+                ("shard", .string(shard.shard.description)), ("shard_index", .integer(Int64(shard.shard.index))),
+                ("shard_count", .integer(Int64(shard.shard.count))), ("state", .string(state(of: shard).rawValue)),
+                ("last_success", shard.lastSuccess.map(run) ?? .null), ("lag_seconds", int(lagSeconds(of: shard))),
+                ("progress", progress), ("runs_since", .array(shard.runsSince.map(run))),
+            ])
+        }
+        let pause = notificationPause
+        let document = JSONOutput.object([
+            ("now", time(now)),
+            ("shards", .array(shards)),
+            ("digests_waiting", .object([
+                ("matches", .integer(Int64(digests.matches))), ("filters", .integer(Int64(digests.filters))),
+                ("oldest_matched_at", time(digests.oldestMatchedAt)),
+                ("oldest_age_seconds", int(digests.oldestMatchedAt.map { seconds(since: $0) })),
+                ("not_notifiable", .integer(Int64(digests.notNotifiable))),
+            ])),
+            ("invalid_filters", .integer(Int64(invalidFilters))),
+            ("quarantined", .object([
+                ("profiles", .integer(Int64(quarantinedProfiles))), ("filters", .integer(Int64(quarantinedFilters))),
+            ])),
+            ("retention", .object([
+                ("filter_matches_rows", .integer(Int64(retention.rows))), ("rows_estimated", .bool(retention.rowsEstimated)),
+                ("oldest_matched_at", time(retention.oldestMatchedAt)),
+                ("retention_days", int(retention.retentionDays.map(Int64.init))),
+            ])),
+            ("notifications", .object([
+                ("paused", .bool(pause != nil)), ("paused_at", time(pause?.pausedAt)),
+                ("paused_by", pause.map { .string($0.pausedBy) } ?? .null),
+                ("reason", pause.map { .string($0.reason) } ?? .null),
+            ])),
+        ])
+        return document.rendered(indent: 0)
+    }
+}
+
+/// An ordered JSON document (keys in the order given), pretty-printed two spaces an indent.
+enum JSONOutput {
+    case object([(String, JSONOutput)])
+    case array([JSONOutput])
+    case string(String)
+    case integer(Int64)
+    case bool(Bool)
+    case null
+
+    func rendered(indent: Int) -> String {
+        let pad = String(repeating: "  ", count: indent + 1)
+        let close = String(repeating: "  ", count: indent)
+        switch self {
+        case .object(let members):
+            guard !members.isEmpty else { return "{}" }
+            return "{\n" + members.map { pad + ReportRenderer.jsonString($0.0) + ": " + $0.1.rendered(indent: indent + 1) }
+                .joined(separator: ",\n") + "\n" + close + "}"
+        case .array(let elements):
+            guard !elements.isEmpty else { return "[]" }
+            return "[\n" + elements.map { pad + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n" + close + "]"
+        case .string(let s): return ReportRenderer.jsonString(s)
+        case .integer(let n): return String(n)
+        case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// The bad day on PostgreSQL: the notification pause inside the unit commit, `matcher status` over the real
+/// tables as the worker role, and the two fault scenarios of `scripts/fault-scenarios` that need an operator
+/// (10: time going backwards, then `matcher progress reset`; 11: a run that cannot be completed, then
+/// `matcher runs abandon`), with the real binary.
+@Suite(.serialized) struct OperatorScenarioTests {
+    // MARK: - The pause
+
+    @Test func aPausedRunRecordsMatchesAndSendsNothingAndAfterResumeTheNextRunSendsTheWaitingDigests() throws {
+        let twin = try FaultScenarioTests.world()
+        let state = PostgresServiceState(connection: twin.connection)
+        try state.pauseNotifications(by: "test", reason: "push outage")
+        try twin.memory.pauseNotifications(by: "test", reason: "push outage")
+        // The in-memory twin holds the same world: load it there too.
+        var world = ScenarioWorld(seed: 11)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        twin.memory.save(day1.profiles)
+        twin.memory.save(day1.filters)
+        for block in day1.blocks { twin.memory.block(block.blockerId, block.blockedId) }
+
+        let paused = try twin.runBoth(at: ScenarioWorld.day1)
+        #expect(paused.postgres.counters.matchesWritten > 0)
+        #expect(paused.postgres.counters.notificationsWritten == 0 && paused.memory.counters.notificationsWritten == 0)
+        let count = { (sql: String) in try twin.connection.query(sql).rows[0].int64(0) }
+        #expect(try count("SELECT count(*) FROM notifications") == 0)
+        #expect(try count("SELECT count(*) FROM filter_matches WHERE notification_id IS NOT NULL") == 0)
+        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE last_notified_at IS NOT NULL") == 0)
+        let waiting = try count("SELECT count(*) FROM matcher_waiting_matches")
+        #expect(waiting == Int64(paused.postgres.counters.matchesWritten))
+
+        try state.resumeNotifications()
+        try twin.memory.resumeNotifications()
+        let resumed = try twin.runBoth(at: ScenarioWorld.day1.adding(microseconds: 60_000_000))
+        #expect(resumed.postgres.counters.matchesWritten == 0)
+        #expect(resumed.postgres.counters.notificationsWritten > 0)
+        #expect(resumed.postgres.counters.notificationsWritten == resumed.memory.counters.notificationsWritten)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        #expect(try Rows.of(twin.connection).notifications == Rows.of(twin.memory).notifications)
+        #expect(try count("SELECT count(*) FROM matcher_waiting_matches") < waiting)
+    }
+
+    // MARK: - Status as the worker role
+
+    @Test func statusReadsTheRealTablesWithTheWorkersGrants() throws {
+        let twin = try FaultScenarioTests.world()
+        let run = try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+                                  matches: twin.postgres, runs: twin.postgres)
+            .execute(.init(now: ScenarioWorld.day1, retentionDays: 30))
+        let db = twin.connection
+        try db.query("""
+            INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 1, 'test'), ('filter', 2, 'test'),
+                                                                         ('filter', 3, 'test')
+            """)
+        try PostgresServiceState(connection: db).pauseNotifications(by: "oncall", reason: "APNs")
+        // An interrupted run of the shard: no process holds its lock.
+        let interrupted = try twin.postgres.start(NewRun(
+            kind: .run, shard: .all, clock: ScenarioWorld.day2, maxPerFilter: 100, writesNotifications: true,
+            coverage: .none, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30, parameters: "{}",
+            candidates: 0))
+
+        let role = "matcher_status_reader"
+        try Self.applyWorkerRole(twin.database, role: role)
+        let worker = try twin.database.connect()
+        defer { worker.close() }
+        try worker.execute("SET ROLE \(role)")
+        let status = try PostgresStatusRepository(connection: worker).serviceStatus()
+
+        let shard = try #require(status.shard(.all))
+        #expect(shard.lastSuccess?.id == run.runId && shard.lastSuccess?.clock == ScenarioWorld.day1)
+        #expect(shard.runsSince.map(\.id) == [interrupted.id] && shard.runsSince.first?.lockHeld == false)
+        #expect(status.state(of: shard) == .interrupted)
+        #expect(shard.progress.map { ChangeMark.Form($0.mark) } != nil && shard.progress?.timeZone == "Asia/Tokyo")
+        let waitingRows = try db.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
+        #expect(Int64(status.digests.matches + status.digests.notNotifiable) == waitingRows)
+        #expect(status.invalidFilters == run.counters.filtersInvalid && status.invalidFilters > 0)
+        #expect(status.quarantinedProfiles == 1 && status.quarantinedFilters == 2 && status.quarantinedRows == 3)
+        #expect(status.retention.rows == run.counters.matchesWritten && !status.retention.rowsEstimated)
+        #expect(status.retention.oldestMatchedAt == ScenarioWorld.day1 && status.retention.retentionDays == 30)
+        #expect(status.notificationPause?.reason == "APNs")
+        // The metrics' read leaves the oldest matched_at out.
+        #expect(try PostgresStatusRepository(connection: worker).serviceStatus(retention: false).retention.oldestMatchedAt == nil)
+
+        // While a process holds the shard's lock, the running run is running, not interrupted.
+        let lock = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
+        defer { lock.release() }
+        let held = try PostgresStatusRepository(connection: worker).serviceStatus(retention: false)
+        let heldShard = try #require(held.shard(.all))
+        // (Its clock is the test's 2026-03-01, far behind the server's: lagging wins over running.)
+        #expect(heldShard.runsSince.first?.lockHeld == true && held.state(of: heldShard) != .interrupted)
+    }
+
+    // MARK: - Metrics with data
+
+    @Test func theMetricsFileCarriesLagQuarantineAndWaitingDigests() throws {
+        let twin = try FaultScenarioTests.world()
+        try twin.connection.query("INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 999999, 'test')")  // a row no run reads
+        try PostgresServiceState(connection: twin.connection).pauseNotifications(by: "test", reason: "push outage")
+        let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("status-\(UUID().uuidString).prom")
+        defer { try? FileManager.default.removeItem(at: metrics) }
+        let run = try MatcherProcess.run(FaultScenarioTests.run + ["--metrics-file", metrics.path],
+                                         database: twin.database.conninfo)
+        try FaultScenarioTests.expectSuccess(run)
+        let text = try String(contentsOf: metrics, encoding: .utf8)
+        let values = Dictionary(text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+            line.split(separator: " ").count == 2 ? (String(line.split(separator: " ")[0]), Double(line.split(separator: " ")[1])) : nil
+        }, uniquingKeysWith: { a, _ in a })
+        let labels = "{kind=\"run\",shard=\"0/1\"}"
+        let waiting = try twin.connection.query("""
+            SELECT count(DISTINCT w.filter_id) FROM matcher_waiting_matches w JOIN saved_filters f ON f.id = w.filter_id
+            WHERE f.notify
+            """).rows[0].int64(0)
+        #expect(waiting > 0)
+        #expect(values["matcher_digests_waiting" + labels] == Double(waiting), "\(text)")
+        #expect(values["matcher_quarantined_rows" + labels] == 1, "\(text)")
+        // The run's clock is the test's 2026-03-01: the lag and the oldest waiting digest are measured from it.
+        let lag = try #require(values["matcher_lag_seconds" + labels] ?? nil, "\(text)")
+        let serverNow = try twin.connection.query("SELECT now()").rows[0].timestamp(0)
+        let expected = Double((serverNow.microsecondsSinceEpoch - ScenarioWorld.day1.microsecondsSinceEpoch) / 1_000_000)
+        #expect(abs(lag - expected) < 120, "\(lag) vs \(expected)")
+        let oldest = try #require(values["matcher_oldest_digest_waiting_seconds" + labels] ?? nil, "\(text)")
+        #expect(abs(oldest - expected) < 120)
+    }
+
+    // MARK: - 10. Time going backwards (a restore): refused, reset, then the next run is exact
+
+    @Test func progressAheadAfterARestoreIsRefusedAndAResetMakesTheNextRunExact() throws {
+        let day1 = FaultScenarioTests.run
+        let day2 = ["run", "--now", ScenarioWorld.day2.iso8601, "--unit-filters", "5"]
+        var changes = ScenarioWorld(seed: 23)
+        let edited = (0..<40).map { changes.profile(Int64(1 + $0 * 7), at: ScenarioWorld.day2) }
+
+        let reference = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day1, database: reference.database.conninfo))
+        try reference.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: reference.database.conninfo))
+
+        let restored = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day1, database: restored.database.conninfo))
+        let dataCurrentAt = try restored.connection.query("SELECT clock_timestamp()").rows[0].timestamp(0)
+        // The restore: the recorded snapshot is a million transactions ahead of this server.
+        try Self.pushProgressAhead(restored.connection)
+        try restored.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+
+        let refused = try MatcherProcess.run(day2, database: restored.database.conninfo)
+        OperationsTests.expectOneLine(refused, status: 78, containing: "matcher progress reset --shard 0/1 --to")
+        #expect(try FaultScenarioTests.statuses(restored) == ["succeeded"])
+
+        let noZone = try MatcherProcess.run(["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T03:00:00"],
+                                            database: restored.database.conninfo)
+        #expect(noZone.status == 64, "\(noZone.stderr)")
+        let reset = try MatcherProcess.run(["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601],
+                                           database: restored.database.conninfo)
+        #expect(reset.status == 0 && reset.stdout.contains("reset to \(dataCurrentAt.iso8601)"), "\(reset.stderr)")
+        let status = try MatcherProcess.run(["status", "--format", "json"], database: restored.database.conninfo)
+        #expect(status.status == 0 && status.stdout.contains("\"reset_to\": \"\(dataCurrentAt.iso8601)\""), "\(status.stdout)")
+
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: restored.database.conninfo))
+        #expect(try Rows.of(restored.connection).matches == Rows.of(reference.connection).matches)
+        #expect(try Rows.of(restored.connection).notifications == Rows.of(reference.connection).notifications)
+        // Progress is a snapshot of this server again.
+        #expect(try restored.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE snapshot IS NOT NULL")
+            .rows[0].int64(0) == 1)
+    }
+
+    // MARK: - 11. A run that cannot be completed: abandoned, then the next run is exact
+
+    @Test func aRunThatCannotBeCompletedIsAbandonedAndTheNextRunIsExact() throws {
+        let clean = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(FaultScenarioTests.run, database: clean.database.conninfo))
+        let reference = try Rows.of(clean.connection)
+
+        let stuck = try FaultScenarioTests.world()
+        try Self.refuseFutureMatches(stuck.connection)
+        // A mistyped --now (2036 for 2026): the guard refuses its matches, and every attempt to complete the
+        // run keeps the run's clock, so the retry fails the same way.
+        let mistyped = ["run", "--now", "2036-03-01T03:00:00Z", "--unit-filters", "5"]
+        let first = try MatcherProcess.run(mistyped, database: stuck.database.conninfo)
+        OperationsTests.expectOneLine(first, status: 1, containing: "matched_at in the future")
+        try FaultScenarioTests.waitUntilNoWorkerSession(stuck)
+        let retry = try MatcherProcess.run(FaultScenarioTests.run, database: stuck.database.conninfo)
+        OperationsTests.expectOneLine(retry, status: 1, containing: "matched_at in the future")
+        #expect(try FaultScenarioTests.statuses(stuck) == ["failed"])
+        try FaultScenarioTests.waitUntilNoWorkerSession(stuck)
+
+        let status = try MatcherProcess.run(["status"], database: stuck.database.conninfo)
+        #expect(status.status == 0 && status.stdout.contains("failing"), "\(status.stdout)")
+        let both = try MatcherProcess.run(["runs", "abandon", "--run", "1", "--shard", "0/1"], database: stuck.database.conninfo)
+        #expect(both.status == 64, "\(both.stderr)")
+        let abandon = try MatcherProcess.run(["runs", "abandon", "--shard", "0/1"], database: stuck.database.conninfo)
+        #expect(abandon.status == 0 && abandon.stdout.contains("abandoned: it will never be resumed"), "\(abandon.stderr)")
+        let again = try MatcherProcess.run(["runs", "abandon", "--shard", "0/1"], database: stuck.database.conninfo)
+        #expect(again.status == 0 && again.stdout.contains("nothing to abandon"), "\(again.stdout)")
+        #expect(try FaultScenarioTests.statuses(stuck) == ["abandoned"])
+
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(FaultScenarioTests.run, database: stuck.database.conninfo))
+        #expect(try FaultScenarioTests.statuses(stuck) == ["abandoned", "succeeded"])
+        #expect(try Rows.of(stuck.connection).matches == reference.matches)
+        #expect(try Rows.of(stuck.connection).notifications == reference.notifications)
+    }
+
+    // MARK: - Helpers
+
+    /// What a restore to an older server does to recorded progress: its snapshot is ahead of every transaction.
+    static func pushProgressAhead(_ connection: PostgresConnection) throws {
+        try connection.execute("""
+            UPDATE matcher_shard_progress SET snapshot = format('%1$s:%1$s:',
+                pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::pg_snapshot
+            """)
+    }
+
+    /// A guard the app might have: no match recorded in the future (by more than a day).
+    static func refuseFutureMatches(_ connection: PostgresConnection) throws {
+        try connection.execute("""
+            CREATE FUNCTION test_refuse_future_matches() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.matched_at > now() + interval '1 day' THEN
+                    RAISE EXCEPTION 'matched_at in the future: %', NEW.matched_at;
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER test_refuse_future_matches BEFORE INSERT ON filter_matches
+                FOR EACH ROW EXECUTE FUNCTION test_refuse_future_matches();
+            """)
+    }
+
+    /// Applies `sql/roles/worker_role.sql` for `role` with psql, as deploy/README.md says to.
+    static func applyWorkerRole(_ database: TestDatabase, role: String) throws {
+        let psql = ["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .sorted().reversed().map { "/usr/lib/postgresql/\($0)/bin/psql" }
+        let executable = try #require(psql.first { FileManager.default.isExecutableFile(atPath: $0) }, "psql not found")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["-X", "-q", "-v", "worker_role=\(role)", "-f",
+                             MigratedDatabase.sqlDirectory.appendingPathComponent("roles/worker_role.sql").path,
+                             database.conninfo]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(String(decoding: stderr, as: UTF8.self))")
+    }
+}

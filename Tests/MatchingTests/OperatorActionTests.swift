@@ -1,0 +1,137 @@
+import Chronology
+import Foundation
+import Testing
+@testable import Matching
+import MatchingTestSupport
+
+/// The bad day's tools on the in-memory store: the notification pause in the unit commit, abandoning a run
+/// that cannot be completed, and resetting progress that is ahead of the store.
+@Suite struct OperatorActionTests {
+    func seeded() -> InMemoryStore {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10, loginHoursAgo: 5), World.profile(11),
+                    World.profile(12, residence: 27)])
+        store.save([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#)])
+        return store
+    }
+
+    // MARK: - The pause
+
+    @Test func aPausedRunRecordsMatchesAndSendsNothingThenTheNextRunAfterResumeSendsThem() throws {
+        let store = seeded()
+        try store.pauseNotifications(by: "oncall", reason: "push outage")
+        let paused = try World.run(store)
+        #expect(paused.counters.matchesWritten == 2 && paused.counters.notificationsWritten == 0)
+        #expect(store.allNotifications.isEmpty)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11)])
+        #expect(store.allMatches.allSatisfy { $0.notificationId == nil })
+
+        // Still paused on day 2: a new match waits too.
+        store.setClock(World.day2)
+        store.save([World.profile(12, residence: 13, at: World.day2)])
+        _ = try World.run(store, now: World.day2)
+        #expect(store.allNotifications.isEmpty && store.waitingPairs.count == 3)
+
+        try store.resumeNotifications()
+        let resumed = try World.run(store, now: World.day2.adding(microseconds: 60_000_000))
+        #expect(resumed.counters.notificationsWritten == 1)
+        let note = try #require(store.allNotifications.first)
+        #expect(note.matchCount == 3 && note.profileIds == [12, 11, 10])
+        #expect(store.waitingPairs.isEmpty && store.allMatches.allSatisfy { $0.notificationId == note.id })
+    }
+
+    @Test func thePauseHoldsBackNoFilterWithoutIt() throws {
+        // The same world, never paused: the first run sends its digest (the pause is what held it back above).
+        let store = seeded()
+        #expect(try World.run(store).counters.notificationsWritten == 1)
+    }
+
+    // MARK: - Abandon
+
+    @Test func anAbandonedRunIsNeverResumedAndTheNextRunStartsAfresh() throws {
+        let store = seeded()
+        store.failCommit(after: 0)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
+        let failed = try #require(store.allRuns.first)
+        #expect(failed.status == .failed)
+
+        let outcome = try #require(try AbandonRun(runs: store).execute(.shard(.all)))
+        #expect(outcome.run.id == failed.id && !outcome.alreadyAbandoned)
+        #expect(try store.run(id: failed.id)?.status == .abandoned)
+        #expect(try AbandonRun(runs: store).execute(.shard(.all)) == nil)
+        #expect(try AbandonRun(runs: store).execute(.run(failed.id))?.alreadyAbandoned == true)
+
+        let next = try World.run(store)
+        #expect(next.resumedRunId == nil && next.counters.matchesWritten == 2)
+        #expect(store.allRuns.map(\.status) == [.abandoned, .succeeded])
+        // A succeeded run, or one that does not exist, is refused.
+        #expect(throws: OperatorRefusal.self) { try AbandonRun(runs: store).execute(.run(next.runId ?? 0)) }
+        #expect(throws: OperatorRefusal.self) { try AbandonRun(runs: store).execute(.run(999)) }
+    }
+
+    @Test func aRunWhoseShardLockIsHeldIsNotAbandoned() throws {
+        let store = seeded()
+        store.failCommit(after: 0)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
+        let held = try #require(try store.tryLock(kind: .run, shard: .all))
+        defer { held.release() }
+        #expect(throws: RunLocked.self) { try AbandonRun(runs: store).execute(.shard(.all)) }
+    }
+
+    // MARK: - Progress reset
+
+    @Test func progressAheadIsRefusedUntilResetThenChangesSinceTheResetTimeAreNew() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        // A restore: the recorded mark is ahead of the store's changes.
+        let entry = try #require(try store.coverage().entries.first)
+        store.setCoverage(Coverage(entries: [CoverageEntry(shard: .all, mark: ChangeMark("1000000"),
+                                                           takenAt: entry.takenAt, timeZone: entry.timeZone)]))
+        store.setClock(World.day2)
+        store.save([World.profile(12, residence: 13, at: World.day2)])
+        let refused = #expect(throws: ProgressAhead.self) { try World.run(store, now: World.day2) }
+        #expect(refused?.description.contains("matcher progress reset --shard 0/1 --to") == true)
+
+        let reset = try ResetProgress(runs: store, profiles: store).execute(shard: .all, to: World.day2)
+        #expect(reset.after.entries.map(\.mark) == [ChangeMark.resetTo(World.day2)])
+        #expect(reset.after.entries.first?.timeZone == "Asia/Tokyo")
+        let next = try World.run(store, now: World.day2.adding(microseconds: 1))
+        #expect(next.counters.candidates == 1 && next.counters.matchesWritten == 1)
+        #expect(Set(World.pairs(store).map(\.profileId)) == [10, 11, 12])
+        // The next run records a snapshot mark again.
+        #expect(try store.coverage().entries.map { ChangeMark.Form($0.mark) } == [.snapshot("2")])
+    }
+
+    @Test func aResetAbandonsTheShardsInterruptedRun() throws {
+        let store = seeded()
+        store.failCommit(after: 0)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
+        let reset = try ResetProgress(runs: store, profiles: store).execute(shard: .all, to: World.day1)
+        #expect(reset.abandonedRunId == store.allRuns.first?.id)
+        #expect(store.allRuns.map(\.status) == [.abandoned])
+    }
+
+    @Test func resettingOneShardKeepsOtherLayoutsOwnersCovered() throws {
+        let t = World.day1
+        let s2 = [try Shard(index: 0, count: 2), try Shard(index: 1, count: 2)]
+        let s4 = try Shard(index: 0, count: 4)
+        let ahead = ChangeMark("ahead"), fine = ChangeMark("fine")
+        let coverage = Coverage(entries: [
+            CoverageEntry(shard: s2[0], mark: ahead, takenAt: t, timeZone: "Asia/Tokyo"),
+            CoverageEntry(shard: s2[1], mark: fine, takenAt: t, timeZone: "Asia/Tokyo"),
+            CoverageEntry(shard: s4, mark: ahead, takenAt: t.adding(microseconds: 1)),
+        ])
+        let later = t.adding(days: 1)
+        let reset = coverage.resetting(s4, to: t, takenAt: later, ahead: [ahead])
+        // 0/4 has the reset, newest; 0/2 still covers 2/4 (its mark reset too: it was ahead); 1/2 untouched.
+        #expect(reset.entries.map(\.shard) == [s4, s2[0], s2[1]] || reset.entries.map(\.shard) == [s4, s2[1], s2[0]])
+        #expect(reset.entries.first { $0.shard == s4 }?.mark == .resetTo(t))
+        #expect(reset.entries.first { $0.shard == s4 }?.timeZone == "Asia/Tokyo")
+        #expect(reset.entries.first { $0.shard == s2[0] }?.mark == .resetTo(t))
+        #expect(reset.entries.first { $0.shard == s2[1] }?.mark == fine)
+        #expect(try reset.entries.first { $0.shard == (try Shard(index: 2, count: 4)) } == nil)
+        #expect(reset.coversWholly(.all))
+        // Resetting the whole drops every entry inside it.
+        #expect(coverage.resetting(.all, to: t, takenAt: later, ahead: []).entries.map(\.shard) == [.all])
+    }
+}

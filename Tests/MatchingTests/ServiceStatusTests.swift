@@ -1,0 +1,107 @@
+import Chronology
+import Foundation
+import Testing
+@testable import Matching
+import MatchingTestSupport
+
+/// `matcher status` as people and scripts read it: golden text and JSON for a healthy service, a failed shard,
+/// a paused service and a lagging shard, from the in-memory store on a fixed clock (`Golden/`; set
+/// MATCHER_UPDATE_GOLDEN=1 to rewrite them after a deliberate change, then read the diff).
+@Suite struct ServiceStatusTests {
+    /// Owner 1 searches women in Tokyo; owner 2 too (so shards 1/2 and 0/2 both have a filter).
+    static func world() -> InMemoryStore {
+        let store = InMemoryStore(now: World.day1)
+        store.save([
+            World.profile(1, gender: 1), World.profile(2, gender: 1),
+            World.profile(10, loginHoursAgo: 5), World.profile(11), World.profile(12, residence: 27),
+        ])
+        store.save([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#),
+                    World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, notify: false),
+                    World.filter(300, owner: 2, #"{"age": {"min": 40, "max": 30}}"#)])
+        return store
+    }
+
+    static let hour: Int64 = 3_600_000_000
+
+    @Test func healthy() throws {
+        let store = Self.world()
+        _ = try World.run(store)
+        store.setClock(World.day1.adding(microseconds: 2 * Self.hour))
+        let status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(.all))) == .ok)
+        // Filter 100 was notified; filter 200 (notify off) keeps its matches listed, never notified.
+        #expect(status.invalidFilters == 1 && status.digests.matches == 0 && status.digests.notNotifiable == 3)
+        try Self.golden("healthy", status)
+    }
+
+    @Test func failedShard() throws {
+        let store = Self.world()
+        let halves = [try Shard(index: 0, count: 2), try Shard(index: 1, count: 2)]
+        for shard in halves { _ = try World.run(store, shard: shard) }
+        store.setClock(World.day2)
+        store.save([World.profile(12, residence: 13, at: World.day2)])
+        _ = try World.run(store, now: World.day2, shard: halves[0])
+        store.failCommit(after: 0)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store, now: World.day2, shard: halves[1]) }
+        store.setClock(World.day2.adding(microseconds: Self.hour))
+        let status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(halves[1]))) == .failing)
+        #expect(status.state(of: try #require(status.shard(halves[0]))) == .ok)
+        try Self.golden("failed-shard", status)
+    }
+
+    @Test func paused() throws {
+        let store = Self.world()
+        try store.pauseNotifications(by: "oncall", reason: "APNs outage, INC-123")
+        _ = try World.run(store)
+        store.setClock(World.day1.adding(microseconds: 5 * Self.hour))
+        let status = try store.serviceStatus()
+        #expect(status.notificationPause?.reason == "APNs outage, INC-123")
+        #expect(status.digests.matches == 3 && status.digests.filters == 1 && status.digests.oldestMatchedAt == World.day1)
+        try Self.golden("paused", status)
+    }
+
+    @Test func lagging() throws {
+        let store = Self.world()
+        _ = try World.run(store)
+        store.setClock(World.day1.adding(days: 3).adding(microseconds: 4 * Self.hour))
+        let status = try store.serviceStatus()
+        let shard = try #require(status.shard(.all))
+        #expect(status.state(of: shard) == .lagging)
+        #expect(status.lagSeconds(of: shard) == Int64(76 * 3_600))
+        try Self.golden("lagging", status)
+    }
+
+    @Test func durationsReadAsPeopleSayThem() {
+        #expect(Report.duration(0) == "0s")
+        #expect(Report.duration(59) == "59s")
+        #expect(Report.duration(3_661) == "1h 1m")
+        #expect(Report.duration(80 * 3_600) == "3d 8h")
+        #expect(Report.duration(-90) == "-1m 30s")
+        #expect(Report.duration(.min).hasPrefix("-"))
+    }
+
+    /// Compares the text and the JSON with `Golden/NAME.txt` and `Golden/NAME.json`.
+    static func golden(_ name: String, _ status: ServiceStatus, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden")
+        let outputs = [("txt", ReportRenderer.render(.serviceStatus(status), as: .text) + "\n"), ("json", status.json + "\n")]
+        for (ext, actual) in outputs {
+            let file = folder.appendingPathComponent("\(name).\(ext)")
+            if ProcessInfo.processInfo.environment["MATCHER_UPDATE_GOLDEN"] == "1" {
+                try Data(actual.utf8).write(to: file)
+                continue
+            }
+            let expected = try String(contentsOf: file, encoding: .utf8)
+            #expect(actual == expected, "\(file.lastPathComponent) differs:\n\(actual)", sourceLocation: sourceLocation)
+        }
+        // The JSON parses, and its keys are snake_case.
+        let json = try JSONSerialization.jsonObject(with: Data(status.json.utf8))
+        #expect(Self.keys(json).allSatisfy { $0.allSatisfy { $0.isLowercase || $0.isNumber || $0 == "_" } })
+    }
+
+    static func keys(_ value: Any) -> [String] {
+        if let object = value as? [String: Any] { return object.keys + object.values.flatMap(keys) }
+        if let array = value as? [Any] { return array.flatMap(keys) }
+        return []
+    }
+}
