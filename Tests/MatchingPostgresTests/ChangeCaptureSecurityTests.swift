@@ -1,0 +1,100 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import MatchingTestSupport
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// The change capture runs with its owner's rights (SECURITY DEFINER). A session of the app's role (no
+/// superuser, allowed temporary objects) must not be able to make it run code or write tables of its own.
+@Suite(.serialized) struct ChangeCaptureSecurityTests {
+    @Test func aTemporaryObjectCannotHijackTheCaptureFunction() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let app = "matcher_test_app_\(database.name.suffix(12))"
+        try connection.execute("""
+            CREATE ROLE "\(app)" NOLOGIN NOSUPERUSER;
+            GRANT TEMPORARY ON DATABASE "\(database.name)" TO "\(app)";
+            GRANT USAGE ON SCHEMA public TO "\(app)";
+            GRANT SELECT, INSERT, UPDATE ON profiles TO "\(app)";
+            """)
+        defer { try? connection.execute("DROP OWNED BY \"\(app)\"; DROP ROLE \"\(app)\"") }
+        try AppTableWriter(connection: connection).upsertProfiles([World.profile(1)], updatedAt: ScenarioWorld.day1)
+        let before = try connection.query("SELECT changed_by::text FROM matcher_profile_changes WHERE profile_id = 1")
+            .rows[0].string(0)
+
+        // As the app: plant look-alikes in pg_temp (first in an unpinned search_path), then write a profile.
+        try connection.execute("""
+            SET ROLE "\(app)";
+            CREATE TEMP TABLE matcher_profile_changes (profile_id bigint PRIMARY KEY, changed_by xid8, changed_at timestamptz);
+            CREATE TEMP TABLE hijacked (who text);
+            CREATE FUNCTION pg_temp.clock_timestamp() RETURNS timestamptz LANGUAGE sql
+                AS $$ INSERT INTO hijacked VALUES (current_user) RETURNING now() $$;
+            SET search_path = pg_temp, public;
+            UPDATE public.profiles SET smoking = 5 WHERE id = 1;
+            INSERT INTO public.profiles (id, status) VALUES (2, 1);
+            """)
+        let planted = try connection.query("SELECT count(*) FROM pg_temp.matcher_profile_changes").rows[0].int64(0)
+        let hijacked = try connection.query("SELECT count(*) FROM pg_temp.hijacked").rows[0].int64(0)
+        try connection.execute("RESET ROLE; RESET search_path")
+        #expect(planted == 0)
+        #expect(hijacked == 0)
+        // The real table recorded both changes, as the capture's owner.
+        let after = try connection.query("""
+            SELECT profile_id, changed_by::text FROM public.matcher_profile_changes WHERE profile_id IN (1, 2) ORDER BY 1
+            """).rows.map { (try $0.int64(0), try $0.string(1)) }
+        #expect(after.map(\.0) == [1, 2])
+        #expect(after.first?.1 != before)
+        // The functions: definer, owned by a role that is no superuser, search path pinned, no EXECUTE for PUBLIC.
+        let functions = try connection.query("""
+            SELECT p.proname, p.prosecdef, r.rolsuper, r.rolname, array_to_string(p.proconfig, ','),
+                   has_function_privilege('public', p.oid, 'EXECUTE')
+            FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
+            WHERE p.proname IN ('matcher_record_changed_profile', 'matcher_record_inserted_profiles') ORDER BY 1
+            """).rows
+        #expect(functions.count == 2)
+        for row in functions {
+            #expect(try row.bool(1))
+            #expect(try !row.bool(2))
+            #expect(try row.string(3) == ChangeCapture.ownerRole)
+            #expect(try row.string(4) == "search_path=pg_catalog, pg_temp")
+            #expect(try !row.bool(5))
+        }
+    }
+
+    /// An interrupted first run is completed with every profile, those that predate the change capture included.
+    @Test func resumingAnInterruptedFirstRunKeepsProfilesThatPredateTheCapture() throws {
+        var scenario = ScenarioWorld(seed: 31)
+        let world = scenario.day1(profiles: 150, filters: 30)
+        func prepared(_ label: String) throws -> (PostgresConnection, PostgresMatchingStore) {
+            let database = try MigratedDatabase.create(label)
+            let connection = try database.connect()
+            try AppTableWriter(connection: connection).upsertProfiles(world.profiles, updatedAt: ScenarioWorld.day1)
+            try AppTableWriter(connection: connection).upsertFilters(world.filters)
+            // Profiles the app wrote before the worker's migrations: no change recorded for them.
+            try connection.execute("DELETE FROM matcher_profile_changes WHERE profile_id % 3 = 0")
+            return (connection, PostgresMatchingStore(connection: connection) { try database.connect() })
+        }
+        let (clean, cleanStore) = try prepared("first_run_clean")
+        _ = try RunMatching(profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
+                            runs: cleanStore, unitFilterLimit: 4).execute(.init(now: ScenarioWorld.day1))
+
+        let (connection, store) = try prepared("first_run_interrupted")
+        #expect(throws: FailingMatches.InjectedFailure.self) {
+            try RunMatching(profiles: store, filters: store, blocks: store,
+                            matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 4)
+                .execute(.init(now: ScenarioWorld.day1))
+        }
+        let resumed = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                                      unitFilterLimit: 4).execute(.init(now: ScenarioWorld.day2))
+        #expect(resumed.resumedRunId != nil)
+        let rows = try Rows.of(connection).matches
+        #expect(rows == (try Rows.of(clean).matches))
+        let predating = try connection.query("""
+            SELECT count(*) FROM filter_matches WHERE profile_id % 3 = 0 AND matched_at = $1
+            """, [.timestamptz(ScenarioWorld.day1)]).rows[0].int64(0)
+        #expect(predating > 0)
+    }
+}
