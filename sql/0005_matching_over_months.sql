@@ -38,8 +38,9 @@ ALTER TABLE matcher_runs ADD CONSTRAINT matcher_runs_status_check
 -- 3. filter_matches: one write per match, the fewest indexes that serve.
 --    PRIMARY KEY (filter_id, profile_id): the contract; a run's probe for already-recorded pairs
 --      and the insert's own uniqueness check.
---    BRIN (matched_at): the retention sweep finds the oldest rows (rows arrive in time order, so a
---      few pages of summaries cover the whole table).
+--    (matched_at): the retention sweep reads exactly the oldest rows, in order. Inserts arrive in time
+--      order, so they only ever append at its right edge (cheap). A BRIN index would be smaller but
+--      stops helping once deleted space is reused: a block range keeps the oldest time it ever held.
 --    Dropped: (profile_id), which only served loading every recorded pair of every candidate (the
 --      design that made a day's cost follow the history), and the partial index on unnotified
 --      rows, whose predicate made marking a match notified a non-HOT rewrite. Waiting matches are
@@ -51,7 +52,7 @@ ALTER TABLE filter_matches ADD COLUMN silent boolean NOT NULL DEFAULT false;
 ALTER TABLE filter_matches ADD COLUMN mutual boolean NOT NULL DEFAULT false;
 ALTER TABLE filter_matches SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02,
                                 autovacuum_analyze_scale_factor = 0.02);
-CREATE INDEX filter_matches_matched_at ON filter_matches USING brin (matched_at) WITH (autosummarize = on);
+CREATE INDEX filter_matches_matched_at ON filter_matches (matched_at);
 
 -- Matches recorded for a filter with notify on and not yet notified: what a digest may count. A row leaves
 -- when its match is notified or forgotten. Small: at most what waits for the next digests.

@@ -88,9 +88,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
     }
 
     /// The size of `filter_matches` (the planner's estimate, counted when small) and, with `oldest`, its
-    /// oldest `matched_at`: first among the rows older than two days short of the retention cutoff, which the
-    /// BRIN index finds in the oldest block ranges only (a row there is older than any row outside it); only
-    /// when there is none, over the whole table.
+    /// oldest `matched_at` (one descent of the `matched_at` index).
     private func retentionState(_ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool) throws -> RetentionState {
         let estimate = try tx.query("""
             SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('filter_matches')
@@ -101,16 +99,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             rows = try tx.query("SELECT count(*) FROM filter_matches").rows[0].int64(0)
             estimated = false
         }
-        var oldestMatchedAt: Timestamp?
-        if oldest {
-            if let days, days > 2 {
-                oldestMatchedAt = try tx.query("SELECT min(matched_at) FROM filter_matches WHERE matched_at < $1",
-                                               [.timestamptz(now.adding(days: -(days - 2)))]).rows[0].optionalTimestamp(0)
-            }
-            if oldestMatchedAt == nil {
-                oldestMatchedAt = try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0)
-            }
-        }
+        let oldestMatchedAt = oldest
+            ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
         return RetentionState(rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
                               retentionDays: days)
     }

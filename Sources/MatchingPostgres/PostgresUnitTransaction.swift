@@ -36,9 +36,9 @@ struct PostgresUnitTransaction: UnitTransaction {
         guard !filters.isEmpty else { return [] }
         return try tx.query("""
             SELECT w.filter_id, w.profile_id, p.status, p.last_login_at,
-                   EXISTS (SELECT 1 FROM blocks b
-                           WHERE (b.blocker_id = u.owner_id AND b.blocked_id = w.profile_id)
-                              OR (b.blocker_id = w.profile_id AND b.blocked_id = u.owner_id)) AS blocked
+                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = u.owner_id AND b.blocked_id = w.profile_id)
+                   OR EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = w.profile_id AND b.blocked_id = u.owner_id)
+                       AS blocked
             FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
             JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             LEFT JOIN profiles p ON p.id = w.profile_id
@@ -183,7 +183,7 @@ enum RetentionSQL {
         WITH doomed AS (
             SELECT m.ctid AS row_id, m.filter_id, m.profile_id
             FROM filter_matches m
-            WHERE m.matched_at < $1
+            WHERE m.matched_at < $1          -- the oldest first, by the matched_at index
               AND NOT EXISTS (
                   SELECT 1 FROM matcher_waiting_matches w
                   JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
@@ -191,6 +191,7 @@ enum RetentionSQL {
                   LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
                   WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
                     AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at))
+            ORDER BY m.matched_at
             LIMIT $2
         ), waiting_gone AS (
             DELETE FROM matcher_waiting_matches w USING doomed d

@@ -28,18 +28,18 @@ public struct UnitCommitter: Sendable {
     private func write(_ unit: WorkUnit, _ tx: any UnitTransaction) throws -> WorkUnitOutcome {
         let now = unit.clock.now
         let pairs = unit.pairs
-        var notify = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
-        // Notifications paused service-wide (`matcher notifications pause`): the unit notifies no filter, so its
+        let notifyOn = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
+        // A match waits for a digest only when its filter notifies: one recorded while `notify` is off (or
+        // silently, by a backfill) never enters a digest, even if notify is turned on later.
+        let notifying = Set(notifyOn.map(\.filter.id))
+        func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
+        // Notifications paused service-wide (`matcher notifications pause`): the unit decides no digest, so its
         // matches are recorded and listed waiting, no digest is written and no last_notified_at moves.
-        if !notify.isEmpty, try tx.notificationsPaused() { notify = [] }
+        let paused = notifyOn.isEmpty ? false : try tx.notificationsPaused()
+        let notify = paused ? [] : notifyOn
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
         let withWaiting = notify.isEmpty ? [] : try tx.filtersWithWaitingMatches(notify.map(\.filter.id))
         let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
-
-        // A match waits for a digest only when its filter notifies: one recorded while `notify` is off (or
-        // silently, by a backfill) never enters a digest, even if notify is turned on later.
-        let notifying = Set(notify.map(\.filter.id))
-        func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
 
         guard !deciding.isEmpty else {
             let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent) }
