@@ -13,6 +13,18 @@ struct PostgresUnitTransaction: UnitTransaction {
             """, [.int8Array(filterIds)]).rows.map { try $0.int64(0) })
     }
 
+    func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        guard !filterIds.isEmpty else { return [:] }
+        var last: [Int64: Timestamp] = [:]
+        for row in try tx.query("""
+            SELECT filter_id, last_notified_at FROM matcher_filter_state
+            WHERE filter_id = ANY($1) AND last_notified_at IS NOT NULL
+            """, [.int8Array(filterIds)]).rows {
+            last[try row.int64(0)] = try row.timestamp(1)
+        }
+        return last
+    }
+
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
         guard !filterIds.isEmpty else { return [:] }
         try tx.query("""

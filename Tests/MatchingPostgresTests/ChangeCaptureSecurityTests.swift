@@ -98,3 +98,39 @@ import Testing
         #expect(predating > 0)
     }
 }
+
+/// The worker's schema need not be `public`: migrations, the change capture and a run work in a schema of
+/// the operator's choosing (the connection's search_path), and nothing is created in `public`.
+@Suite struct NonPublicSchemaTests {
+    @Test func migrationsAndARunWorkInAnotherSchema() throws {
+        let database = try TestDatabase.create()
+        let setup = try database.connect()
+        try setup.execute("CREATE SCHEMA matcher_app")
+        let conninfo = database.conninfo
+        let open: @Sendable () throws -> PostgresConnection = {
+            try PostgresConnection(conninfo, options: ["options": "-c search_path=matcher_app"])
+        }
+        let connection = try open()
+        try MigrationRunner(connection: connection).apply(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory))
+        let inPublic = try setup.query("""
+            SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
+            """).rows[0].int64(0)
+        #expect(inPublic == 0)
+        let body = try setup.query("""
+            SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'matcher_app' AND p.proname = 'matcher_record_changed_profile'
+            """).rows[0].string(0)
+        #expect(body.contains("INSERT INTO \"matcher_app\".matcher_profile_changes"))
+
+        let men = (1...2).map { World.profile(Int64($0), gender: 1) }
+        try AppTableWriter(connection: connection).upsertProfiles(men + (10...12).map { World.profile(Int64($0)) },
+                                                                  updatedAt: ScenarioWorld.day1)
+        try AppTableWriter(connection: connection).upsertFilters(men.map { World.filter($0.id * 100, owner: $0.id) })
+        let store = PostgresMatchingStore(connection: connection) { try open() }
+        let run = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            .execute(.init(now: ScenarioWorld.day1))
+        #expect(run.counters.candidates == 5)
+        #expect(run.counters.matchesWritten == 6)
+        #expect(run.counters.notificationsWritten == 2)
+    }
+}

@@ -47,6 +47,12 @@ public struct NotificationPlanner: Sendable {
 
     public init() {}
 
+    /// Whether `filter` may get a digest at `clock`, its last one having been at `lastNotifiedAt` (nil: never).
+    public func isDue(_ filter: SavedFilter, lastNotifiedAt: Timestamp?, clock: EvaluationClock) -> Bool {
+        guard let last = lastNotifiedAt else { return true }
+        return filter.notifyEvery.added(to: last, in: clock.timeZone) <= clock.now
+    }
+
     public func plan(filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
                      lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock) -> [PlannedNotification] {
         var waitingByFilter: [Int64: [WaitingMatch]] = [:]
@@ -57,10 +63,7 @@ public struct NotificationPlanner: Sendable {
             guard filter.notify, !filter.isDeleted, candidate.owner.isActive,
                   let matches = waitingByFilter[filter.id], !matches.isEmpty
             else { continue }
-            if let last = lastNotifiedAt[filter.id],
-               filter.notifyEvery.added(to: last, in: clock.timeZone) > clock.now {
-                continue
-            }
+            guard isDue(filter, lastNotifiedAt: lastNotifiedAt[filter.id], clock: clock) else { continue }
             let eligible = matches.filter { match in
                 match.profileStatus == Profile.Status.active && match.profileId != filter.ownerId
                     && !match.blockedEitherWay

@@ -98,6 +98,8 @@ public struct NewMatch: Sendable, Hashable {
 public protocol UnitTransaction {
     /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent).
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64>
+    /// The filters' last notification times, read without a lock (a hint: `lockNotificationStates` decides).
+    func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// Locks the filters' notification state in id order, so that no other writer decides their digests
     /// until this transaction ends; returns their last notification times.
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]

@@ -37,9 +37,14 @@ public struct UnitCommitter: Sendable {
         // matches are recorded and listed waiting, no digest is written and no last_notified_at moves.
         let paused = notifyOn.isEmpty ? false : try tx.notificationsPaused()
         let notify = paused ? [] : notifyOn
+        // Only filters that are due read their waiting matches: a weekly filter's list is not re-read daily.
+        // The states are read unlocked first (a stale time is older, so it never hides a due filter), then
+        // the deciding filters are locked and planned with what the lock shows.
+        let states = notify.isEmpty ? [:] : try tx.notificationStates(notify.map(\.filter.id))
+        let due = notify.filter { planner.isDue($0.filter, lastNotifiedAt: states[$0.filter.id], clock: unit.clock) }
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
-        let withWaiting = notify.isEmpty ? [] : try tx.filtersWithWaitingMatches(notify.map(\.filter.id))
-        let deciding = notify.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
+        let withWaiting = due.isEmpty ? [] : try tx.filtersWithWaitingMatches(due.map(\.filter.id))
+        let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
             let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent) }

@@ -286,6 +286,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
         return Set(written.waiting.keys.map(\.filterId).filter(wanted.contains))
     }
 
+    func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        try lockNotificationStates(filterIds)
+    }
+
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
         written.lastNotifiedAt.filter { filterIds.contains($0.key) }
     }
