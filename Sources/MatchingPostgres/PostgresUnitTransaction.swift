@@ -155,6 +155,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         try tx.query("""
             DELETE FROM matcher_waiting_matches w USING unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
             WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id
+              AND w.filter_id = ANY ($1::bigint[])   -- by the list's key, never a scan of the whole list
             """, [filterIds, profileIds])
     }
 
