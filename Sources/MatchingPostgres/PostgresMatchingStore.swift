@@ -273,6 +273,20 @@ extension PostgresMatchingStore: ProfileRepository {
         }
     }
 
+    public func profileColumns(ids: [Int64]) throws -> ProfileColumns {
+        guard !ids.isEmpty else { return .empty }
+        return try connection.transaction(isolation: .repeatableRead) { tx in
+            try setLocal(tx, [("matcher.profile_ids", Self.arrayText(ids))])
+            return try copyProfiles(tx, where: "p.id = ANY (current_setting('matcher.profile_ids')::bigint[])",
+                                    expected: ids.count)
+        }
+    }
+
+    /// An id list as a PostgreSQL array literal, for `set_config` (COPY takes no parameters).
+    static func arrayText(_ ids: [Int64]) -> String {
+        "{" + ids.map(String.init).joined(separator: ",") + "}"
+    }
+
     public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
         guard !ids.isEmpty else { return [:] }
         var owners: [Int64: FilterOwner] = [:]
@@ -314,6 +328,14 @@ extension PostgresMatchingStore: FilterRepository {
         }
         sql += " ORDER BY id"
         return try connection.query(sql, parameters).rows.map(Self.filter(from:))
+    }
+
+    public func filters(ownedBy ownerIds: [Int64]) throws -> [SavedFilter] {
+        guard !ownerIds.isEmpty else { return [] }
+        return try connection.query("""
+            SELECT \(Self.filterColumns) FROM saved_filters
+            WHERE deleted_at IS NULL AND owner_id = ANY($1) ORDER BY id
+            """, [.int8Array(ownerIds)]).rows.map(Self.filter(from:))
     }
 
     public func filter(id: Int64) throws -> SavedFilter? {
@@ -408,6 +430,24 @@ extension PostgresMatchingStore: MatchRepository {
 
     static let probeChunk = 50_000
 
+    public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+        guard !filterIds.isEmpty else { return WaitingProfiles(pairs: [], profiles: .empty) }
+        // One snapshot for the pairs and their profiles; each profile read once, however many pairs it has.
+        return try connection.transaction(isolation: .repeatableRead) { tx in
+            try setLocal(tx, [("matcher.waiting_filters", Self.arrayText(filterIds))])
+            let waiting = """
+                matcher_waiting_matches w WHERE w.filter_id = ANY (current_setting('matcher.waiting_filters')::bigint[])
+                """
+            var pairs: [MatchPair] = []
+            try tx.copyOut("COPY (SELECT w.filter_id, w.profile_id FROM \(waiting)) TO STDOUT (FORMAT binary)") { row in
+                pairs.append(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
+            }
+            guard !pairs.isEmpty else { return WaitingProfiles(pairs: [], profiles: .empty) }
+            let profiles = try copyProfiles(tx, where: "p.id IN (SELECT DISTINCT w.profile_id FROM \(waiting))")
+            return WaitingProfiles(pairs: pairs, profiles: profiles)
+        }
+    }
+
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
             let value = try body(PostgresUnitTransaction(tx: tx))
@@ -439,23 +479,24 @@ extension PostgresMatchingStore: MatchRepository {
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {
         try connection.query("""
-            SELECT filter_id, profile_id, matched_at, run_id, notification_id FROM filter_matches
+            SELECT filter_id, profile_id, matched_at, run_id, notification_id, mutual FROM filter_matches
             WHERE filter_id = $1 ORDER BY profile_id
             """, [.int8(filterId)]).rows.map { row in
             FilterMatch(filterId: try row.int64(0), profileId: try row.int64(1), matchedAt: try row.timestamp(2),
-                        runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4))
+                        runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4),
+                        mutual: try row.bool(5))
         }
     }
 
     public func notifications(filterId: Int64) throws -> [MatchNotification] {
         try connection.query("""
-            SELECT id, recipient_id, filter_id, match_count, profile_ids, created_at, sent_at, run_id
+            SELECT id, recipient_id, filter_id, match_count, profile_ids, created_at, sent_at, run_id, mutual_count
             FROM notifications WHERE filter_id = $1 ORDER BY id
             """, [.int8(filterId)]).rows.map { row in
             MatchNotification(id: try row.int64(0), recipientId: try row.int64(1), filterId: try row.int64(2),
                               matchCount: Int(try row.int32(3)), profileIds: try row.int64Array(4),
                               createdAt: try row.timestamp(5), sentAt: try row.optionalTimestamp(6),
-                              runId: try row.optionalInt64(7))
+                              runId: try row.optionalInt64(7), mutualCount: Int(try row.int32(8)))
         }
     }
 }

@@ -44,7 +44,8 @@ extension PostgresMatchingStore: RunRepository {
         coverage::text, snapshot::text, resume_after_filter, parameters::text,
         candidates, filters_evaluated, filters_invalid, filters_paid_ignored, matches_written, notifications_written,
         snapshot_taken_at, time_zone, retention_days, matches_forgotten,
-        profiles_quarantined, filters_quarantined, odd_values
+        profiles_quarantined, filters_quarantined, odd_values,
+        filters_suspended, digests_held_back, matches_mutual
         """
 
     static func run(from row: PostgresRow) throws -> RunRecord {
@@ -63,7 +64,8 @@ extension PostgresMatchingStore: RunRepository {
                 matchesWritten: Int(try row.int32(16)), notificationsWritten: Int(try row.int32(17)),
                 matchesForgotten: Int(clamping: try row.int64(21)),
                 profilesQuarantined: Int(try row.int32(22)), filtersQuarantined: Int(try row.int32(23)),
-                oddValues: Int(try row.int32(24))))
+                oddValues: Int(try row.int32(24)), filtersSuspended: Int(try row.int32(25)),
+                digestsHeldBack: Int(try row.int32(26)), matchesMutual: Int(try row.int32(27))))
     }
 
     static func decodeCoverage(_ json: String) throws -> Coverage {

@@ -61,6 +61,24 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
     }
 
+    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts {
+        guard !profileIds.isEmpty else { return ProfileFacts(statuses: [:], blocks: .none) }
+        var statuses: [Int64: Int16] = [:]
+        // Total over the app's odd rows: a NULL or out-of-range status is not active.
+        for row in try tx.query("""
+            SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END FROM profiles WHERE id = ANY($1)
+            """, [.int8Array(profileIds)]).rows {
+            statuses[try row.int64(0)] = Int16(clamping: try row.optionalInt64(1) ?? 0)
+        }
+        var pairs: [(blocker: Int64, blocked: Int64)] = []
+        for row in try tx.query("""
+            SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)
+            """, [.int8Array(profileIds)]).rows {
+            pairs.append((try row.int64(0), try row.int64(1)))
+        }
+        return ProfileFacts(statuses: statuses, blocks: BlockSet(pairs))
+    }
+
     func savepoint() throws { try tx.execute("SAVEPOINT matcher_unit") }
 
     func rollbackToSavepoint() throws { try tx.execute("ROLLBACK TO SAVEPOINT matcher_unit") }
@@ -71,17 +89,18 @@ struct PostgresUnitTransaction: UnitTransaction {
         let sorted = rows.sorted { $0.pair < $1.pair }   // index-friendly order
         do {
             return try tx.copyIn("""
-                COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent)
+                COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual)
                 FROM STDIN (FORMAT binary)
                 """) { writer in
                 for row in sorted {
-                    writer.beginRow(fieldCount: 6)
+                    writer.beginRow(fieldCount: 7)
                     writer.write(row.pair.filterId)
                     writer.write(row.pair.profileId)
                     writer.write(time)
                     writer.write(runId)
                     writer.write(row.notificationId)
                     writer.write(row.silent)
+                    writer.write(row.mutual)
                 }
             }
         } catch let error as PostgresError where error.sqlState == "23505" {
@@ -93,15 +112,16 @@ struct PostgresUnitTransaction: UnitTransaction {
         guard !rows.isEmpty else { return [] }
         let sorted = rows.sorted { $0.pair < $1.pair }
         return try tx.query("""
-            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent)
-            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual)
+            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6, u.mutual <> 0
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $7::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
             ON CONFLICT (filter_id, profile_id) DO NOTHING
             RETURNING filter_id, profile_id
             """,
             [.int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
              .int8Array(sorted.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
-             .bool(sorted.contains { $0.silent })]   // a unit's rows are all silent or none
+             .bool(sorted.contains { $0.silent }),   // a unit's rows are all silent or none
+             .int2Array(sorted.map { $0.mutual ? 1 : 0 })]
         ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
     }
 
@@ -124,11 +144,11 @@ struct PostgresUnitTransaction: UnitTransaction {
             "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
             [.int4(Int32(clamping: planned.count))]).rows.map { try $0.int64(0) }
         try tx.copyIn("""
-            COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id)
+            COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id, mutual_count)
             FROM STDIN (FORMAT binary)
             """) { writer in
             for (id, n) in zip(ids, planned) {
-                writer.beginRow(fieldCount: 7)
+                writer.beginRow(fieldCount: 8)
                 writer.write(id)
                 writer.write(n.recipientId)
                 writer.write(n.filterId)
@@ -136,22 +156,23 @@ struct PostgresUnitTransaction: UnitTransaction {
                 writer.write(n.shownProfileIds)
                 writer.write(time)
                 writer.write(runId)
+                writer.write(Int32(clamping: n.mutualCount))
             }
         }
         return ids
     }
 
     /// A HOT update of `filter_matches` (no index reads `notification_id`), and the waiting list shrinks.
-    func markNotified(_ marks: [MatchPair: Int64]) throws {
+    func markNotified(_ marks: [MatchPair: Int64], mutual: Set<MatchPair>) throws {
         guard !marks.isEmpty else { return }
         let pairs = marks.sorted { $0.key < $1.key }
         let filterIds = Parameter.int8Array(pairs.map(\.key.filterId))
         let profileIds = Parameter.int8Array(pairs.map(\.key.profileId))
         try tx.query("""
-            UPDATE filter_matches m SET notification_id = u.notification_id
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(filter_id, profile_id, notification_id)
+            UPDATE filter_matches m SET notification_id = u.notification_id, mutual = u.mutual <> 0
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
             WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
-            """, [filterIds, profileIds, .int8Array(pairs.map(\.value))])
+            """, [filterIds, profileIds, .int8Array(pairs.map(\.value)), .int2Array(pairs.map { mutual.contains($0.key) ? 1 : 0 })])
         try tx.query("""
             DELETE FROM matcher_waiting_matches w USING unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
             WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id
@@ -176,12 +197,16 @@ struct PostgresUnitTransaction: UnitTransaction {
             UPDATE matcher_runs SET resume_after_filter = $2,
                 filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
                 filters_paid_ignored = filters_paid_ignored + $5,
-                matches_written = matches_written + $6, notifications_written = notifications_written + $7
+                matches_written = matches_written + $6, notifications_written = notifications_written + $7,
+                filters_suspended = filters_suspended + $8, digests_held_back = digests_held_back + $9,
+                matches_mutual = matches_mutual + $10
             WHERE id = $1
             """,
             [.int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
              .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
-             .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten))])
+             .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
+             .int4(Int32(clamping: c.filtersSuspended)), .int4(Int32(clamping: c.digestsHeldBack)),
+             .int4(Int32(clamping: c.matchesMutual))])
     }
 
     private typealias Parameter = PostgresValue

@@ -35,6 +35,7 @@ struct MetricsFile {
         "matcher_run_phase_seconds", "matcher_run_duration_seconds", "matcher_run_candidates",
         "matcher_run_filters_evaluated", "matcher_run_filters_invalid", "matcher_run_filters_paid_ignored",
         "matcher_run_matches_written", "matcher_run_notifications_written",
+        "matcher_run_filters_suspended", "matcher_run_digests_held_back", "matcher_run_matches_mutual",
     ]
 
     let path: String
@@ -111,6 +112,9 @@ struct MetricsFile {
             ("matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).", c.filtersPaidIgnored),
             ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
             ("matcher_run_notifications_written", "Notifications written by the last successful run.", c.notificationsWritten),
+            ("matcher_run_filters_suspended", "Filters suspended (every condition paid, owner without the plan).", c.filtersSuspended),
+            ("matcher_run_digests_held_back", "Digests due but held back: no waiting match qualified any more.", c.digestsHeldBack),
+            ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
         ] {
             lastSuccess(name, help, [([], Double(value))])
         }

@@ -21,6 +21,7 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
     }
 
     func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> { try base.recordedPairs(among: pairs) }
+    func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles { try base.waitingProfiles(filterIds: filterIds) }
 
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         guard commitsLeft > 0 else { throw InjectedFailure() }

@@ -26,6 +26,7 @@ import Testing
             .init(name: "owner active", passed: true, detail: "owner 99 status 1 (active), plan 0 (free)"),
             .init(name: "filter not deleted", passed: true, detail: "filter 5 not deleted"),
             .init(name: "filter valid", passed: true, detail: "valid"),
+            .init(name: "filter not suspended", passed: true, detail: "not suspended"),
             .init(name: "not the owner", passed: true, detail: "profile 10, owner 99"),
             .init(name: "no block either way", passed: true, detail: "no block between profile 10 and owner 99"),
         ])
@@ -102,6 +103,7 @@ import Testing
             .init(name: "owner active", passed: false, detail: "owner 99 status 4 (deleted), plan 1 (paid)"),
             .init(name: "filter not deleted", passed: false, detail: "filter 5 deleted at 2026-02-01T00:00:00Z"),
             .init(name: "filter valid", passed: true, detail: "valid"),
+            .init(name: "filter not suspended", passed: true, detail: "not suspended"),
             .init(name: "not the owner", passed: false, detail: "profile 99 is the filter's owner"),
             .init(name: "no block either way", passed: false, detail: "profile 99 and owner 99 are blocked (one way or both)"),
         ])
@@ -123,7 +125,7 @@ import Testing
         let filter = F.filter(#"{"has_photo": true}"#, ownerId: 99)
         let explanation = ReferenceEvaluator.explain(nil, filter, owner: nil, blocks: BlockSet.none, clock: clock)
         #expect(!explanation.matches)
-        #expect(explanation.eligibility.map(\.passed) == [false, false, true, true, false, false])
+        #expect(explanation.eligibility.map(\.passed) == [false, false, true, true, true, false, false])
         #expect(explanation.eligibility[0].detail == "profile not found")
         #expect(explanation.eligibility[1].detail == "owner 99 not found")
         #expect(explanation.conditions == [.init(itemKey: "has_photo", profileValue: "no profile", condition: "true", outcome: .fail)])
@@ -144,6 +146,7 @@ import Testing
               pass  owner active: owner 99 status 1 (active), plan 0 (free)
               pass  filter not deleted: filter 5 not deleted
               pass  filter valid: valid
+              pass  filter not suspended: not suspended
               pass  not the owner: profile 10, owner 99
               pass  no block either way: no block between profile 10 and owner 99
             conditions:

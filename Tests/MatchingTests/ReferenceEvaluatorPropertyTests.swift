@@ -449,8 +449,10 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
             let profile = makeProfile(plain, plan: 0)
 
             let outcomes = plainOutcomes(plain, plainFilter, nowMicros: now, ownerPaid: owner?.plan == 1)
+            // Every condition paid, owner without the plan: suspended, matches nothing (filter-language.md).
+            let suspended = valid && owner?.plan != 1 && plainFilter.communities != nil && outcomes.isEmpty
             let expected = plain.status == 1 && owner?.status == 1 && !deleted && valid && plain.id != ownerId
-                && !blocked && outcomes.values.allSatisfy { $0 }
+                && !blocked && !suspended && outcomes.values.allSatisfy { $0 }
             let actual = ReferenceEvaluator.matches(profile, filter, owner: owner, blocks: blocks, clock: clock)
             #expect(actual == expected, "pair \(pair): \(json)")
             let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: blocks, clock: clock)

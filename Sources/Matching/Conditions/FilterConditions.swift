@@ -106,6 +106,13 @@ public struct FilterConditions: Sendable, Hashable {
         return (FilterConditions(conditions: kept), ignored)
     }
 
+    /// Whether the filter is suspended for an owner with `plan` (filter-language.md): it has conditions and
+    /// every one of them needs a plan the owner lacks. It then matches nothing and sends nothing (rather
+    /// than becoming an empty filter that matches everyone) until the owner pays again.
+    public func isSuspended(forOwnerPlan plan: Int16) -> Bool {
+        !conditions.isEmpty && conditions.allSatisfy { $0.item.requiredPlan > plan }
+    }
+
     /// The conditions as canonical JSON: catalogue order, no spaces, codes sorted, such that
     /// `decode(json: canonicalJSON)` gives back these conditions.
     public var canonicalJSON: String {

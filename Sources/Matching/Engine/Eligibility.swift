@@ -6,6 +6,8 @@ public enum EligibilityRule: String, Sendable, Hashable, CaseIterable {
     case ownerActive = "owner active"
     case filterNotDeleted = "filter not deleted"
     case filterValid = "filter valid"
+    /// Every condition paid while the owner lacks the plan: the filter matches nothing (filter-language.md).
+    case filterNotSuspended = "filter not suspended"
     case notTheOwner = "not the owner"
     case noBlockEitherWay = "no block either way"
 }
@@ -42,6 +44,9 @@ struct EligibilityFacts<Blocks: BlockLookup> {
         case .filterValid:
             if case .success = conditions { return true }
             return false
+        case .filterNotSuspended:
+            guard case .success(let decoded) = conditions else { return true }   // invalid: its own check fails
+            return !decoded.isSuspended(forOwnerPlan: owner?.plan ?? Profile.Plan.free)
         case .notTheOwner:
             guard let profile else { return false }
             return profile.id != filter.ownerId
@@ -68,6 +73,11 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             case .success: return "valid"
             case .failure(let error): return error.description
             }
+        case .filterNotSuspended:
+            return passes(.filterNotSuspended)
+                ? "not suspended"
+                : "every condition needs a plan the owner (\(Profile.Plan.describe(owner?.plan ?? Profile.Plan.free))) "
+                    + "lacks: suspended, it matches nothing until the owner pays again"
         case .notTheOwner:
             guard let profile else { return "profile not found" }
             return profile.id == filter.ownerId

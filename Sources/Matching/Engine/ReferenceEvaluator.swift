@@ -8,6 +8,14 @@ public enum ReferenceEvaluator {
         }
     }
 
+    /// `satisfies` for row `row` of `columns`, reading only the items the conditions name.
+    public static func satisfies(_ columns: ProfileColumns, row: Int, _ conditions: FilterConditions,
+                                 clock: EvaluationClock) -> Bool {
+        conditions.conditions.allSatisfy { condition in
+            condition.item.evaluate(condition.form, on: columns.value(of: condition.item, at: row), clock: clock)
+        }
+    }
+
     /// The whole eligibility rule of runs.md: P active; owner active; filter not deleted and valid;
     /// P is not the owner; neither blocked the other; P satisfies the conditions effective for the
     /// owner's plan at the clock. `owner` must be `filter.ownerId`'s record (nil when there is none).

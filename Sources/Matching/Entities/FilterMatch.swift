@@ -22,20 +22,24 @@ public struct FilterMatch: Sendable, Hashable {
     public let matchedAt: Timestamp
     public let runId: Int64?
     public let notificationId: Int64?
+    /// The latest finding of runs.md "Mutual matches": set when the pair is recorded and again when notified.
+    public let mutual: Bool
 
-    public init(filterId: Int64, profileId: Int64, matchedAt: Timestamp, runId: Int64?, notificationId: Int64? = nil) {
+    public init(filterId: Int64, profileId: Int64, matchedAt: Timestamp, runId: Int64?, notificationId: Int64? = nil,
+                mutual: Bool = false) {
         self.filterId = filterId
         self.profileId = profileId
         self.matchedAt = matchedAt
         self.runId = runId
         self.notificationId = notificationId
+        self.mutual = mutual
     }
 
     public var pair: MatchPair { MatchPair(filterId: filterId, profileId: profileId) }
 
-    public func notified(by notificationId: Int64) -> FilterMatch {
+    public func notified(by notificationId: Int64, mutual: Bool) -> FilterMatch {
         FilterMatch(filterId: filterId, profileId: profileId, matchedAt: matchedAt, runId: runId,
-                    notificationId: notificationId)
+                    notificationId: notificationId, mutual: mutual)
     }
 }
 
@@ -49,9 +53,12 @@ public struct MatchNotification: Sendable, Hashable {
     public let createdAt: Timestamp
     public let sentAt: Timestamp?
     public let runId: Int64?
+    /// How many of the counted matches are mutual.
+    public let mutualCount: Int
 
     public init(id: Int64, recipientId: Int64, filterId: Int64, matchCount: Int, profileIds: [Int64],
-                createdAt: Timestamp, sentAt: Timestamp? = nil, runId: Int64?) {
+                createdAt: Timestamp, sentAt: Timestamp? = nil, runId: Int64?, mutualCount: Int = 0) {
+        self.mutualCount = mutualCount
         self.id = id
         self.recipientId = recipientId
         self.filterId = filterId

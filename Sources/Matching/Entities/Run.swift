@@ -67,10 +67,22 @@ public struct RunCounters: Sendable, Hashable, Codable {
     /// infinite dates, out-of-domain codes, unknown status, NULL where NOT NULL was assumed, a filter
     /// whose owner has no profile row); read totally and counted, never a failure.
     public let oddValues: Int
+    /// Filters whose every condition is paid while the owner lacks the plan (filter-language.md): suspended,
+    /// they match nothing and send nothing (not counted as evaluated).
+    public let filtersSuspended: Int
+    /// Digests due whose waiting matches no longer qualified (profile no longer eligible, or the filter's
+    /// current conditions no longer satisfied): no notification was written, the matches wait.
+    public let digestsHeldBack: Int
+    /// New matches recorded as mutual (runs.md "Mutual matches").
+    public let matchesMutual: Int
 
     public init(candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
                 matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0,
-                profilesQuarantined: Int = 0, filtersQuarantined: Int = 0, oddValues: Int = 0) {
+                profilesQuarantined: Int = 0, filtersQuarantined: Int = 0, oddValues: Int = 0,
+                filtersSuspended: Int = 0, digestsHeldBack: Int = 0, matchesMutual: Int = 0) {
+        self.filtersSuspended = filtersSuspended
+        self.digestsHeldBack = digestsHeldBack
+        self.matchesMutual = matchesMutual
         self.matchesForgotten = matchesForgotten
         self.profilesQuarantined = profilesQuarantined
         self.filtersQuarantined = filtersQuarantined
@@ -95,7 +107,10 @@ public struct RunCounters: Sendable, Hashable, Codable {
                     matchesForgotten: a.matchesForgotten + b.matchesForgotten,
                     profilesQuarantined: a.profilesQuarantined + b.profilesQuarantined,
                     filtersQuarantined: a.filtersQuarantined + b.filtersQuarantined,
-                    oddValues: a.oddValues + b.oddValues)
+                    oddValues: a.oddValues + b.oddValues,
+                    filtersSuspended: a.filtersSuspended + b.filtersSuspended,
+                    digestsHeldBack: a.digestsHeldBack + b.digestsHeldBack,
+                    matchesMutual: a.matchesMutual + b.matchesMutual)
     }
 
     /// These counters with the read-issue counts replaced by `issues`' (kept as the larger of the two,
@@ -106,7 +121,8 @@ public struct RunCounters: Sendable, Hashable, Codable {
                     notificationsWritten: notificationsWritten, matchesForgotten: matchesForgotten,
                     profilesQuarantined: max(profilesQuarantined, issues.profilesQuarantined),
                     filtersQuarantined: max(filtersQuarantined, issues.filtersQuarantined),
-                    oddValues: max(oddValues, issues.oddValues))
+                    oddValues: max(oddValues, issues.oddValues), filtersSuspended: filtersSuspended,
+                    digestsHeldBack: digestsHeldBack, matchesMutual: matchesMutual)
     }
 }
 

@@ -21,6 +21,7 @@ extension Report {
             ("Filters evaluated", .integer(c.filtersEvaluated)),
             ("Filters invalid", .integer(c.filtersInvalid)),
             ("Filters with paid conditions ignored", .integer(c.filtersPaidIgnored)),
+            ("Filters suspended", .integer(c.filtersSuspended)),
             ("Profiles quarantined", .integer(c.profilesQuarantined)),
             ("Filters quarantined", .integer(c.filtersQuarantined)),
             ("Rows with odd values", .integer(c.oddValues)),
@@ -29,7 +30,9 @@ extension Report {
             counts.append(("Matches found", .integer(summary.matchesFound)))
         } else {
             counts.append(("Matches written", .integer(c.matchesWritten)))
+            counts.append(("Mutual matches written", .integer(c.matchesMutual)))
             counts.append(("Notifications written", .integer(c.notificationsWritten)))
+            counts.append(("Digests held back", .integer(c.digestsHeldBack)))
             counts.append(("Matches forgotten", .integer(c.matchesForgotten)))
         }
         let phases = RunPhase.allCases.map { phase in
@@ -54,6 +57,7 @@ extension Report {
             ("Clock", .text(result.clock.now.iso8601)),
             ("Run date", .text("\(result.clock.runDate) (\(result.clock.timeZone.identifier))")),
             ("Already recorded", result.recorded.map { .text("matched at \($0.matchedAt.iso8601)") } ?? .text("no")),
+            ("Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
         ]
         let checks = e.eligibility.map { check -> [ReportValue] in
             [.text(check.name), .text(check.passed ? "pass" : "FAIL"), .text(check.detail)]

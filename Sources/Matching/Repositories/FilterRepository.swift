@@ -8,6 +8,8 @@ public enum FilterSelection: Sendable, Hashable {
 public protocol FilterRepository: Sendable {
     /// Filters that are not deleted, owned by the shard, chosen by `selection`, with `id > afterId`, in id order.
     func filters(_ selection: FilterSelection, shard: Shard, afterId: Int64?) throws -> [SavedFilter]
+    /// The filters, not deleted, owned by any of `ownerIds`, whatever their shard, in id order.
+    func filters(ownedBy ownerIds: [Int64]) throws -> [SavedFilter]
     /// One filter, deleted or not.
     func filter(id: Int64) throws -> SavedFilter?
     /// Records, for operators, the shard's filters found invalid by run `runId`, and forgets the ones in

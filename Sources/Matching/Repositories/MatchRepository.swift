@@ -38,10 +38,19 @@ public struct WorkUnit: Sendable {
     public let lastLoginAt: [Int64: Timestamp]
     /// The matches are recorded silent (a backfill without `--notify`): never in any digest.
     public let silent: Bool
+    /// The waiting matches that still satisfy their filter's current conditions at the run's clock (runs.md:
+    /// "a digest shows what the filter means at the run's clock"); nil: every eligible waiting match counts.
+    /// The unit's new matches always qualify. Eligibility (status, blocks) is checked again at commit.
+    public let qualifyingWaiting: Set<MatchPair>?
+    /// The pairs found mutual by the run (runs.md "Mutual matches"), new or waiting.
+    public let mutual: Set<MatchPair>
 
     public init(runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
                 notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
-                lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false) {
+                lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
+                qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = []) {
+        self.qualifyingWaiting = qualifyingWaiting
+        self.mutual = mutual
         self.runId = runId
         self.clock = clock
         self.lastFilterId = lastFilterId
@@ -57,24 +66,57 @@ public struct WorkUnit: Sendable {
         matches.flatMap { result in result.profileIds.map { MatchPair(filterId: result.filterId, profileId: $0) } }
     }
 
-    /// The unit's new matches as the notification rule sees them: just evaluated, so eligible.
-    public var newMatchesAsWaiting: [WaitingMatch] {
-        matches.flatMap { result in
-            result.profileIds.map { id in
-                WaitingMatch(filterId: result.filterId, profileId: id, profileStatus: Profile.Status.active,
-                             profileLastLoginAt: lastLoginAt[id], blockedEitherWay: false)
+    /// The new matches of `filters` as the notification rule sees them: just evaluated, with the profile's
+    /// status and blocks as they stand now (`facts`, read under the unit's lock), so that a profile hidden
+    /// or blocked since the run read it is never shown.
+    public func newMatchesAsWaiting(of filters: [NotificationCandidateFilter], facts: ProfileFacts) -> [WaitingMatch] {
+        let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
+        return matches.flatMap { result -> [WaitingMatch] in
+            guard let owner = owners[result.filterId] else { return [] }
+            return result.profileIds.map { id in
+                WaitingMatch(filterId: result.filterId, profileId: id, profileStatus: facts.statuses[id],
+                             profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id))
             }
         }
+    }
+}
+
+/// Profiles' eligibility facts as they stand in a unit's transaction: status (absent: no row) and blocks.
+public struct ProfileFacts: Sendable {
+    public let statuses: [Int64: Int16]
+    /// Every block with a side among the profiles asked about.
+    public let blocks: BlockSet
+
+    public init(statuses: [Int64: Int16], blocks: BlockSet) {
+        self.statuses = statuses
+        self.blocks = blocks
+    }
+}
+
+/// The waiting matches of some filters, with their profiles' current columns (one row per profile).
+public struct WaitingProfiles: Sendable {
+    public let pairs: [MatchPair]
+    public let profiles: ProfileColumns
+
+    public init(pairs: [MatchPair], profiles: ProfileColumns) {
+        self.pairs = pairs
+        self.profiles = profiles
     }
 }
 
 public struct WorkUnitOutcome: Sendable, Hashable {
     public let matchesWritten: Int
     public let notificationsWritten: Int
+    /// New matches recorded as mutual.
+    public let mutualWritten: Int
+    /// Digests due that nothing qualified for any more.
+    public let digestsHeldBack: Int
 
-    public init(matchesWritten: Int, notificationsWritten: Int) {
+    public init(matchesWritten: Int, notificationsWritten: Int, mutualWritten: Int = 0, digestsHeldBack: Int = 0) {
         self.matchesWritten = matchesWritten
         self.notificationsWritten = notificationsWritten
+        self.mutualWritten = mutualWritten
+        self.digestsHeldBack = digestsHeldBack
     }
 }
 
@@ -85,11 +127,14 @@ public struct NewMatch: Sendable, Hashable {
     public let notificationId: Int64?
     /// Recorded by a backfill without `--notify`: never counted or shown in a digest.
     public let silent: Bool
+    /// Found mutual by the run (runs.md "Mutual matches").
+    public let mutual: Bool
 
-    public init(pair: MatchPair, notificationId: Int64? = nil, silent: Bool = false) {
+    public init(pair: MatchPair, notificationId: Int64? = nil, silent: Bool = false, mutual: Bool = false) {
         self.pair = pair
         self.notificationId = notificationId
         self.silent = silent
+        self.mutual = mutual
     }
 }
 
@@ -105,6 +150,8 @@ public protocol UnitTransaction {
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// The filters' waiting matches with the facts eligibility needs, as they stand now.
     func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch]
+    /// The profiles' status and the blocks involving them, as they stand now.
+    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts
     /// Marks a point `rollbackToSavepoint` returns to (one at a time).
     func savepoint() throws
     func rollbackToSavepoint() throws
@@ -117,8 +164,9 @@ public protocol UnitTransaction {
     func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws
     /// Writes the digests; returns their ids in `planned` order.
     func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64]
-    /// Marks recorded matches notified by the given digests (and no longer waiting).
-    func markNotified(_ marks: [MatchPair: Int64]) throws
+    /// Marks recorded matches notified by the given digests (and no longer waiting), with their latest
+    /// mutual finding (`mutual` holds the pairs found mutual; others are set not mutual).
+    func markNotified(_ marks: [MatchPair: Int64], mutual: Set<MatchPair>) throws
     /// Remembers when these filters were last notified.
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
@@ -143,6 +191,9 @@ public struct RetentionOutcome: Sendable, Hashable {
 public protocol MatchRepository: Sendable {
     /// Among `pairs`, those already recorded. Costs what `pairs` costs, whatever the history holds.
     func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair>
+    /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
+    /// their profiles (a profile without a row is absent). Costs what the waiting matches cost.
+    func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles
     /// Runs `body` in one transaction and commits it when `body` returns (rolls back when it throws).
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest

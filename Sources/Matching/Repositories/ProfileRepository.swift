@@ -37,6 +37,8 @@ public protocol ProfileRepository: Sendable {
     /// The profiles a backfill selects.
     func profiles(_ selection: ProfileSelection) throws -> ProfileColumns
     func profile(id: Int64) throws -> Profile?
+    /// The profiles with these ids, as columns (read totally, like every profile read); absent ids are left out.
+    func profileColumns(ids: [Int64]) throws -> ProfileColumns
     /// Status and plan of filter owners; an id with no profile row is absent.
     func owners(ids: [Int64]) throws -> [Int64: FilterOwner]
     /// The store's clock: a run's default `--now`.

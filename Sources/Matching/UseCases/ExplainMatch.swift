@@ -27,6 +27,12 @@ public struct ExplainMatch: Sendable {
         public let explanation: Explanation
         /// The pair as already recorded in `filter_matches`, if it is.
         public let recorded: FilterMatch?
+        /// runs.md "Mutual matches": the profile's first filter (by id) that the filter's owner satisfies at
+        /// the clock (both active, no block either way, that filter not deleted, valid, not suspended, the
+        /// profile's plan applied); nil when there is none (not mutual).
+        public let mutualVia: Int64?
+
+        public var mutual: Bool { mutualVia != nil }
     }
 
     public struct FilterNotFound: Error, Sendable, CustomStringConvertible {
@@ -58,6 +64,17 @@ public struct ExplainMatch: Sendable {
         let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: blockSet, clock: clock)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
         return Result(filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
-                      explanation: explanation, recorded: recorded)
+                      explanation: explanation, recorded: recorded,
+                      mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
+    }
+
+    /// The reverse direction, with the reference evaluator: the profile's filters against the filter's owner.
+    private func mutualVia(filter: SavedFilter, profileId: Int64, blocks: BlockSet, clock: EvaluationClock) throws
+        -> Int64? {
+        guard profileId != filter.ownerId, let owner = try profiles.profile(id: filter.ownerId) else { return nil }
+        let theirs = try filters.filters(ownedBy: [profileId])
+        guard !theirs.isEmpty else { return nil }
+        let record = try profiles.owners(ids: [profileId])[profileId]
+        return theirs.first { ReferenceEvaluator.matches(owner, $0, owner: record, blocks: blocks, clock: clock) }?.id
     }
 }

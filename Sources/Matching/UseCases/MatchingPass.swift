@@ -62,13 +62,20 @@ struct MatchingPass {
             return Outcome(counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
         }
 
+        // What the digests need: the waiting matches that still qualify, and which pairs are mutual.
+        timings.begin(.evaluate, output)
+        let findings = try DigestFindings.gather(
+            prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
+            matches: matches, profiles: profiles, filters: filters, engine: engine)
+        timings.end(.evaluate, output)
+
         // Write, in units of work: each commits its matches, the digests they make due, its counters and the
         // run's cursor together, so a crash at any instant loses and duplicates nothing.
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(matches: matches, output: output, stop: stop, run: run, plan: plan,
-                                lastLogins: candidates.lastLogins, filtersTotal: chosen.count)
+                                lastLogins: candidates.lastLogins, filtersTotal: chosen.count, findings: findings)
         var unit = UnitWriter.Pending()
         for filter in chosen {
             unit.add(filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
@@ -158,6 +165,7 @@ struct PreparedFilters {
     private(set) var counted: [Int64: RunCounters] = [:]
     private(set) var paidIgnored = 0
     private(set) var ownerInactive = 0
+    private(set) var suspended = 0
 
     init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
         for filter in chosen {
@@ -173,6 +181,11 @@ struct PreparedFilters {
             validIds.append(filter.id)
             guard let owner = owners[filter.ownerId], owner.isActive else {
                 ownerInactive += 1
+                continue
+            }
+            if conditions.isSuspended(forOwnerPlan: owner.plan) {
+                suspended += 1   // matches nothing, sends nothing, until the owner pays again
+                counted[filter.id] = RunCounters(filtersSuspended: 1)
                 continue
             }
             let effective = conditions.effective(forOwnerPlan: owner.plan)
@@ -295,12 +308,14 @@ final class UnitWriter {
     private let plan: MatchingPass.Plan
     private let lastLogins: [Int64: Timestamp]
     private let filtersTotal: Int
+    private let findings: DigestFindings
     private let committer = UnitCommitter()
     private(set) var written = RunCounters.zero
     private var done = 0
 
     init(matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
-         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int) {
+         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int, findings: DigestFindings) {
+        self.findings = findings
         self.matches = matches
         self.output = output
         self.stop = stop
@@ -321,10 +336,13 @@ final class UnitWriter {
         let outcome = try committer.commit(
             WorkUnit(runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unit.matches,
                      notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
-                     lastLoginAt: logins, silent: !plan.writesNotifications),
+                     lastLoginAt: logins, silent: !plan.writesNotifications,
+                     qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual),
             to: matches)
         written = written + unit.counters + RunCounters(matchesWritten: outcome.matchesWritten,
-                                                        notificationsWritten: outcome.notificationsWritten)
+                                                        notificationsWritten: outcome.notificationsWritten,
+                                                        digestsHeldBack: outcome.digestsHeldBack,
+                                                        matchesMutual: outcome.mutualWritten)
         done += unit.filterCount
         output.handle(.unitCommitted(filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
                                      notifications: written.notificationsWritten))

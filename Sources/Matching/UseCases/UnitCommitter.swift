@@ -20,7 +20,9 @@ public struct UnitCommitter: Sendable {
             let written = try write(unit, tx)
             try tx.advanceRun(unit.runId, pastFilter: unit.lastFilterId,
                               adding: unit.filterCounters + RunCounters(matchesWritten: written.matchesWritten,
-                                                                        notificationsWritten: written.notificationsWritten))
+                                                                        notificationsWritten: written.notificationsWritten,
+                                                                        digestsHeldBack: written.digestsHeldBack,
+                                                                        matchesMutual: written.mutualWritten))
             return written
         }
     }
@@ -41,46 +43,67 @@ public struct UnitCommitter: Sendable {
         // The states are read unlocked first (a stale time is older, so it never hides a due filter), then
         // the deciding filters are locked and planned with what the lock shows.
         let states = notify.isEmpty ? [:] : try tx.notificationStates(notify.map(\.filter.id))
-        let due = notify.filter { planner.isDue($0.filter, lastNotifiedAt: states[$0.filter.id], clock: unit.clock) }
+        let due = notify.filter {
+            NotificationPlanner.isDue($0.filter, lastNotifiedAt: states[$0.filter.id], clock: unit.clock)
+        }
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
         let withWaiting = due.isEmpty ? [] : try tx.filtersWithWaitingMatches(due.map(\.filter.id))
         let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
-            let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent) }
+            let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0)) }
             let inserted = try insertSkippingConflicts(rows, unit, tx)
             try tx.addWaiting(inserted.filter(waits), at: now)
-            return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: 0)
+            return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: 0,
+                                   mutualWritten: unit.mutualCount(inserted))
         }
         let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
+        // A waiting match counts only if the run found it still qualifies; the unit's new ones do.
+        let newPairs = Set(pairs)
+        let qualifies: (MatchPair) -> Bool = { pair in
+            newPairs.contains(pair) || (unit.qualifyingWaiting?.contains(pair) ?? true)
+        }
 
-        // Planned with the new matches as just evaluated; written once, already marked.
+        // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
+        // the lock, for the filters that are due); written once, already marked.
         try tx.savepoint()
         let waiting = try tx.waitingMatches(deciding)
-        let planned = planner.plan(filters: deciding, waiting: waiting + unit.newMatchesAsWaiting,
-                                   lastNotifiedAt: lastNotifiedAt, clock: unit.clock)
+        let dueUnderLock = deciding.filter {
+            NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
+        }
+        let dueIds = Set(dueUnderLock.map(\.filter.id))
+        let dueProfiles = Set(unit.matches.filter { dueIds.contains($0.filterId) }.flatMap(\.profileIds))
+        let fresh = dueProfiles.isEmpty ? []
+            : unit.newMatchesAsWaiting(of: dueUnderLock, facts: try tx.profileFacts(dueProfiles.sorted()))
+        let decision = planner.decide(filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
+                                      clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+        let planned = decision.planned
         let ids = try tx.writeNotifications(planned, at: now, runId: unit.runId)
         let marks = Self.marks(planned, ids)
-        let rows = pairs.map { NewMatch(pair: $0, notificationId: marks[$0]) }
+        let rows = pairs.map { NewMatch(pair: $0, notificationId: marks[$0], mutual: unit.mutual.contains($0)) }
         if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId) {
             let waitingPairs = Set(waiting.map(\.pair))
-            try tx.markNotified(marks.filter { waitingPairs.contains($0.key) })
+            try tx.markNotified(marks.filter { waitingPairs.contains($0.key) }, mutual: unit.mutual)
             try tx.addWaiting(pairs.filter { marks[$0] == nil && waits($0) }, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count)
+            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count,
+                                   mutualWritten: unit.mutualCount(pairs), digestsHeldBack: decision.heldBack.count)
         }
 
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
         try tx.rollbackToSavepoint()
-        let inserted = try tx.insertMatchesSkippingRecorded(pairs.map { NewMatch(pair: $0) }, at: now, runId: unit.runId)
+        let inserted = try tx.insertMatchesSkippingRecorded(
+            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
-        let replanned = planner.plan(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
-                                     clock: unit.clock)
+        let redecided = planner.decide(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
+                                       clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+        let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
-        try tx.markNotified(Self.marks(replanned, newIds))
+        try tx.markNotified(Self.marks(replanned, newIds), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
-        return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: replanned.count)
+        return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: replanned.count,
+                               mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
     }
 
     /// Inserts in one go; on a conflict, again skipping the pairs already recorded.
@@ -101,6 +124,13 @@ public struct UnitCommitter: Sendable {
             }
         }
         return marks
+    }
+}
+
+extension WorkUnit {
+    /// How many of `pairs` the run found mutual.
+    func mutualCount(_ pairs: [MatchPair]) -> Int {
+        mutual.isEmpty ? 0 : pairs.count { mutual.contains($0) }
     }
 }
 

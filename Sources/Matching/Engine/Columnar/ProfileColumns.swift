@@ -83,6 +83,18 @@ public struct ProfileColumns: Sendable {
         return Profile(id: ids[row], status: statuses[row], plan: plans[row], values: values)
     }
 
+    /// One item's value at `row`, as `profile(at:)` would give it, without rebuilding the whole profile.
+    public func value(of item: AnyMasterItem, at row: Int) -> ItemValue {
+        switch columns[item.index] {
+        case .codes(let codes): .code(codes[row])
+        case .integers(let column): .integer(column[row])
+        case .dates(let column): .date(column[row].map(CalendarDate.init(daysSinceEpoch:)))
+        case .codeSets(let column): .codes(Array(column[row]))
+        case .flags(let bits): .flag(bits[row])
+        case .timestamps(let values): .timestamp(Timestamp(microsecondsSinceEpoch: values[row]))
+        }
+    }
+
     /// A table of the given rows, in the given order (a row may repeat). Every row must be in `0..<count`.
     public func selecting(rows: [Int]) -> ProfileColumns {
         for row in rows {

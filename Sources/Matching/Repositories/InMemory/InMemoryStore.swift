@@ -158,6 +158,10 @@ extension InMemoryStore: ProfileRepository {
 
     public func profile(id: Int64) throws -> Profile? { locked { profileRows[id] } }
 
+    public func profileColumns(ids: [Int64]) throws -> ProfileColumns {
+        locked { ProfileColumns(Set(ids).sorted().compactMap { profileRows[$0] }) }
+    }
+
     public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
         locked {
             var owners: [Int64: FilterOwner] = [:]
@@ -187,6 +191,11 @@ extension InMemoryStore: FilterRepository {
 
     public func filter(id: Int64) throws -> SavedFilter? { locked { filterRows[id] } }
 
+    public func filters(ownedBy ownerIds: [Int64]) throws -> [SavedFilter] {
+        let owners = Set(ownerIds)
+        return locked { filterRows.values.filter { !$0.isDeleted && owners.contains($0.ownerId) }.sorted { $0.id < $1.id } }
+    }
+
     public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
         locked {
             for id in validIds { invalidRows[id] = nil }
@@ -214,6 +223,15 @@ extension InMemoryStore: BlockRepository {
 extension InMemoryStore: MatchRepository {
     public func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
         locked { Set(pairs.filter { written.matchRows[$0] != nil }) }
+    }
+
+    public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+        let wanted = Set(filterIds)
+        return locked {
+            let pairs = written.waiting.keys.filter { wanted.contains($0.filterId) }.sorted()
+            let profiles = Set(pairs.map(\.profileId)).sorted().compactMap { profileRows[$0] }
+            return WaitingProfiles(pairs: pairs, profiles: ProfileColumns(profiles))
+        }
     }
 
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
@@ -306,6 +324,14 @@ final class InMemoryUnitTransaction: UnitTransaction {
         }
     }
 
+    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts {
+        let wanted = Set(profileIds)
+        var statuses: [Int64: Int16] = [:]
+        for id in wanted { if let profile = profiles[id] { statuses[id] = profile.status } }
+        let involved = blocks.filter { wanted.contains($0.blockerId) || wanted.contains($0.blockedId) }
+        return ProfileFacts(statuses: statuses, blocks: BlockSet(involved.map { ($0.blockerId, $0.blockedId) }))
+    }
+
     func savepoint() throws { saved = written }
 
     func rollbackToSavepoint() throws {
@@ -322,7 +348,8 @@ final class InMemoryUnitTransaction: UnitTransaction {
         var inserted: [MatchPair] = []
         for row in rows.sorted(by: { $0.pair < $1.pair }) where written.matchRows[row.pair] == nil {
             written.matchRows[row.pair] = FilterMatch(filterId: row.pair.filterId, profileId: row.pair.profileId,
-                                                      matchedAt: time, runId: runId, notificationId: row.notificationId)
+                                                      matchedAt: time, runId: runId, notificationId: row.notificationId,
+                                                      mutual: row.mutual)
             if row.silent { written.silentPairs.insert(row.pair) }
             inserted.append(row.pair)
         }
@@ -339,14 +366,14 @@ final class InMemoryUnitTransaction: UnitTransaction {
             written.nextNotificationId += 1
             written.notificationRows.append(MatchNotification(
                 id: id, recipientId: n.recipientId, filterId: n.filterId, matchCount: n.matchCount,
-                profileIds: n.shownProfileIds, createdAt: time, runId: runId))
+                profileIds: n.shownProfileIds, createdAt: time, runId: runId, mutualCount: n.mutualCount))
             return id
         }
     }
 
-    func markNotified(_ marks: [MatchPair: Int64]) throws {
+    func markNotified(_ marks: [MatchPair: Int64], mutual: Set<MatchPair>) throws {
         for (pair, id) in marks {
-            written.matchRows[pair] = written.matchRows[pair]?.notified(by: id)
+            written.matchRows[pair] = written.matchRows[pair]?.notified(by: id, mutual: mutual.contains(pair))
             written.waiting[pair] = nil
         }
     }

@@ -1,0 +1,146 @@
+import Chronology
+import Dispatch
+
+/// What a run finds for its digests before it writes (runs.md): which waiting matches still qualify (a digest
+/// shows what the filter means at the run's clock) and which pairs are mutual ("Mutual matches"). The reads
+/// follow the day's work (the waiting matches of the run's notify filters, the run's new pairs), never the
+/// history.
+struct DigestFindings: Sendable {
+    /// The waiting matches still candidates at the run's clock; nil when the run writes no notifications.
+    let qualifyingWaiting: Set<MatchPair>?
+    /// Among the run's new pairs and the qualifying waiting matches, those found mutual.
+    let mutual: Set<MatchPair>
+
+    static func gather(prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
+                       plan: MatchingPass.Plan, blocks: BlockSet, matches: any MatchRepository,
+                       profiles: any ProfileRepository, filters: any FilterRepository,
+                       engine: any MatchEngine) throws -> DigestFindings {
+        var pairs: [(pair: MatchPair, ownerId: Int64)] = []
+        for (filterId, ids) in found {
+            guard let filter = prepared.byId[filterId] else { continue }
+            for id in ids { pairs.append((MatchPair(filterId: filterId, profileId: id), filter.owner.id)) }
+        }
+        var qualifying: Set<MatchPair>?
+        if plan.writesNotifications {
+            let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter.id).sorted()
+            let waiting = notifying.isEmpty
+                ? WaitingProfiles(pairs: [], profiles: .empty) : try matches.waitingProfiles(filterIds: notifying)
+            let kept = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
+            for pair in kept.sorted() {
+                if let filter = prepared.byId[pair.filterId] { pairs.append((pair, filter.owner.id)) }
+            }
+            qualifying = kept
+        }
+        let finder = MutualFinder(engine: engine, profiles: profiles, filters: filters, blocks: blocks,
+                                  clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
+        return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
+    }
+
+    /// The waiting pairs whose profile is still a candidate of the filter as it is now: the profile exists
+    /// and is active, is not the owner, no block either way (as the run read them; checked again at commit),
+    /// and satisfies the filter's current conditions (owner's current plan applied) at the run's clock.
+    static func qualifying(_ waiting: WaitingProfiles, prepared: [Int64: PreparedFilter], blocks: BlockSet,
+                           clock: EvaluationClock) -> Set<MatchPair> {
+        let pairs = waiting.pairs
+        guard !pairs.isEmpty else { return [] }
+        let columns = waiting.profiles
+        let rowOf = Dictionary(columns.ids.enumerated().map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        let chunks = max(1, min(64, pairs.count / 4_096))
+        let slots = ResultSlots<[MatchPair]>(count: chunks)
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            let lower = pairs.count * chunk / chunks, upper = pairs.count * (chunk + 1) / chunks
+            var kept: [MatchPair] = []
+            for pair in pairs[lower..<upper] {
+                guard let filter = prepared[pair.filterId], let row = rowOf[pair.profileId],
+                      columns.statuses[row] == Profile.Status.active, pair.profileId != filter.owner.id,
+                      !blocks.blocksEitherWay(filter.owner.id, pair.profileId),
+                      ReferenceEvaluator.satisfies(columns, row: row, filter.conditions, clock: clock)
+                else { continue }
+                kept.append(pair)
+            }
+            slots.set(chunk, kept)
+        }
+        return Set(slots.values().joined())
+    }
+}
+
+/// Finds which (F, P) pairs are mutual (runs.md "Mutual matches"): P has a filter G (not deleted, valid, not
+/// suspended, P's plan applied, P active) that F's owner O satisfies at the run's clock, O active, no block
+/// either way. Evaluated with the match engine: the matched profiles' filters against their pairs' owners,
+/// in blocks of filters, each block against only the owners paired with its filters' owners, so that the
+/// work and memory follow the pairs.
+struct MutualFinder {
+    let engine: any MatchEngine
+    let profiles: any ProfileRepository
+    let filters: any FilterRepository
+    let blocks: BlockSet
+    let clock: EvaluationClock
+    /// Filters the run already prepared (used as they are), and the ids of every filter the run read
+    /// (those among them not prepared are not eligible: invalid, quarantined, suspended, owner inactive).
+    let known: [Int64: PreparedFilter]
+    let knownIneligible: Set<Int64>
+
+    static let blockSize = 1_024
+
+    /// Among `pairs` (each with its filter's owner), those mutual.
+    func find(_ pairs: [(pair: MatchPair, ownerId: Int64)]) throws -> Set<MatchPair> {
+        guard !pairs.isEmpty else { return [] }
+        let matched = Array(Set(pairs.map(\.pair.profileId))).sorted()
+        let theirs = try filters.filters(ownedBy: matched)
+        guard !theirs.isEmpty else { return [] }
+        let unknownOwners = Set(theirs.filter { known[$0.id] == nil }.map(\.ownerId))
+        let theirOwners = unknownOwners.isEmpty ? [:] : try profiles.owners(ids: unknownOwners.sorted())
+        var reverse: [PreparedFilter] = []
+        for filter in theirs {
+            if let ready = known[filter.id] {
+                reverse.append(ready)
+                continue
+            }
+            guard !knownIneligible.contains(filter.id), filter.quarantineReason == nil, !filter.isDeleted,
+                  let owner = theirOwners[filter.ownerId], owner.isActive,
+                  let conditions = try? filter.decodedConditions(), !conditions.isSuspended(forOwnerPlan: owner.plan)
+            else { continue }
+            reverse.append(PreparedFilter(filter: filter, owner: owner,
+                                          conditions: conditions.effective(forOwnerPlan: owner.plan).conditions))
+        }
+        guard !reverse.isEmpty else { return [] }
+
+        // The pairs of each matched profile that has a filter, and the owners on their other side.
+        let withFilters = Set(reverse.map(\.owner.id))
+        var byMatched: [Int64: [(pair: MatchPair, ownerId: Int64)]] = [:]
+        for entry in pairs where withFilters.contains(entry.pair.profileId) {
+            byMatched[entry.pair.profileId, default: []].append(entry)
+        }
+        guard !byMatched.isEmpty else { return [] }
+        let ownerIds = Array(Set(byMatched.values.joined().map(\.ownerId))).sorted()
+        let ownerColumns = try profiles.profileColumns(ids: ownerIds)
+        var rowOf: [Int64: Int] = [:]
+        for (row, id) in ownerColumns.ids.enumerated() { rowOf[id] = row }
+
+        reverse.sort { ($0.owner.id, $0.filter.id) < ($1.owner.id, $1.filter.id) }
+        let exclusions = MatchExclusions(existing: [], blocks: blocks)
+        var mutual = Set<MatchPair>()
+        var start = 0
+        while start < reverse.count {
+            let block = Array(reverse[start..<min(start + Self.blockSize, reverse.count)])
+            start += block.count
+            var rows = Set<Int>()
+            for owner in Set(block.map(\.owner.id)) {
+                for entry in byMatched[owner] ?? [] { if let row = rowOf[entry.ownerId] { rows.insert(row) } }
+            }
+            guard !rows.isEmpty else { continue }
+            let batch = CandidateBatch(ownerColumns.selecting(rows: rows.sorted()))
+            guard batch.count > 0 else { continue }
+            let byId = Dictionary(block.map { ($0.filter.id, $0) }, uniquingKeysWith: { a, _ in a })
+            for result in engine.evaluate(block, against: batch, limit: batch.count, clock: clock, exclusions: exclusions)
+            where !result.profileIds.isEmpty {
+                guard let filter = byId[result.filterId] else { continue }
+                let liked = Set(result.profileIds)
+                for entry in byMatched[filter.owner.id] ?? [] where liked.contains(entry.ownerId) {
+                    mutual.insert(entry.pair)
+                }
+            }
+        }
+        return mutual
+    }
+}

@@ -1,0 +1,411 @@
+import Chronology
+import Foundation
+import Testing
+@testable import Matching
+import MatchingTestSupport
+
+/// Issue 13, "Digests users can trust", in memory: the due rule's tolerance, digests that show the filter as
+/// it is now, suspended filters, mutual matches, and intervals across daylight saving changes.
+@Suite struct DigestTests {
+    static let weekly = NotifyInterval(days: 7)
+    static let hourly = NotifyInterval(microseconds: 3_600_000_000)
+
+    func at(_ text: String) throws -> Timestamp { try #require(Timestamp(iso8601: text)) }
+
+    /// Runs at `now` with the store's clock moved there.
+    @discardableResult
+    func run(_ store: InMemoryStore, _ now: Timestamp, maxPerFilter: Int = 100,
+             output: any RunOutputHandler = SilentRunOutput()) throws -> RunSummary {
+        store.setClock(now)
+        return try World.run(store, now: now, maxPerFilter: maxPerFilter, output: output)
+    }
+
+    // MARK: 1. The due rule's tolerance
+
+    @Test func dailyDigestsAtFourOhSevenThenFourOhThreeAreBothSent() throws {
+        let first = try at("2026-03-01T04:07:00+09:00")
+        let second = try at("2026-03-02T04:03:00+09:00")
+        let store = InMemoryStore(now: first)
+        store.save([World.profile(1, gender: 1, at: first), World.profile(10, at: first)])
+        store.save([World.filter(100, owner: 1)])
+        #expect(try run(store, first).counters.notificationsWritten == 1)
+        store.setClock(second)
+        store.save([World.profile(11, at: second)])
+        let next = try run(store, second)
+        #expect(next.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).map(\.createdAt) == [first, second])
+    }
+
+    @Test func anHourlyFilterIsDueAfterFiftyFourMinutesNotFiftyThree() throws {
+        let start = World.day1
+        let store = InMemoryStore(now: start)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, every: Self.hourly)])
+        _ = try run(store, start)
+        let minute = Int64(60_000_000)
+        store.setClock(start.adding(microseconds: minute))
+        store.save([World.profile(11, at: start.adding(microseconds: minute))])
+        let early = try run(store, start.adding(microseconds: 53 * minute))
+        #expect(early.counters.matchesWritten == 1)
+        #expect(early.counters.notificationsWritten == 0)
+        let due = try run(store, start.adding(microseconds: 54 * minute))
+        #expect(due.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).last?.profileIds == [11])
+    }
+
+    @Test func dueRuleToleranceIsATenthAtMostAnHour() throws {
+        #expect(NotifyInterval(days: 1).dueTolerance == 3_600_000_000)
+        #expect(Self.hourly.dueTolerance == 360_000_000)
+        #expect(NotifyInterval(microseconds: 600_000_000).dueTolerance == 60_000_000)
+        #expect(NotifyInterval(months: 1).dueTolerance == 3_600_000_000)
+        #expect(NotifyInterval(days: -1).dueTolerance == 0)
+        #expect(NotifyInterval(days: 2_147_483_647).dueTolerance == 3_600_000_000)
+        let filter = World.filter(1, owner: 2, every: NotifyInterval(days: 1))
+        let last = World.day1
+        let clock = { (hours: Int64, minutes: Int64) in
+            EvaluationClock(now: last.adding(microseconds: (hours * 60 + minutes) * 60_000_000))
+        }
+        #expect(NotificationPlanner.isDue(filter, lastNotifiedAt: nil, clock: clock(0, 0)))
+        #expect(!NotificationPlanner.isDue(filter, lastNotifiedAt: last, clock: clock(22, 59)))
+        #expect(NotificationPlanner.isDue(filter, lastNotifiedAt: last, clock: clock(23, 0)))
+    }
+
+    // MARK: 2. A digest shows the filter as it is now
+
+    /// Owner 1 (a man) with a weekly filter; day 1 sends the first digest (profile 10).
+    func weeklyStore(_ json: String) -> InMemoryStore {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10, residence: 13)])
+        store.save([World.filter(100, owner: 1, json, every: Self.weekly)])
+        return store
+    }
+
+    @Test func anEditedFiltersWaitingMatchesAreCheckedAgainstItsCurrentConditions() throws {
+        let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}}"#)
+        _ = try run(store, World.day1)
+        store.setClock(World.day2)
+        store.save([World.profile(20, residence: 13, at: World.day2)])   // Tokyo: matches, waits a week
+        _ = try run(store, World.day2)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+        // Day 8: the owner now searches Osaka; 21 lives in Osaka.
+        let day8 = World.day1.adding(days: 7)
+        store.setClock(day8)
+        store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [27]}}"#,
+                                 every: Self.weekly)])
+        store.save([World.profile(21, residence: 27, at: day8)])
+        let summary = try run(store, day8)
+        #expect(summary.counters.notificationsWritten == 1)
+        let digest = try #require(try store.notifications(filterId: 100).last)
+        #expect(digest.profileIds == [21])
+        #expect(digest.matchCount == 1)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+        // 20 moves to Osaka: it qualifies again and is shown in the next digest.
+        let day15 = World.day1.adding(days: 14)
+        store.setClock(day15)
+        store.save([World.profile(20, residence: 27, at: day15)])
+        _ = try run(store, day15)
+        #expect(try store.notifications(filterId: 100).last?.profileIds == [20])
+        #expect(store.waitingPairs.isEmpty)
+    }
+
+    @Test func aProfileThatTurnedThirtyThreeIsNotShownByATwentyFiveToThirtyTwoFilter() throws {
+        let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}}"#)
+        store.save([World.profile(10, born: "1996-01-01")])
+        _ = try run(store, World.day1)
+        // Born 1993-03-05: 32 on day 2 (2026-03-02), 33 from 2026-03-05.
+        store.setClock(World.day2)
+        store.save([World.profile(20, born: "1993-03-05", at: World.day2)])
+        #expect(try run(store, World.day2).counters.matchesWritten == 1)
+        let day8 = World.day1.adding(days: 7)
+        let summary = try run(store, day8)
+        #expect(summary.counters.notificationsWritten == 0)
+        #expect(summary.counters.digestsHeldBack == 1)
+        #expect(try store.notifications(filterId: 100).count == 1)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+    }
+
+    @Test func loggedInWithinThreeDaysNoLongerHoldsAWeekLater() throws {
+        let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "last_login": {"withinDays": 3}}"#)
+        _ = try run(store, World.day1)
+        store.setClock(World.day2)
+        store.save([World.profile(20, at: World.day2), World.profile(21, at: World.day2)])
+        #expect(try run(store, World.day2).counters.matchesWritten == 2)
+        // Day 8: 21 logged in yesterday (a login alone is no change for matching), 20 last a week ago.
+        let day8 = World.day1.adding(days: 7)
+        store.setClock(day8)
+        store.save([World.profile(21, loginHoursAgo: 24, at: day8)])
+        let summary = try run(store, day8)
+        #expect(summary.counters.notificationsWritten == 1)
+        #expect(summary.counters.digestsHeldBack == 0)
+        #expect(try store.notifications(filterId: 100).last?.profileIds == [21])
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+    }
+
+    /// Blocks `blocks` when the run starts writing: after it read profiles and blocks.
+    final class BlockWhenWriting: RunOutputHandler, @unchecked Sendable {
+        let action: @Sendable () -> Void
+        init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+        func handle(_ event: RunEvent) {
+            if case .phaseStarted(.write) = event { action() }
+        }
+    }
+
+    @Test func aProfileBlockedBetweenReadAndWriteIsNeverShown() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10), World.profile(11, loginHoursAgo: 2)])
+        store.save([World.filter(100, owner: 1)])
+        let summary = try run(store, World.day1, output: BlockWhenWriting { store.block(10, 1) })
+        #expect(summary.counters.matchesWritten == 2)
+        let digest = try #require(store.allNotifications.first)
+        #expect(digest.profileIds == [11])
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10)])
+        // A waiting match hidden between read and write is not shown either.
+        store.setClock(World.day2)
+        store.save([World.profile(12, at: World.day2)])
+        let store2 = store
+        _ = try run(store, World.day2, output: BlockWhenWriting {
+            store2.save([World.profile(12, status: Profile.Status.hidden, at: World.day2)])
+        })
+        #expect(try store.notifications(filterId: 100).count == 1)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 12)])
+    }
+
+    // MARK: 3. Suspended filters
+
+    @Test func aLapsedOwnersCommunitiesOnlyFilterIsSuspendedNotEmptied() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1, plan: Profile.Plan.free), World.profile(10, communities: [3]),
+                    World.profile(11, communities: [4])])
+        store.save([World.filter(100, owner: 1, #"{"communities": {"anyOf": [3]}}"#)])
+        let lapsed = try run(store, World.day1)
+        #expect(lapsed.counters.filtersSuspended == 1)
+        #expect(lapsed.counters.filtersEvaluated == 0)
+        #expect(lapsed.counters.matchesWritten == 0)
+        #expect(store.allNotifications.isEmpty)
+        let explained = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+            .execute(.init(filterId: 100, profileId: 11, now: World.day1))
+        #expect(!explained.explanation.matches)
+        #expect(explained.explanation.eligibility.first { $0.name == "filter not suspended" }?.passed == false)
+        // The owner pays: the filter applies again (to the profiles that change from now on).
+        store.setClock(World.day2)
+        store.save([World.profile(1, gender: 1, plan: Profile.Plan.paid, at: World.day2)])
+        store.save([World.profile(12, communities: [3], at: World.day2), World.profile(13, communities: [5], at: World.day2)])
+        let paid = try run(store, World.day2)
+        #expect(paid.counters.filtersSuspended == 0)
+        #expect(World.pairs(store) == [MatchPair(filterId: 100, profileId: 12)])
+        #expect(try store.notifications(filterId: 100).first?.profileIds == [12])
+    }
+
+    // MARK: 4. Mutual matches
+
+    @Test func aPairIsMutualWhenTheMatchedProfilesFilterWantsTheOwner() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1, residence: 13), World.profile(10), World.profile(11)])
+        store.save([
+            World.filter(100, owner: 1),
+            World.filter(200, owner: 10, #"{"gender": {"anyOf": [1]}, "residence": {"anyOf": [13]}}"#),
+            World.filter(201, owner: 11, #"{"gender": {"anyOf": [1]}, "residence": {"anyOf": [27]}}"#),
+        ])
+        let summary = try run(store, World.day1)
+        // (100, 10) and, the other way round, (200, 1).
+        #expect(summary.counters.matchesMutual == 2)
+        #expect(try store.matches(filterId: 200).map(\.mutual) == [true])
+        let flags = Dictionary(uniqueKeysWithValues: try store.matches(filterId: 100).map { ($0.profileId, $0.mutual) })
+        #expect(flags == [10: true, 11: false])
+        #expect(try store.notifications(filterId: 100).first?.mutualCount == 1)
+        let explain = ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let yes = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))
+        #expect(yes.mutualVia == 200)
+        let rendered = ReportRenderer.render(Report.explanation(yes), as: .text)
+        #expect(rendered.contains("yes, via filter 200"))
+        #expect(try explain.execute(.init(filterId: 100, profileId: 11, now: World.day1)).mutualVia == nil)
+        // A block either way, or the other side's filter deleted, and it is not mutual (as found when notified).
+        store.block(1, 10)
+        #expect(try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1)).mutualVia == nil)
+    }
+
+    @Test func theMutualFlagMatchesABruteForceCheckOnASeededWorld() throws {
+        var world = SeededWorld(seed: 2026)
+        let store = InMemoryStore(now: World.day1)
+        let profiles = (1...5_000).map { world.profile(Int64($0), at: World.day1) }
+        store.save(profiles)
+        var filters: [SavedFilter] = []
+        for index in 1...2_000 {
+            let owner = Int64(1 + (index * 7) % 5_000)
+            filters.append(world.filter(Int64(100_000 + index), owner: owner))
+        }
+        store.save(filters)
+        for _ in 0..<400 { store.block(Int64(1 + world.next(5_000)), Int64(1 + world.next(5_000))) }
+        // At most 20 new pairs a filter and run, so that the debug build checks every pair in seconds.
+        let summary = try run(store, World.day1, maxPerFilter: 20)
+        #expect(summary.counters.matchesWritten > 20_000)
+        let day1 = store.allMatches
+        let expected1 = try Self.bruteForceMutual(store, pairs: day1.map(\.pair), clock: EvaluationClock(now: World.day1))
+        let found1 = Set(day1.filter(\.mutual).map(\.pair))
+        #expect(found1 == expected1)
+        #expect(summary.counters.matchesMutual == expected1.count)
+        #expect(expected1.count > 500, "only \(expected1.count) mutual pairs")
+        Self.expectMutualCounts(store, day1)
+
+        // Day 2: some profiles change, some reverse filters are deleted or edited; new pairs and digests
+        // carry the latest finding, the others keep theirs.
+        store.setClock(World.day2)
+        var changed: [Profile] = []
+        for _ in 1...300 {
+            let id = Int64(world.next(5_000) + 1)
+            changed.append(world.profile(id, at: World.day2))
+        }
+        store.save(changed)
+        var edited: [SavedFilter] = []
+        for index in 1...150 {
+            let old = filters[world.next(filters.count)]
+            edited.append(index % 2 == 0 ? World.filter(old.id, owner: old.ownerId, old.conditionsJSON, deleted: true)
+                : world.filter(old.id, owner: old.ownerId))
+        }
+        store.save(edited)
+        let before = Dictionary(uniqueKeysWithValues: day1.map { ($0.pair, $0) })
+        _ = try run(store, World.day2, maxPerFilter: 20)
+        let day2Notes = Set(store.allNotifications.filter { $0.createdAt == World.day2 }.map(\.id))
+        let day2 = store.allMatches
+        let touched = day2.filter { (m: FilterMatch) -> Bool in
+            if m.matchedAt == World.day2 { return true }
+            guard let id = m.notificationId, day2Notes.contains(id) else { return false }
+            return before[m.pair]?.notificationId == nil
+        }
+        #expect(touched.count > 100)
+        let expected2 = try Self.bruteForceMutual(store, pairs: touched.map(\.pair), clock: EvaluationClock(now: World.day2))
+        #expect(Set(touched.filter(\.mutual).map(\.pair)) == expected2)
+        let touchedPairs = Set(touched.map(\.pair))
+        let kept = day2.filter { !touchedPairs.contains($0.pair) }
+        let changedFinding = kept.filter { match in match.mutual != (before[match.pair].map(\.mutual) ?? false) }
+        #expect(changedFinding.isEmpty, "untouched pairs keep their finding")
+        Self.expectMutualCounts(store, day2)
+    }
+
+    /// Every digest's `mutual_count` is the number of its counted matches flagged mutual.
+    static func expectMutualCounts(_ store: InMemoryStore, _ matches: [FilterMatch]) {
+        var mutualBy: [Int64: Int] = [:]
+        for match in matches where match.mutual {
+            if let id = match.notificationId { mutualBy[id, default: 0] += 1 }
+        }
+        let wrong = store.allNotifications.filter { $0.mutualCount != mutualBy[$0.id, default: 0] }
+        #expect(wrong.isEmpty, "mutual_count of \(wrong.prefix(5).map(\.id))")
+    }
+
+    /// The definition of runs.md, pair by pair, with the reference evaluator.
+    static func bruteForceMutual(_ store: InMemoryStore, pairs: [MatchPair], clock: EvaluationClock) throws -> Set<MatchPair> {
+        let blocks = try store.blocks(involving: nil)
+        let everyProfile = try store.profiles(.all)
+        var profiles: [Int64: Profile] = [:]
+        for row in 0..<everyProfile.count { profiles[everyProfile.ids[row]] = everyProfile.profile(at: row) }
+        let filters = try store.filters(.all, shard: .all, afterId: nil)
+        let filterById = Dictionary(uniqueKeysWithValues: filters.map { ($0.id, $0) })
+        var byOwner: [Int64: [(SavedFilter, Result<FilterConditions, FilterValidationError>)]] = [:]
+        for filter in filters {
+            let conditions: Result<FilterConditions, FilterValidationError>
+            do { conditions = .success(try filter.decodedConditions()) } catch { conditions = .failure(error) }
+            byOwner[filter.ownerId, default: []].append((filter, conditions))
+        }
+        var mutual = Set<MatchPair>()
+        for pair in pairs {
+            guard let filter = filterById[pair.filterId], let owner = profiles[filter.ownerId],
+                  let matched = profiles[pair.profileId] else { continue }
+            let record = FilterOwner(id: matched.id, status: matched.status, plan: matched.plan)
+            if (byOwner[pair.profileId] ?? []).contains(where: { theirs, conditions in
+                ReferenceEvaluator.matches(owner, theirs, conditions: conditions, owner: record, blocks: blocks, clock: clock)
+            }) {
+                mutual.insert(pair)
+            }
+        }
+        return mutual
+    }
+
+    // MARK: 5. Time zones
+
+    @Test func dayIntervalsAcrossDaylightSavingChangesAddLikePostgres() throws {
+        let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
+        let newYork = try #require(TimeZone(identifier: "America/New_York"))
+        let day = NotifyInterval(days: 1)
+        // Expected values: PostgreSQL 15 with `SET TIME ZONE` to the zone, `timestamptz '...' + interval '...'`.
+        let cases: [(TimeZone, String, NotifyInterval, String)] = [
+            (berlin, "2026-03-28T01:30:00+01:00", day, "2026-03-29T00:30:00Z"),
+            (berlin, "2026-03-28T02:30:00+01:00", day, "2026-03-29T01:30:00Z"),   // 02:30 does not exist: 03:30 CEST
+            (berlin, "2026-03-28T02:30:00+01:00", NotifyInterval(days: 1, microseconds: 3_600_000_000), "2026-03-29T02:30:00Z"),
+            (berlin, "2026-02-28T02:30:00+01:00", NotifyInterval(months: 1), "2026-03-28T01:30:00Z"),
+            (berlin, "2026-10-24T02:30:00+02:00", day, "2026-10-25T01:30:00Z"),   // 02:30 twice: the later (CET)
+            (berlin, "2026-10-24T04:00:00+02:00", day, "2026-10-25T03:00:00Z"),
+            (berlin, "2026-10-26T02:30:00+01:00", NotifyInterval(days: -1), "2026-10-25T01:30:00Z"),
+            (berlin, "2026-03-28T04:00:00+01:00", NotifyInterval(microseconds: 24 * 3_600_000_000), "2026-03-29T03:00:00Z"),
+            (newYork, "2026-03-07T02:30:00-05:00", day, "2026-03-08T07:30:00Z"),  // 02:30 does not exist: 03:30 EDT
+            (newYork, "2026-03-07T04:07:00-05:00", day, "2026-03-08T08:07:00Z"),
+            (newYork, "2026-10-31T01:30:00-04:00", day, "2026-11-01T06:30:00Z"),  // 01:30 twice: the later (EST)
+            (newYork, "2026-10-29T01:30:00-04:00", NotifyInterval(days: 7), "2026-11-05T06:30:00Z"),
+            (newYork, "2026-10-01T01:30:00-04:00", NotifyInterval(months: 1, days: 1), "2026-11-02T06:30:00Z"),
+        ]
+        for (zone, start, interval, expected) in cases {
+            let result = interval.added(to: try at(start), in: zone)
+            #expect(result == (try at(expected)), "\(zone.identifier) \(start) + \(interval): \(result.iso8601)")
+        }
+    }
+
+    @Test func aRunInAnotherZoneFailsUnlessTheChangeIsAskedFor() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1)])
+        _ = try run(store, World.day1)
+        let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
+        let matching = RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        #expect(throws: TimeZoneChanged.self) {
+            try matching.execute(.init(now: World.day2, timeZone: berlin))
+        }
+        let changed = try matching.execute(.init(now: World.day2, timeZone: berlin, timeZoneChange: true))
+        #expect(changed.runId != nil)
+        // From now on the shard runs in Berlin: Tokyo is the change.
+        #expect(throws: TimeZoneChanged.self) {
+            try matching.execute(.init(now: World.day2.adding(days: 1)))
+        }
+    }
+}
+
+/// A seeded world of varied profiles and filters that often want each other (mutual matches).
+struct SeededWorld {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next(_ bound: Int) -> Int {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int((z ^ (z >> 31)) % UInt64(bound))
+    }
+
+    mutating func profile(_ id: Int64, at clock: Timestamp) -> Profile {
+        let born = clock.calendarDate(in: .tokyo).adding(days: -((20 + next(25)) * 365 + next(365)))
+        return Profile.make(
+            id: id, status: next(25) == 0 ? Profile.Status.hidden : Profile.Status.active,
+            plan: Int16(next(3) == 0 ? 1 : 0),
+            lastLoginAt: clock.adding(microseconds: -Int64(next(20 * 24)) * 3_600_000_000),
+            createdAt: clock.adding(days: -100),
+            [
+                "gender": .code(Int16(1 + next(2))),
+                "age": .date(next(20) == 0 ? nil : born),
+                "residence": .code(next(3) == 0 ? 13 : Int16(1 + next(47))),
+                "smoking": .code(Int16(next(6))),
+                "communities": .codes(next(3) == 0 ? [Int32(1 + next(4))] : []),
+            ])
+    }
+
+    mutating func filter(_ id: Int64, owner: Int64) -> SavedFilter {
+        var parts = ["\"gender\": {\"anyOf\": [\(1 + next(2))]}"]
+        let low = 20 + next(15)
+        if next(2) == 0 { parts.append("\"age\": {\"min\": \(low), \"max\": \(low + 5 + next(15))}") }
+        if next(3) == 0 { parts.append("\"residence\": {\"anyOf\": [13, \(1 + next(47))]}") }
+        if next(5) == 0 { parts.append("\"smoking\": {\"anyOf\": [0, 1, 2]}") }
+        if next(6) == 0 { parts.append("\"communities\": {\"anyOf\": [\(1 + next(4))]}") }
+        if next(6) == 0 { parts.append("\"last_login\": {\"withinDays\": \(1 + next(10))}") }
+        let json = next(40) == 0 ? "{\"age\": {\"min\": 40, \"max\": 30}}" : "{" + parts.joined(separator: ", ") + "}"
+        return World.filter(id, owner: owner, json, every: NotifyInterval(days: Int32(1 + next(2) * 6)))
+    }
+}
