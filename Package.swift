@@ -56,16 +56,21 @@ let package = Package(
             path: "Tests/PostgresTestSupport"
         ),
         // Builders of small worlds for use-case tests, shared by the in-memory and PostgreSQL suites.
-        .target(name: "MatchingTestSupport", dependencies: ["Matching", "Chronology"], path: "Tests/MatchingTestSupport"),
+        .target(
+            name: "MatchingTestSupport", dependencies: ["Matching", "Chronology"], path: "Tests/MatchingTestSupport"),
         .testTarget(name: "ChronologyTests", dependencies: ["Chronology"]),
-        .testTarget(name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
-        .testTarget(name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"],
-                    exclude: ["Golden"]),   // read by path (ServiceStatusTests)
+        .testTarget(
+            name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
+        .testTarget(
+            name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"],
+            exclude: ["Golden"]),  // read by path (ServiceStatusTests)
         .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",
-            dependencies: ["Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",
-                           "Chronology"]
+            dependencies: [
+                "Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",
+                "Chronology",
+            ]
         ),
     ]
 )

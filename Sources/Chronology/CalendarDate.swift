@@ -9,7 +9,7 @@ public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStrin
     /// A valid proleptic Gregorian date, or nil (for example 2023-02-29).
     public init?(year: Int, month: Int, day: Int) {
         guard (1...12).contains(month), day >= 1, day <= CalendarDate.daysIn(month: month, year: year),
-              (-4713...294_276).contains(year)
+            (-4713...294_276).contains(year)
         else { return nil }
         self.daysSinceEpoch = Int32(CalendarDate.daysFromCivil(year: year, month: month, day: day))
     }
@@ -89,7 +89,7 @@ public struct CalendarDate: Sendable, Hashable, Comparable, Codable, CustomStrin
     public init?(iso8601 text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-              let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
+            let y = Int(parts[0]), let m = Int(parts[1]), let d = Int(parts[2])
         else { return nil }
         self.init(year: y, month: m, day: d)
     }

@@ -105,8 +105,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
             return true
         }
         guard let year = digits(4), expect(UInt8(ascii: "-")), let month = digits(2),
-              expect(UInt8(ascii: "-")), let day = digits(2),
-              let date = CalendarDate(year: year, month: month, day: day)
+            expect(UInt8(ascii: "-")), let day = digits(2),
+            let date = CalendarDate(year: year, month: month, day: day)
         else { return nil }
         var seconds = Int64(date.daysSinceEpoch) * 86_400
         var micros: Int64 = 0

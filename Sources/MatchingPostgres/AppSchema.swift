@@ -28,8 +28,9 @@ public enum AppSchema {
             case .boolean: type == "boolean"
             case .json: type == "jsonb" || type == "json"
             case .interval: type == "interval"
-            case .text: type == "text" || type.hasPrefix("character varying") || type.hasPrefix("character(")
-                || type == "character"
+            case .text:
+                type == "text" || type.hasPrefix("character varying") || type.hasPrefix("character(")
+                    || type == "character"
             }
         }
     }
@@ -38,26 +39,32 @@ public enum AppSchema {
     static var required: [(table: String, columns: [(String, TypeFamily)])] {
         var profiles: [(String, TypeFamily)] = [("id", .integer), ("status", .integer), ("plan", .integer)]
         for item in MasterItem.all {
-            let family: TypeFamily = switch item.storage {
-            case .smallint, .nullableSmallint: .integer
-            case .nullableDate: .date
-            case .smallintArray, .integerArray: .integerArray
-            case .boolean: .boolean
-            case .timestamptz: .timestamptz
-            }
+            let family: TypeFamily =
+                switch item.storage {
+                case .smallint, .nullableSmallint: .integer
+                case .nullableDate: .date
+                case .smallintArray, .integerArray: .integerArray
+                case .boolean: .boolean
+                case .timestamptz: .timestamptz
+                }
             if !profiles.contains(where: { $0.0 == item.column }) { profiles.append((item.column, family)) }
         }
-        for column in ["last_login_at", "created_at", "updated_at"] where !profiles.contains(where: { $0.0 == column }) {
+        for column in ["last_login_at", "created_at", "updated_at"] where !profiles.contains(where: { $0.0 == column })
+        {
             profiles.append((column, .timestamptz))
         }
         return [
             ("profiles", profiles),
-            ("saved_filters", [
-                ("id", .integer), ("owner_id", .integer), ("name", .text), ("conditions", .json), ("notify", .boolean),
-                ("notify_every", .interval), ("created_at", .timestamptz), ("updated_at", .timestamptz),
-                ("deleted_at", .timestamptz),
-            ]),
-            ("blocks", [("blocker_id", .bigint), ("blocked_id", .bigint)]),   // read by binary COPY as int8
+            (
+                "saved_filters",
+                [
+                    ("id", .integer), ("owner_id", .integer), ("name", .text), ("conditions", .json),
+                    ("notify", .boolean),
+                    ("notify_every", .interval), ("created_at", .timestamptz), ("updated_at", .timestamptz),
+                    ("deleted_at", .timestamptz),
+                ]
+            ),
+            ("blocks", [("blocker_id", .bigint), ("blocked_id", .bigint)]),  // read by binary COPY as int8
         ]
     }
 
@@ -67,11 +74,13 @@ public enum AppSchema {
     public static func problems(_ connection: PostgresConnection, requireTables: Bool) throws -> [String] {
         var problems: [String] = []
         for (table, columns) in required {
-            let rows = try connection.query("""
+            let rows = try connection.query(
+                """
                 SELECT a.attname::text, format_type(a.atttypid, NULL)
                 FROM pg_attribute a
                 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
-                """, [.text(table)]).rows
+                """, [.text(table)]
+            ).rows
             if rows.isEmpty {
                 let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [.text(table)]).rows[0].bool(0)
                 if !exists {
@@ -98,9 +107,10 @@ public enum AppSchema {
     public static func verify(_ connection: PostgresConnection, requireTables: Bool) throws {
         let found = try problems(connection, requireTables: requireTables)
         guard !found.isEmpty else { return }
-        throw MigrationError(description:
-            "the app's tables do not have the columns the worker reads: " + found.joined(separator: "; ")
-            + ". Nothing was changed. Add or retype those columns (see shared/spec/runs.md and master-items.md), "
-            + "then run matcher migrate again")
+        throw MigrationError(
+            description:
+                "the app's tables do not have the columns the worker reads: " + found.joined(separator: "; ")
+                + ". Nothing was changed. Add or retype those columns (see shared/spec/runs.md and master-items.md), "
+                + "then run matcher migrate again")
     }
 }

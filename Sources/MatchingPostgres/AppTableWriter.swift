@@ -21,13 +21,15 @@ public struct AppTableWriter {
     public func upsertProfiles(_ profiles: [Profile], updatedAt: Timestamp) throws {
         guard !profiles.isEmpty else { return }
         try connection.transaction { tx in
-            try tx.execute("""
+            try tx.execute(
+                """
                 CREATE TEMP TABLE matcher_profile_upsert (LIKE profiles INCLUDING DEFAULTS) ON COMMIT DROP
                 """)
             try copyProfiles(profiles, updatedAt: updatedAt, into: "matcher_profile_upsert", tx)
             let columns = Self.profileColumns.joined(separator: ", ")
             let updates = Self.profileColumns.dropFirst().map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
-            try tx.execute("""
+            try tx.execute(
+                """
                 INSERT INTO profiles (\(columns))
                 SELECT \(columns) FROM matcher_profile_upsert ORDER BY id
                 ON CONFLICT (id) DO UPDATE SET \(updates)
@@ -56,13 +58,17 @@ public struct AppTableWriter {
         try copyProfiles(profiles, updatedAt: { updatedAts[$0] }, into: table, connection)
     }
 
-    private func copyProfiles(_ profiles: [Profile], updatedAt: Timestamp, into table: String,
-                              _ tx: PostgresConnection) throws {
+    private func copyProfiles(
+        _ profiles: [Profile], updatedAt: Timestamp, into table: String,
+        _ tx: PostgresConnection
+    ) throws {
         try copyProfiles(profiles, updatedAt: { _ in updatedAt }, into: table, tx)
     }
 
-    private func copyProfiles(_ profiles: [Profile], updatedAt: (Int) -> Timestamp, into table: String,
-                              _ tx: PostgresConnection) throws {
+    private func copyProfiles(
+        _ profiles: [Profile], updatedAt: (Int) -> Timestamp, into table: String,
+        _ tx: PostgresConnection
+    ) throws {
         let items = MasterItem.all
         let columns = Self.profileColumns.joined(separator: ", ")
         try tx.copyIn("COPY \(table) (\(columns)) FROM STDIN (FORMAT binary)") { writer in
@@ -97,9 +103,11 @@ public struct AppTableWriter {
     public func upsertFilters(_ filters: [SavedFilter]) throws {
         guard !filters.isEmpty else { return }
         try connection.transaction { tx in
-            try tx.execute("CREATE TEMP TABLE matcher_filter_upsert (LIKE saved_filters INCLUDING DEFAULTS) ON COMMIT DROP")
+            try tx.execute(
+                "CREATE TEMP TABLE matcher_filter_upsert (LIKE saved_filters INCLUDING DEFAULTS) ON COMMIT DROP")
             try insertFilters(filters, into: "matcher_filter_upsert")
-            try tx.execute("""
+            try tx.execute(
+                """
                 INSERT INTO saved_filters SELECT * FROM matcher_filter_upsert ORDER BY id
                 ON CONFLICT (id) DO UPDATE SET owner_id = EXCLUDED.owner_id, name = EXCLUDED.name,
                     conditions = EXCLUDED.conditions, notify = EXCLUDED.notify, notify_every = EXCLUDED.notify_every,
@@ -112,10 +120,12 @@ public struct AppTableWriter {
     /// on an existing id). `table` may name a table like it, such as a temporary one.
     public func insertFilters(_ filters: [SavedFilter], into table: String = "saved_filters") throws {
         guard !filters.isEmpty else { return }
-        try connection.copyIn("""
+        try connection.copyIn(
+            """
             COPY \(table) (id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at)
             FROM STDIN (FORMAT binary)
-            """) { writer in
+            """
+        ) { writer in
             for f in filters {
                 writer.beginRow(fieldCount: 9)
                 writer.write(f.id)
@@ -123,8 +133,10 @@ public struct AppTableWriter {
                 writer.write(f.name)
                 writer.writeJSONB(f.conditionsJSON)
                 writer.write(f.notify)
-                writer.write(PostgresInterval(months: f.notifyEvery.months, days: f.notifyEvery.days,
-                                              microseconds: f.notifyEvery.microseconds))
+                writer.write(
+                    PostgresInterval(
+                        months: f.notifyEvery.months, days: f.notifyEvery.days,
+                        microseconds: f.notifyEvery.microseconds))
                 writer.write(f.createdAt)
                 writer.write(f.updatedAt)
                 writer.write(f.deletedAt)
@@ -147,7 +159,8 @@ public struct AppTableWriter {
 
     public func insertBlocks(_ blocks: [Block]) throws {
         guard !blocks.isEmpty else { return }
-        try connection.query("""
+        try connection.query(
+            """
             INSERT INTO blocks (blocker_id, blocked_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
             ON CONFLICT DO NOTHING
             """, [.int8Array(blocks.map(\.blockerId)), .int8Array(blocks.map(\.blockedId))])

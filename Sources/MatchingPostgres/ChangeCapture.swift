@@ -106,19 +106,24 @@ public enum ChangeCapture {
             let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
             let sql = installSQL(schema: schema)
             let checksum = "matcher change capture " + Migration(version: 0, name: "capture", sql: sql).checksum
-            let installed = try tx.query("""
+            let installed = try tx.query(
+                """
                 SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                 WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
-                """, [.text(schema)]).rows.first.flatMap { try $0.optionalString(0) }
-            let triggers = try tx.query("""
+                """, [.text(schema)]
+            ).rows.first.flatMap { try $0.optionalString(0) }
+            let triggers = try tx.query(
+                """
                 SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = $1 AND c.relname = 'profiles'
                   AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed')
-                """, [.text(schema)]).rows[0].int64(0)
+                """, [.text(schema)]
+            ).rows[0].int64(0)
             guard installed != checksum || triggers != 2 else { return false }
             try tx.execute(sql)
-            try tx.execute("COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
-                + literal(checksum))
+            try tx.execute(
+                "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
+                    + literal(checksum))
             return true
         }
     }

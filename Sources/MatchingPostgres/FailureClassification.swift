@@ -10,8 +10,10 @@ extension PostgresError: ClassifiedError {
             if message.hasPrefix("invalid connection string") { return .configuration }
             // Reached, but refused: wrong password or user, no such database. Retrying will not help.
             if let sqlState, sqlState.hasPrefix("28") || sqlState == "3D000" { return .configuration }
-            let refused = ["password authentication failed", "no password supplied", "authentication failed",
-                           "no pg_hba.conf entry", "does not exist"]
+            let refused = [
+                "password authentication failed", "no password supplied", "authentication failed",
+                "no pg_hba.conf entry", "does not exist",
+            ]
             if refused.contains(where: message.contains) { return .configuration }
             // Could not reach the server at all. A connection lost mid-run is an ordinary failure (1):
             // the run reached the database, and its committed units are kept.

@@ -51,14 +51,16 @@ public struct MigrationRunner {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw MigrationError(description: "cannot read migrations in \(directory.path): \(error.localizedDescription)")
+            throw MigrationError(
+                description: "cannot read migrations in \(directory.path): \(error.localizedDescription)")
         }
         var migrations: [Migration] = []
         for name in names where name.hasSuffix(".sql") {
             let stem = name.dropLast(4)
             guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]) else { continue }
             let sql = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
-            migrations.append(Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
+            migrations.append(
+                Migration(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
         }
         migrations.sort { $0.version < $1.version }
         for (a, b) in zip(migrations, migrations.dropFirst()) where a.version == b.version {
@@ -101,7 +103,8 @@ public struct MigrationRunner {
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
         // The app's existing tables first: refuse before changing anything if the worker cannot read them.
         try AppSchema.verify(connection, requireTables: false)
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
                 version integer PRIMARY KEY,
                 name text NOT NULL,
@@ -115,28 +118,33 @@ public struct MigrationRunner {
                 // One migrator at a time; whoever waits sees the other's work and skips it.
                 try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(0)])
                 let existing = try tx.query(
-                    "SELECT checksum FROM matcher_schema_migrations WHERE version = $1", [.int4(Int32(migration.version))])
+                    "SELECT checksum FROM matcher_schema_migrations WHERE version = $1",
+                    [.int4(Int32(migration.version))])
                 if let row = existing.rows.first {
                     let recorded = try row.string(0)
                     if recorded != migration.checksum,
-                       MigrationRunner.equivalentChecksums[migration.version]?.contains(recorded) == true {
+                        MigrationRunner.equivalentChecksums[migration.version]?.contains(recorded) == true
+                    {
                         // The same migration, made safe to rerun (see equivalentChecksums).
-                        try tx.query("UPDATE matcher_schema_migrations SET checksum = $2 WHERE version = $1",
-                                     [.int4(Int32(migration.version)), .text(migration.checksum)])
+                        try tx.query(
+                            "UPDATE matcher_schema_migrations SET checksum = $2 WHERE version = $1",
+                            [.int4(Int32(migration.version)), .text(migration.checksum)])
                         return false
                     }
                     guard recorded == migration.checksum else {
-                        throw MigrationError(description:
-                            "migration \(migration.version) (\(migration.name)) was edited after it was applied; "
-                            + "add a new migration instead")
+                        throw MigrationError(
+                            description:
+                                "migration \(migration.version) (\(migration.name)) was edited after it was applied; "
+                                + "add a new migration instead")
                     }
                     return false
                 }
                 do {
                     try tx.execute(migration.sql)
                 } catch {
-                    throw MigrationError(description: "migration \(migration.version) (\(migration.name)) failed: \(error)",
-                                         failureKind: (error as? any ClassifiedError)?.failureKind ?? .other)
+                    throw MigrationError(
+                        description: "migration \(migration.version) (\(migration.name)) failed: \(error)",
+                        failureKind: (error as? any ClassifiedError)?.failureKind ?? .other)
                 }
                 try tx.query(
                     "INSERT INTO matcher_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
@@ -167,5 +175,5 @@ public struct MigrationRunner {
         return URL(fileURLWithPath: CommandLine.arguments[0])
     }
 
-    static let lockNamespace: Int32 = 0x4D_41_54_00   // "MAT\0"
+    static let lockNamespace: Int32 = 0x4D_41_54_00  // "MAT\0"
 }

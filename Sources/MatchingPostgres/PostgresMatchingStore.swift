@@ -34,9 +34,11 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// (a value beyond the column's type becomes an out-of-domain code, or a clamped range value), arrays
     /// of any dimension are flattened; such rows are listed in the result's `readReport.oddIds`. A row
     /// that still cannot be decoded is left out and listed in `readReport.quarantined`.
-    func copyProfiles(_ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true",
-                      expected: Int = 0, trailing: String? = nil,
-                      onTrailing: (Int64) -> Void = { _ in }) throws -> ProfileColumns {
+    func copyProfiles(
+        _ tx: PostgresConnection, from: String = "profiles p", where whereSQL: String = "true",
+        expected: Int = 0, trailing: String? = nil,
+        onTrailing: (Int64) -> Void = { _ in }
+    ) throws -> ProfileColumns {
         var builder = ProfileColumns.Builder(reservingCapacity: expected)
         let items = MasterItem.all
         let storages = items.map(\.storage)
@@ -111,7 +113,8 @@ public final class PostgresMatchingStore: @unchecked Sendable {
                 if trailing != nil { onTrailing(try row.int64() ?? 0) }
             } catch {
                 let problem = (error as? PostgresError)?.message ?? String(describing: error)
-                let reason = "\(column): \(problem); the profile is skipped until it reads: fix the value, "
+                let reason =
+                    "\(column): \(problem); the profile is skipped until it reads: fix the value, "
                     + "or the column's type (see matcher migrate)"
                 if begun {
                     builder.discardRow(quarantining: reason)
@@ -154,7 +157,9 @@ public final class PostgresMatchingStore: @unchecked Sendable {
         let id = typed(0, "id", "an integer", \.int64Value)
         if id == nil { problems.append("id is NULL") }
         let owner = typed(1, "owner_id", "an integer", \.int64Value)
-        if owner == nil && !problems.contains(where: { $0.hasPrefix("owner_id") }) { problems.append("owner_id is NULL") }
+        if owner == nil && !problems.contains(where: { $0.hasPrefix("owner_id") }) {
+            problems.append("owner_id is NULL")
+        }
         let name = typed(2, "name", "text", \.stringValue)
         let conditions = typed(3, "conditions", "jsonb", \.stringValue)
         let notify = typed(4, "notify", "boolean", \.boolValue)
@@ -162,13 +167,15 @@ public final class PostgresMatchingStore: @unchecked Sendable {
         let created = instant(6, "created_at")
         let updated = instant(7, "updated_at")
         let deleted = value(8).isNull ? nil : (instant(8, "deleted_at") ?? Timestamp.missing)
-        if [3, 4, 5].contains(where: { value($0).isNull }) { odd = true }   // conditions, notify, notify_every
+        if [3, 4, 5].contains(where: { value($0).isNull }) { odd = true }  // conditions, notify, notify_every
         func total(_ t: Timestamp?) -> Timestamp {
             guard let t, !t.isMissingOrInfinite else { odd = true; return .missing }
             return t
         }
         let createdAt = total(created), updatedAt = total(updated)
-        let reason = problems.isEmpty ? nil
+        let reason =
+            problems.isEmpty
+            ? nil
             : problems.joined(separator: "; ") + "; the filter is skipped until it reads: fix the row, "
                 + "or the column's type (see matcher migrate)"
         return SavedFilter(
@@ -179,7 +186,8 @@ public final class PostgresMatchingStore: @unchecked Sendable {
             quarantineReason: reason, heldOddValues: odd)
     }
 
-    static let filterColumns = "id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at"
+    static let filterColumns =
+        "id, owner_id, name, conditions, notify, notify_every, created_at, updated_at, deleted_at"
 }
 
 // MARK: - Profiles
@@ -200,7 +208,8 @@ extension PostgresMatchingStore: ProfileRepository {
                     newFor.append("true")
                 case .snapshot(let text)?:
                     settings.append((setting, text))
-                    newFor.append("""
+                    newFor.append(
+                        """
                         (c.changed_by IS NOT NULL
                          AND NOT pg_visible_in_snapshot(c.changed_by, current_setting('\(setting)')::pg_snapshot))
                         """)
@@ -215,7 +224,8 @@ extension PostgresMatchingStore: ProfileRepository {
             var conditions: [String] = []
             if let upTo {
                 settings.append(("matcher.up_to", upTo.token))
-                conditions.append("""
+                conditions.append(
+                    """
                     (c.changed_by IS NULL OR pg_visible_in_snapshot(c.changed_by, current_setting('matcher.up_to')::pg_snapshot))
                     """)
             }
@@ -223,9 +233,12 @@ extension PostgresMatchingStore: ProfileRepository {
             if !everyProfile, lowerBounds.count == windows.count, !lowerBounds.isEmpty {
                 conditions.append("c.changed_by >= least(\(lowerBounds.joined(separator: ", ")))")
             }
-            let mask = newFor.isEmpty ? "0::bigint" : newFor.enumerated()
-                .map { "(CASE WHEN \($0.element) THEN \(Int64(1) << $0.offset)::bigint ELSE 0::bigint END)" }
-                .joined(separator: " | ")
+            let mask =
+                newFor.isEmpty
+                ? "0::bigint"
+                : newFor.enumerated()
+                    .map { "(CASE WHEN \($0.element) THEN \(Int64(1) << $0.offset)::bigint ELSE 0::bigint END)" }
+                    .joined(separator: " | ")
             conditions.append("(\(mask)) <> 0")
             try setLocal(tx, settings)
             var masks: [UInt64] = []
@@ -233,9 +246,11 @@ extension PostgresMatchingStore: ProfileRepository {
             let profiles = try copyProfiles(
                 tx, from: "profiles p \(join) matcher_profile_changes c ON c.profile_id = p.id",
                 where: conditions.isEmpty ? "true" : conditions.joined(separator: " AND "),
-                trailing: "(\(mask))") { masks.append(UInt64(bitPattern: $0)) }
-            return ChangedProfiles(profiles: profiles, windowMasks: masks, mark: upTo ?? mark,
-                                   takenAt: try now.timestamp(1))
+                trailing: "(\(mask))"
+            ) { masks.append(UInt64(bitPattern: $0)) }
+            return ChangedProfiles(
+                profiles: profiles, windowMasks: masks, mark: upTo ?? mark,
+                takenAt: try now.timestamp(1))
         }
         FaultInjection.reach("after-read")
         return changed
@@ -244,9 +259,11 @@ extension PostgresMatchingStore: ProfileRepository {
     public func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark] {
         try marks.filter { mark in
             guard case .snapshot(let text) = ChangeMark.Form(mark) else { return false }
-            return try connection.query("""
+            return try connection.query(
+                """
                 SELECT pg_snapshot_xmax($1::text::pg_snapshot) > pg_snapshot_xmax(pg_current_snapshot())
-                """, [.text(text)]).rows[0].bool(0)
+                """, [.text(text)]
+            ).rows[0].bool(0)
         }
     }
 
@@ -257,10 +274,12 @@ extension PostgresMatchingStore: ProfileRepository {
                 return try copyProfiles(tx)
             case .changed(let from, let to):
                 try setLocal(tx, [("matcher.from", from.iso8601), ("matcher.to", to.iso8601)])
-                return try copyProfiles(tx, where: """
-                    p.updated_at >= current_setting('matcher.from')::timestamptz
-                    AND p.updated_at < current_setting('matcher.to')::timestamptz
-                    """)
+                return try copyProfiles(
+                    tx,
+                    where: """
+                        p.updated_at >= current_setting('matcher.from')::timestamptz
+                        AND p.updated_at < current_setting('matcher.to')::timestamptz
+                        """)
             }
         }
     }
@@ -277,8 +296,9 @@ extension PostgresMatchingStore: ProfileRepository {
         guard !ids.isEmpty else { return .empty }
         return try connection.transaction(isolation: .repeatableRead) { tx in
             try setLocal(tx, [("matcher.profile_ids", Self.arrayText(ids))])
-            return try copyProfiles(tx, where: "p.id = ANY (current_setting('matcher.profile_ids')::bigint[])",
-                                    expected: ids.count)
+            return try copyProfiles(
+                tx, where: "p.id = ANY (current_setting('matcher.profile_ids')::bigint[])",
+                expected: ids.count)
         }
     }
 
@@ -291,13 +311,16 @@ extension PostgresMatchingStore: ProfileRepository {
         guard !ids.isEmpty else { return [:] }
         var owners: [Int64: FilterOwner] = [:]
         // Total over the app's odd rows: a NULL or out-of-range status is not active, a NULL plan is free.
-        for row in try connection.query("""
+        for row in try connection.query(
+            """
             SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END,
                    CASE WHEN plan BETWEEN -32768 AND 32767 THEN plan ELSE 0 END
             FROM profiles WHERE id = ANY($1)
-            """, [.int8Array(ids)]).rows {
-            let owner = FilterOwner(id: try row.int64(0), status: Int16(clamping: try row.optionalInt64(1) ?? 0),
-                                    plan: Int16(clamping: try row.optionalInt64(2) ?? 0))
+            """, [.int8Array(ids)]
+        ).rows {
+            let owner = FilterOwner(
+                id: try row.int64(0), status: Int16(clamping: try row.optionalInt64(1) ?? 0),
+                plan: Int16(clamping: try row.optionalInt64(2) ?? 0))
             owners[owner.id] = owner
         }
         return owners
@@ -316,7 +339,9 @@ extension PostgresMatchingStore: FilterRepository {
             SELECT \(Self.filterColumns) FROM saved_filters
             WHERE deleted_at IS NULL AND ((owner_id % $1) + $1) % $1 = $2 AND id > $3
             """
-        var parameters: [PostgresValue] = [.int8(Int64(shard.count)), .int8(Int64(shard.index)), .int8(afterId ?? .min)]
+        var parameters: [PostgresValue] = [
+            .int8(Int64(shard.count)), .int8(Int64(shard.index)), .int8(afterId ?? .min),
+        ]
         switch selection {
         case .all: break
         case .ids(let ids):
@@ -332,10 +357,12 @@ extension PostgresMatchingStore: FilterRepository {
 
     public func filters(ownedBy ownerIds: [Int64]) throws -> [SavedFilter] {
         guard !ownerIds.isEmpty else { return [] }
-        return try connection.query("""
+        return try connection.query(
+            """
             SELECT \(Self.filterColumns) FROM saved_filters
             WHERE deleted_at IS NULL AND owner_id = ANY($1) ORDER BY id
-            """, [.int8Array(ownerIds)]).rows.map(Self.filter(from:))
+            """, [.int8Array(ownerIds)]
+        ).rows.map(Self.filter(from:))
     }
 
     public func filter(id: Int64) throws -> SavedFilter? {
@@ -349,7 +376,8 @@ extension PostgresMatchingStore: FilterRepository {
                 try tx.query("DELETE FROM matcher_invalid_filters WHERE filter_id = ANY($1)", [.int8Array(validIds)])
             }
             guard !invalid.isEmpty else { return }
-            try tx.query("""
+            try tx.query(
+                """
                 INSERT INTO matcher_invalid_filters AS i (filter_id, owner_id, item_key, reason, run_id, filter_updated_at)
                 SELECT u.filter_id, u.owner_id, NULLIF(u.item_key, ''), u.reason, $5, f.updated_at
                 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(filter_id, owner_id, item_key, reason)
@@ -359,22 +387,28 @@ extension PostgresMatchingStore: FilterRepository {
                     run_id = EXCLUDED.run_id, filter_updated_at = EXCLUDED.filter_updated_at,
                     detected_at = CASE WHEN i.reason = EXCLUDED.reason THEN i.detected_at ELSE clock_timestamp() END
                 """,
-                [.int8Array(invalid.map(\.filterId)), .int8Array(invalid.map(\.ownerId)),
-                 .textArray(invalid.map { $0.error.itemKey ?? "" }), .textArray(invalid.map { $0.error.description }),
-                 .int8(runId)])
+                [
+                    .int8Array(invalid.map(\.filterId)), .int8Array(invalid.map(\.ownerId)),
+                    .textArray(invalid.map { $0.error.itemKey ?? "" }),
+                    .textArray(invalid.map { $0.error.description }),
+                    .int8(runId),
+                ])
         }
     }
 
     public func recordedInvalidFilters() throws -> [InvalidFilter] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT filter_id, owner_id, item_key, reason FROM matcher_invalid_filters ORDER BY filter_id
-            """).rows.map { row in
+            """
+        ).rows.map { row in
             let key = try row.optionalString(2)
             let reason = try row.string(3)
             let prefix = key.map { "\($0): " } ?? ""
             let problem = reason.hasPrefix(prefix) ? String(reason.dropFirst(prefix.count)) : reason
-            return InvalidFilter(filterId: try row.int64(0), ownerId: try row.int64(1),
-                                 error: FilterValidationError(itemKey: key, problem: problem))
+            return InvalidFilter(
+                filterId: try row.int64(0), ownerId: try row.int64(1),
+                error: FilterValidationError(itemKey: key, problem: problem))
         }
     }
 }
@@ -387,7 +421,8 @@ extension PostgresMatchingStore: BlockRepository {
         if let ids {
             for row in try connection.query(
                 "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
-                [.int8Array(ids)]).rows {
+                [.int8Array(ids)]
+            ).rows {
                 pairs.append((try row.int64(0), try row.int64(1)))
             }
         } else {
@@ -414,14 +449,18 @@ extension PostgresMatchingStore: MatchRepository {
             let chunk = sorted[start..<end]
             start = end
             guard let first = chunk.first, let last = chunk.last else { continue }
-            let any = try connection.query("""
+            let any = try connection.query(
+                """
                 SELECT EXISTS (SELECT 1 FROM filter_matches WHERE filter_id BETWEEN $1 AND $2)
-                """, [.int8(first.filterId), .int8(last.filterId)]).rows[0].bool(0)
+                """, [.int8(first.filterId), .int8(last.filterId)]
+            ).rows[0].bool(0)
             guard any else { continue }
-            for row in try connection.query("""
+            for row in try connection.query(
+                """
                 SELECT u.filter_id, u.profile_id FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
                 WHERE EXISTS (SELECT 1 FROM filter_matches m WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id)
-                """, [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId))]).rows {
+                """, [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId))]
+            ).rows {
                 recorded.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
         }
@@ -462,8 +501,12 @@ extension PostgresMatchingStore: MatchRepository {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
         let sweeper = try openConnection()
         defer { sweeper.close() }
-        guard try sweeper.query("SELECT pg_try_advisory_lock($1, $2)",
-                                [.int4(MigrationRunner.lockNamespace), .int4(3)]).rows[0].bool(0) else { return nil }
+        guard
+            try sweeper.query(
+                "SELECT pg_try_advisory_lock($1, $2)",
+                [.int4(MigrationRunner.lockNamespace), .int4(3)]
+            ).rows[0].bool(0)
+        else { return nil }
         var forgotten = 0
         for _ in 0..<max(1, maxBatches) {
             // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
@@ -478,25 +521,31 @@ extension PostgresMatchingStore: MatchRepository {
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT filter_id, profile_id, matched_at, run_id, notification_id, mutual FROM filter_matches
             WHERE filter_id = $1 ORDER BY profile_id
-            """, [.int8(filterId)]).rows.map { row in
-            FilterMatch(filterId: try row.int64(0), profileId: try row.int64(1), matchedAt: try row.timestamp(2),
-                        runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4),
-                        mutual: try row.bool(5))
+            """, [.int8(filterId)]
+        ).rows.map { row in
+            FilterMatch(
+                filterId: try row.int64(0), profileId: try row.int64(1), matchedAt: try row.timestamp(2),
+                runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4),
+                mutual: try row.bool(5))
         }
     }
 
     public func notifications(filterId: Int64) throws -> [MatchNotification] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT id, recipient_id, filter_id, match_count, profile_ids, created_at, sent_at, run_id, mutual_count
             FROM notifications WHERE filter_id = $1 ORDER BY id
-            """, [.int8(filterId)]).rows.map { row in
-            MatchNotification(id: try row.int64(0), recipientId: try row.int64(1), filterId: try row.int64(2),
-                              matchCount: Int(try row.int32(3)), profileIds: try row.int64Array(4),
-                              createdAt: try row.timestamp(5), sentAt: try row.optionalTimestamp(6),
-                              runId: try row.optionalInt64(7), mutualCount: Int(try row.int32(8)))
+            """, [.int8(filterId)]
+        ).rows.map { row in
+            MatchNotification(
+                id: try row.int64(0), recipientId: try row.int64(1), filterId: try row.int64(2),
+                matchCount: Int(try row.int32(3)), profileIds: try row.int64Array(4),
+                createdAt: try row.timestamp(5), sentAt: try row.optionalTimestamp(6),
+                runId: try row.optionalInt64(7), mutualCount: Int(try row.int32(8)))
         }
     }
 }

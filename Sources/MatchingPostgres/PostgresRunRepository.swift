@@ -22,7 +22,7 @@ final class PostgresRunLock: RunLock, @unchecked Sendable {
 extension PostgresMatchingStore: RunRepository {
     /// Two-key advisory lock: (namespace + kind, shard count << 16 | shard index).
     static func lockKeys(kind: RunKind, shard: Shard) -> (Int32, Int32) {
-        let namespace: Int32 = 0x4D_41_54_10   // "MAT" + 0x10
+        let namespace: Int32 = 0x4D_41_54_10  // "MAT" + 0x10
         let kindKey: Int32 = kind == .run ? 0 : 1
         return (namespace + kindKey, Int32(truncatingIfNeeded: shard.count << 16 | shard.index))
     }
@@ -31,7 +31,8 @@ extension PostgresMatchingStore: RunRepository {
         let lockConnection = try openConnection()
         let keys = Self.lockKeys(kind: kind, shard: shard)
         let acquired = try lockConnection.query(
-            "SELECT pg_try_advisory_lock($1, $2)", [.int4(keys.0), .int4(keys.1)]).rows[0].bool(0)
+            "SELECT pg_try_advisory_lock($1, $2)", [.int4(keys.0), .int4(keys.1)]
+        ).rows[0].bool(0)
         guard acquired else {
             lockConnection.close()
             return nil
@@ -54,7 +55,8 @@ extension PostgresMatchingStore: RunRepository {
             shard: try Shard(index: Int(try row.int32(2)), count: Int(try row.int32(3))),
             clock: try row.timestamp(4), maxPerFilter: Int(try row.int32(5)), writesNotifications: try row.bool(6),
             status: RunStatus(rawValue: try row.string(7)) ?? .failed,
-            coverage: try row.optionalString(8).map(decodeCoverage), upTo: try row.optionalString(9).map(ChangeMark.init),
+            coverage: try row.optionalString(8).map(decodeCoverage),
+            upTo: try row.optionalString(9).map(ChangeMark.init),
             upToTakenAt: try row.optionalTimestamp(18), timeZone: try row.optionalString(19),
             retentionDays: try row.optionalInt32(20).map(Int.init),
             resumeAfterFilter: try row.optionalInt64(10), parameters: try row.string(11),
@@ -79,27 +81,32 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     public func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord? {
-        let latest = try connection.query("""
+        let latest = try connection.query(
+            """
             SELECT \(Self.runColumns) FROM matcher_runs
             WHERE kind = $1 AND shard_index = $2 AND shard_count = $3 ORDER BY id DESC LIMIT 1
-            """, [.text(kind.rawValue), .int4(Int32(shard.index)), .int4(Int32(shard.count))]).rows.first
+            """, [.text(kind.rawValue), .int4(Int32(shard.index)), .int4(Int32(shard.count))]
+        ).rows.first
             .map(Self.run(from:))
         guard let latest, latest.status == .running || latest.status == .failed else { return nil }
         return latest
     }
 
     public func interruptedRuns(intersecting shard: Shard) throws -> [RunRecord] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT \(Self.runColumns) FROM matcher_runs r
             WHERE kind = 'run' AND status IN ('running', 'failed') AND shard_count <> $1
               AND id = (SELECT max(id) FROM matcher_runs l
                         WHERE l.kind = 'run' AND l.shard_index = r.shard_index AND l.shard_count = r.shard_count)
             ORDER BY id
-            """, [.int4(Int32(shard.count))]).rows.map(Self.run(from:)).filter { $0.shard.intersects(shard) }
+            """, [.int4(Int32(shard.count))]
+        ).rows.map(Self.run(from:)).filter { $0.shard.intersects(shard) }
     }
 
     public func abandon(runId: Int64) throws {
-        try connection.query("""
+        try connection.query(
+            """
             UPDATE matcher_runs SET status = 'abandoned', finished_at = coalesce(finished_at, clock_timestamp())
             WHERE id = $1 AND status IN ('running', 'failed')
             """, [.int8(runId)])
@@ -110,23 +117,28 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     static func coverage(_ connection: PostgresConnection, forUpdate: Bool = false) throws -> Coverage {
-        Coverage(entries: try connection.query("""
-            SELECT shard_index, shard_count, snapshot::text, reset_to, taken_at, time_zone FROM matcher_shard_progress
-            \(forUpdate ? "FOR UPDATE" : "")
-            """).rows.map { row in
-            let mark: ChangeMark
-            if let snapshot = try row.optionalString(2) {
-                mark = ChangeMark(snapshot)
-            } else {
-                mark = .resetTo(try row.timestamp(3))
-            }
-            return CoverageEntry(shard: try Shard(index: Int(try row.int32(0)), count: Int(try row.int32(1))),
-                                 mark: mark, takenAt: try row.timestamp(4), timeZone: try row.optionalString(5))
-        })
+        Coverage(
+            entries: try connection.query(
+                """
+                SELECT shard_index, shard_count, snapshot::text, reset_to, taken_at, time_zone FROM matcher_shard_progress
+                \(forUpdate ? "FOR UPDATE" : "")
+                """
+            ).rows.map { row in
+                let mark: ChangeMark
+                if let snapshot = try row.optionalString(2) {
+                    mark = ChangeMark(snapshot)
+                } else {
+                    mark = .resetTo(try row.timestamp(3))
+                }
+                return CoverageEntry(
+                    shard: try Shard(index: Int(try row.int32(0)), count: Int(try row.int32(1))),
+                    mark: mark, takenAt: try row.timestamp(4), timeZone: try row.optionalString(5))
+            })
     }
 
     public func start(_ run: NewRun) throws -> RunRecord {
-        let row = try connection.query("""
+        let row = try connection.query(
+            """
             INSERT INTO matcher_runs (kind, shard_index, shard_count, clock, max_per_filter, write_notifications,
                                       status, coverage, snapshot, snapshot_taken_at, time_zone, retention_days,
                                       parameters, candidates)
@@ -134,44 +146,55 @@ extension PostgresMatchingStore: RunRepository {
                     $12::text::jsonb, $13)
             RETURNING \(Self.runColumns)
             """,
-            [.text(run.kind.rawValue), .int4(Int32(run.shard.index)), .int4(Int32(run.shard.count)),
-             .timestamptz(run.clock), .int4(Int32(clamping: run.maxPerFilter)), .bool(run.writesNotifications),
-             try run.coverage.map { .text(try Self.encodeCoverage($0)) } ?? .null,
-             run.upTo.map { .text($0.token) } ?? .null, run.upToTakenAt.map { .timestamptz($0) } ?? .null,
-             .text(run.timeZone), .int4(Int32(clamping: run.retentionDays)),
-             .text(run.parameters), .int4(Int32(clamping: run.candidates))]).rows[0]
+            [
+                .text(run.kind.rawValue), .int4(Int32(run.shard.index)), .int4(Int32(run.shard.count)),
+                .timestamptz(run.clock), .int4(Int32(clamping: run.maxPerFilter)), .bool(run.writesNotifications),
+                try run.coverage.map { .text(try Self.encodeCoverage($0)) } ?? .null,
+                run.upTo.map { .text($0.token) } ?? .null, run.upToTakenAt.map { .timestamptz($0) } ?? .null,
+                .text(run.timeZone), .int4(Int32(clamping: run.retentionDays)),
+                .text(run.parameters), .int4(Int32(clamping: run.candidates)),
+            ]
+        ).rows[0]
         return try Self.run(from: row)
     }
 
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
         FaultInjection.reach("before-finish")
         try connection.transaction { tx in
-            let row = try tx.query("""
+            let row = try tx.query(
+                """
                 SELECT kind, shard_index, shard_count, snapshot::text, snapshot_taken_at, time_zone, phase_seconds::text,
                        clock
                 FROM matcher_runs WHERE id = $1 FOR UPDATE
-                """, [.int8(runId)]).rows[0]
+                """, [.int8(runId)]
+            ).rows[0]
             var seconds = Self.decodeSeconds(try row.string(6))
             for (phase, value) in completion.phaseSeconds { seconds[phase.rawValue, default: 0] += value }
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE matcher_runs SET status = 'succeeded', finished_at = clock_timestamp(), error = NULL,
                     phase_seconds = $2::text::jsonb, matches_forgotten = matches_forgotten + $3
                 WHERE id = $1
                 """, [.int8(runId), .text(Self.encodeSeconds(seconds)), .int8(Int64(completion.matchesForgotten))])
             guard try row.string(0) == RunKind.run.rawValue, let snapshot = try row.optionalString(3),
-                  let takenAt = try row.optionalTimestamp(4) else { return }
+                let takenAt = try row.optionalTimestamp(4)
+            else { return }
             // One coverage writer at a time: shards finishing together each see the other's entry.
             try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(2)])
             let shard = try Shard(index: Int(try row.int32(1)), count: Int(try row.int32(2)))
             let before = try Self.coverage(tx, forUpdate: true)
-            let after = before.recording(CoverageEntry(shard: shard, mark: ChangeMark(snapshot), takenAt: takenAt,
-                                                       timeZone: try row.optionalString(5)))
+            let after = before.recording(
+                CoverageEntry(
+                    shard: shard, mark: ChangeMark(snapshot), takenAt: takenAt,
+                    timeZone: try row.optionalString(5)))
             try Self.store(after, replacing: before, tx, runId: runId, clock: try row.timestamp(7))
         }
     }
 
     /// Under the coverage writers' lock (the one `finish` takes), in one transaction.
-    public func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage) {
+    public func updateCoverage(
+        _ body: (Coverage, Timestamp) throws -> Coverage
+    ) throws -> (before: Coverage, after: Coverage) {
         try connection.transaction { tx in
             try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(2)])
             let before = try Self.coverage(tx, forUpdate: true)
@@ -183,12 +206,15 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     /// Writes `after` over `before`: entries no longer kept are deleted, new or changed ones upserted.
-    static func store(_ after: Coverage, replacing before: Coverage, _ tx: PostgresConnection, runId: Int64?,
-                      clock: Timestamp) throws {
+    static func store(
+        _ after: Coverage, replacing before: Coverage, _ tx: PostgresConnection, runId: Int64?,
+        clock: Timestamp
+    ) throws {
         let keptShards = Set(after.entries.map(\.shard))
         for gone in before.entries where !keptShards.contains(gone.shard) {
-            try tx.query("DELETE FROM matcher_shard_progress WHERE shard_index = $1 AND shard_count = $2",
-                         [.int4(Int32(gone.shard.index)), .int4(Int32(gone.shard.count))])
+            try tx.query(
+                "DELETE FROM matcher_shard_progress WHERE shard_index = $1 AND shard_count = $2",
+                [.int4(Int32(gone.shard.index)), .int4(Int32(gone.shard.count))])
         }
         let previous = Set(before.entries)
         for entry in after.entries where !previous.contains(entry) {
@@ -198,21 +224,26 @@ extension PostgresMatchingStore: RunRepository {
             case .snapshot(let text): (snapshot, resetTo) = (.text(text), .null)
             case .time(let time): (snapshot, resetTo) = (.null, .timestamptz(time))
             }
-            try tx.query("""
+            try tx.query(
+                """
                 INSERT INTO matcher_shard_progress (shard_index, shard_count, snapshot, reset_to, taken_at, time_zone,
                                                     clock, run_id)
                 VALUES ($1, $2, $3::text::pg_snapshot, $4, $5, $6, $8, coalesce($7, 0))
                 ON CONFLICT (shard_count, shard_index) DO UPDATE SET snapshot = EXCLUDED.snapshot,
                     reset_to = EXCLUDED.reset_to, taken_at = EXCLUDED.taken_at, time_zone = EXCLUDED.time_zone,
                     clock = EXCLUDED.clock, run_id = EXCLUDED.run_id, updated_at = clock_timestamp()
-                """, [.int4(Int32(entry.shard.index)), .int4(Int32(entry.shard.count)), snapshot, resetTo,
-                      .timestamptz(entry.takenAt), entry.timeZone.map { .text($0) } ?? .null,
-                      runId.map { .int8($0) } ?? .null, .timestamptz(clock)])
+                """,
+                [
+                    .int4(Int32(entry.shard.index)), .int4(Int32(entry.shard.count)), snapshot, resetTo,
+                    .timestamptz(entry.takenAt), entry.timeZone.map { .text($0) } ?? .null,
+                    runId.map { .int8($0) } ?? .null, .timestamptz(clock),
+                ])
         }
     }
 
     public func fail(runId: Int64, error: String) throws {
-        try connection.query("""
+        try connection.query(
+            """
             UPDATE matcher_runs SET status = 'failed', finished_at = clock_timestamp(), error = $2 WHERE id = $1
             """, [.int8(runId), .text(String(error.prefix(2_000)))])
     }
@@ -232,9 +263,11 @@ extension PostgresMatchingStore: RunRepository {
                 guard let kind = QuarantinedRow.Kind(rawValue: try row.string(0)) else { continue }
                 listed[kind, default: []].insert(try row.int64(1))
             }
-            let quarantinedNow = Set(issues.quarantined.compactMap { row in row.rowId.map { "\(row.kind.rawValue) \($0)" } })
+            let quarantinedNow = Set(
+                issues.quarantined.compactMap { row in row.rowId.map { "\(row.kind.rawValue) \($0)" } })
             var forgetKinds: [String] = [], forgetIds: [Int64] = []
-            for (kind, read) in [(QuarantinedRow.Kind.profile, issues.profileIdsRead), (.filter, issues.filterIdsRead)] {
+            for (kind, read) in [(QuarantinedRow.Kind.profile, issues.profileIdsRead), (.filter, issues.filterIdsRead)]
+            {
                 guard let entries = listed[kind], !entries.isEmpty else { continue }
                 for id in read where entries.contains(id) && !quarantinedNow.contains("\(kind.rawValue) \(id)") {
                     forgetKinds.append(kind.rawValue)
@@ -242,7 +275,8 @@ extension PostgresMatchingStore: RunRepository {
                 }
             }
             if !forgetIds.isEmpty {
-                try tx.query("""
+                try tx.query(
+                    """
                     DELETE FROM matcher_quarantine q USING unnest($1::text[], $2::bigint[]) AS u(kind, row_id)
                     WHERE q.kind = u.kind AND q.row_id = u.row_id
                     """, [.textArray(forgetKinds), .int8Array(forgetIds)])
@@ -254,33 +288,42 @@ extension PostgresMatchingStore: RunRepository {
             }
             let rows = latest.values.sorted { ($0.kind.rawValue, $0.rowId ?? 0) < ($1.kind.rawValue, $1.rowId ?? 0) }
             if !rows.isEmpty {
-                try tx.query("""
+                try tx.query(
+                    """
                     INSERT INTO matcher_quarantine AS q (kind, row_id, reason, run_id)
                     SELECT u.kind, u.row_id, u.reason, $4 FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(kind, row_id, reason)
                     ON CONFLICT (kind, row_id) DO UPDATE SET reason = EXCLUDED.reason, run_id = EXCLUDED.run_id,
                         detected_at = CASE WHEN q.reason = EXCLUDED.reason THEN q.detected_at ELSE clock_timestamp() END
-                    """, [.textArray(rows.map(\.kind.rawValue)), .int8Array(rows.map { $0.rowId ?? 0 }),
-                          .textArray(rows.map { String($0.reason.prefix(2_000)) }), .int8(runId)])
+                    """,
+                    [
+                        .textArray(rows.map(\.kind.rawValue)), .int8Array(rows.map { $0.rowId ?? 0 }),
+                        .textArray(rows.map { String($0.reason.prefix(2_000)) }), .int8(runId),
+                    ])
             }
             let c = issues.counters
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE matcher_runs SET profiles_quarantined = GREATEST(profiles_quarantined, $2),
                     filters_quarantined = GREATEST(filters_quarantined, $3), odd_values = GREATEST(odd_values, $4)
                 WHERE id = $1
-                """, [.int8(runId), .int4(Int32(clamping: c.profilesQuarantined)),
-                      .int4(Int32(clamping: c.filtersQuarantined)), .int4(Int32(clamping: c.oddValues))])
+                """,
+                [
+                    .int8(runId), .int4(Int32(clamping: c.profilesQuarantined)),
+                    .int4(Int32(clamping: c.filtersQuarantined)), .int4(Int32(clamping: c.oddValues)),
+                ])
         }
     }
 
     static func decodeSeconds(_ json: String) -> [String: Double] {
         guard let data = json.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return [:] }
         return object.compactMapValues { ($0 as? NSNumber)?.doubleValue }
     }
 
     static func encodeSeconds(_ seconds: [String: Double]) -> String {
-        "{" + seconds.keys.sorted().map { "\"\($0)\": \(String(format: "%.6f", seconds[$0] ?? 0))" }
+        "{"
+            + seconds.keys.sorted().map { "\"\($0)\": \(String(format: "%.6f", seconds[$0] ?? 0))" }
             .joined(separator: ", ") + "}"
     }
 }

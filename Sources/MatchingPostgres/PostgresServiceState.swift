@@ -13,7 +13,8 @@ public final class PostgresServiceState: ServiceStateRepository, @unchecked Send
     }
 
     public func notificationsPaused() throws -> NotificationPause? {
-        let result = try connection.query("""
+        let result = try connection.query(
+            """
             SELECT notifications_paused_at, paused_by, reason FROM matcher_service_state
              WHERE notifications_paused_at IS NOT NULL
             """)
@@ -22,7 +23,8 @@ public final class PostgresServiceState: ServiceStateRepository, @unchecked Send
 
     @discardableResult
     public func pauseNotifications(by: String, reason: String) throws -> NotificationPause {
-        let result = try connection.query("""
+        let result = try connection.query(
+            """
             INSERT INTO matcher_service_state AS s (singleton, notifications_paused_at, paused_by, reason)
             VALUES (true, now(), $1, $2)
             ON CONFLICT (singleton) DO UPDATE
@@ -38,7 +40,8 @@ public final class PostgresServiceState: ServiceStateRepository, @unchecked Send
 
     @discardableResult
     public func resumeNotifications() throws -> NotificationPause? {
-        let result = try connection.query("""
+        let result = try connection.query(
+            """
             WITH before AS (
                 SELECT notifications_paused_at, paused_by, reason FROM matcher_service_state
                  WHERE notifications_paused_at IS NOT NULL FOR UPDATE

@@ -22,7 +22,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             let runKey = PostgresMatchingStore.lockKeys(kind: .run, shard: .all).0
             // Each shard's last successful incremental run, and its runs after it that did not succeed. A running
             // run's shard lock is looked up in pg_locks (the two-int4 advisory form: classid, objid, objsubid 2).
-            let runs = try tx.query("""
+            let runs = try tx.query(
+                """
                 WITH last_success AS (
                     SELECT DISTINCT ON (shard_count, shard_index) id, shard_index, shard_count FROM matcher_runs
                     WHERE kind = 'run' AND status = 'succeeded' ORDER BY shard_count, shard_index, id DESC)
@@ -37,27 +38,33 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                 LEFT JOIN last_success s ON s.shard_index = r.shard_index AND s.shard_count = r.shard_count
                 WHERE r.kind = 'run' AND (r.id = s.id OR (r.id > coalesce(s.id, 0) AND r.status <> 'succeeded'))
                 ORDER BY r.id
-                """, [.int8(Int64(runKey))]).rows.map { row in
+                """, [.int8(Int64(runKey))]
+            ).rows.map { row in
                 let status = RunStatus(rawValue: try row.string(3)) ?? .failed
-                return RunBrief(id: try row.int64(0), kind: .run,
-                                shard: try Shard(index: Int(try row.int32(1)), count: Int(try row.int32(2))),
-                                status: status, clock: try row.timestamp(4), startedAt: try row.optionalTimestamp(5),
-                                finishedAt: try row.optionalTimestamp(6), error: try row.optionalString(7),
-                                lockHeld: status == .running ? try row.bool(8) : nil)
+                return RunBrief(
+                    id: try row.int64(0), kind: .run,
+                    shard: try Shard(index: Int(try row.int32(1)), count: Int(try row.int32(2))),
+                    status: status, clock: try row.timestamp(4), startedAt: try row.optionalTimestamp(5),
+                    finishedAt: try row.optionalTimestamp(6), error: try row.optionalString(7),
+                    lockHeld: status == .running ? try row.bool(8) : nil)
             }
             var shards = Set(coverage.entries.map(\.shard))
             for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
-                if let latest = ofShard.last, latest.status == .running || latest.status == .failed { shards.insert(shard) }
+                if let latest = ofShard.last, latest.status == .running || latest.status == .failed {
+                    shards.insert(shard)
+                }
             }
             let statuses = shards.map { shard in
                 let ofShard = runs.filter { $0.shard == shard }
-                return ShardStatus(shard: shard, progress: coverage.entries.first { $0.shard == shard },
-                                   lastSuccess: ofShard.last { $0.status == .succeeded },
-                                   runsSince: ofShard.filter { $0.status != .succeeded })
+                return ShardStatus(
+                    shard: shard, progress: coverage.entries.first { $0.shard == shard },
+                    lastSuccess: ofShard.last { $0.status == .succeeded },
+                    runsSince: ofShard.filter { $0.status != .succeeded })
             }
 
             // Waiting for a digest: the retention sweep's rule (RetentionSQL); the other listed rows apart.
-            let waiting = try tx.query("""
+            let waiting = try tx.query(
+                """
                 SELECT count(*) FILTER (WHERE due), count(DISTINCT filter_id) FILTER (WHERE due),
                        min(matched_at) FILTER (WHERE due), count(*) FILTER (WHERE NOT due)
                 FROM (SELECT w.filter_id, w.matched_at,
@@ -66,20 +73,24 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                       FROM matcher_waiting_matches w
                       LEFT JOIN saved_filters f ON f.id = w.filter_id
                       LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id) AS listed
-                """).rows[0]
-            let setAside = try tx.query("""
+                """
+            ).rows[0]
+            let setAside = try tx.query(
+                """
                 SELECT (SELECT count(*) FROM matcher_invalid_filters),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'profile'),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'filter'),
                        (SELECT retention_days FROM matcher_runs WHERE kind = 'run' AND retention_days IS NOT NULL
                         ORDER BY id DESC LIMIT 1)
-                """).rows[0]
+                """
+            ).rows[0]
             let retentionDays = try setAside.optionalInt32(3).map(Int.init)
             return ServiceStatus(
                 now: now, shards: statuses,
-                digests: WaitingDigests(matches: Int(try waiting.int64(0)), filters: Int(try waiting.int64(1)),
-                                        oldestMatchedAt: try waiting.optionalTimestamp(2),
-                                        notNotifiable: Int(try waiting.int64(3))),
+                digests: WaitingDigests(
+                    matches: Int(try waiting.int64(0)), filters: Int(try waiting.int64(1)),
+                    oldestMatchedAt: try waiting.optionalTimestamp(2),
+                    notNotifiable: Int(try waiting.int64(3))),
                 invalidFilters: Int(try setAside.int64(0)), quarantinedProfiles: Int(try setAside.int64(1)),
                 quarantinedFilters: Int(try setAside.int64(2)),
                 retention: try retentionState(tx, now: now, days: retentionDays, oldest: retention),
@@ -89,19 +100,26 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
 
     /// The size of `filter_matches` (the planner's estimate, counted when small) and, with `oldest`, its
     /// oldest `matched_at` (one descent of the `matched_at` index).
-    private func retentionState(_ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool) throws -> RetentionState {
-        let estimate = try tx.query("""
-            SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('filter_matches')
-            """).rows.first?.optionalInt64(0) ?? -1
+    private func retentionState(
+        _ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool
+    ) throws -> RetentionState {
+        let estimate =
+            try tx.query(
+                """
+                SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('filter_matches')
+                """
+            ).rows.first?.optionalInt64(0) ?? -1
         var rows = max(0, estimate)
         var estimated = true
         if oldest || estimate < 0, estimate < Self.countedBelow {
             rows = try tx.query("SELECT count(*) FROM filter_matches").rows[0].int64(0)
             estimated = false
         }
-        let oldestMatchedAt = oldest
+        let oldestMatchedAt =
+            oldest
             ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
-        return RetentionState(rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
-                              retentionDays: days)
+        return RetentionState(
+            rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
+            retentionDays: days)
     }
 }

@@ -8,18 +8,23 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
         guard !filterIds.isEmpty else { return [] }
-        return Set(try tx.query("""
-            SELECT DISTINCT filter_id FROM matcher_waiting_matches WHERE filter_id = ANY($1)
-            """, [.int8Array(filterIds)]).rows.map { try $0.int64(0) })
+        return Set(
+            try tx.query(
+                """
+                SELECT DISTINCT filter_id FROM matcher_waiting_matches WHERE filter_id = ANY($1)
+                """, [.int8Array(filterIds)]
+            ).rows.map { try $0.int64(0) })
     }
 
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
         guard !filterIds.isEmpty else { return [:] }
         var last: [Int64: Timestamp] = [:]
-        for row in try tx.query("""
+        for row in try tx.query(
+            """
             SELECT filter_id, last_notified_at FROM matcher_filter_state
             WHERE filter_id = ANY($1) AND last_notified_at IS NOT NULL
-            """, [.int8Array(filterIds)]).rows {
+            """, [.int8Array(filterIds)]
+        ).rows {
             last[try row.int64(0)] = try row.timestamp(1)
         }
         return last
@@ -27,7 +32,8 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
         guard !filterIds.isEmpty else { return [:] }
-        try tx.query("""
+        try tx.query(
+            """
             INSERT INTO matcher_filter_state (filter_id, last_notified_at)
             SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id)
             FROM unnest($1::bigint[]) AS f(id)
@@ -35,10 +41,12 @@ struct PostgresUnitTransaction: UnitTransaction {
             ON CONFLICT (filter_id) DO NOTHING
             """, [.int8Array(filterIds)])
         var last: [Int64: Timestamp] = [:]
-        for row in try tx.query("""
+        for row in try tx.query(
+            """
             SELECT filter_id, last_notified_at FROM matcher_filter_state WHERE filter_id = ANY($1)
             ORDER BY filter_id FOR UPDATE
-            """, [.int8Array(filterIds)]).rows {
+            """, [.int8Array(filterIds)]
+        ).rows {
             if let at = try row.optionalTimestamp(1) { last[try row.int64(0)] = at }
         }
         return last
@@ -46,7 +54,8 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
         guard !filters.isEmpty else { return [] }
-        return try tx.query("""
+        return try tx.query(
+            """
             SELECT w.filter_id, w.profile_id, p.status, p.last_login_at,
                    EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = u.owner_id AND b.blocked_id = w.profile_id)
                    OR EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = w.profile_id AND b.blocked_id = u.owner_id)
@@ -55,9 +64,11 @@ struct PostgresUnitTransaction: UnitTransaction {
             JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             LEFT JOIN profiles p ON p.id = w.profile_id
             WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
-            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]).rows.map { row in
-            WaitingMatch(filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
-                         profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
+            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]
+        ).rows.map { row in
+            WaitingMatch(
+                filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
+                profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
         }
     }
 
@@ -65,15 +76,19 @@ struct PostgresUnitTransaction: UnitTransaction {
         guard !profileIds.isEmpty else { return ProfileFacts(statuses: [:], blocks: .none) }
         var statuses: [Int64: Int16] = [:]
         // Total over the app's odd rows: a NULL or out-of-range status is not active.
-        for row in try tx.query("""
+        for row in try tx.query(
+            """
             SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END FROM profiles WHERE id = ANY($1)
-            """, [.int8Array(profileIds)]).rows {
+            """, [.int8Array(profileIds)]
+        ).rows {
             statuses[try row.int64(0)] = Int16(clamping: try row.optionalInt64(1) ?? 0)
         }
         var pairs: [(blocker: Int64, blocked: Int64)] = []
-        for row in try tx.query("""
+        for row in try tx.query(
+            """
             SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)
-            """, [.int8Array(profileIds)]).rows {
+            """, [.int8Array(profileIds)]
+        ).rows {
             pairs.append((try row.int64(0), try row.int64(1)))
         }
         return ProfileFacts(statuses: statuses, blocks: BlockSet(pairs))
@@ -86,12 +101,14 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// Binary COPY, the fastest way in; a unique violation means some pair was recorded meanwhile.
     func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int? {
         guard !rows.isEmpty else { return 0 }
-        let sorted = rows.sorted { $0.pair < $1.pair }   // index-friendly order
+        let sorted = rows.sorted { $0.pair < $1.pair }  // index-friendly order
         do {
-            return try tx.copyIn("""
+            return try tx.copyIn(
+                """
                 COPY filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual)
                 FROM STDIN (FORMAT binary)
-                """) { writer in
+                """
+            ) { writer in
                 for row in sorted {
                     writer.beginRow(fieldCount: 7)
                     writer.write(row.pair.filterId)
@@ -111,24 +128,28 @@ struct PostgresUnitTransaction: UnitTransaction {
     func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair] {
         guard !rows.isEmpty else { return [] }
         let sorted = rows.sorted { $0.pair < $1.pair }
-        return try tx.query("""
+        return try tx.query(
+            """
             INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual)
             SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6, u.mutual <> 0
             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $7::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
             ON CONFLICT (filter_id, profile_id) DO NOTHING
             RETURNING filter_id, profile_id
             """,
-            [.int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
-             .int8Array(sorted.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
-             .bool(sorted.contains { $0.silent }),   // a unit's rows are all silent or none
-             .int2Array(sorted.map { $0.mutual ? 1 : 0 })]
+            [
+                .int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
+                .int8Array(sorted.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
+                .bool(sorted.contains { $0.silent }),  // a unit's rows are all silent or none
+                .int2Array(sorted.map { $0.mutual ? 1 : 0 }),
+            ]
         ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
     }
 
     func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws {
         guard !pairs.isEmpty else { return }
         let sorted = pairs.sorted()
-        try tx.copyIn("COPY matcher_waiting_matches (filter_id, profile_id, matched_at) FROM STDIN (FORMAT binary)") { writer in
+        try tx.copyIn("COPY matcher_waiting_matches (filter_id, profile_id, matched_at) FROM STDIN (FORMAT binary)") {
+            writer in
             for pair in sorted {
                 writer.beginRow(fieldCount: 3)
                 writer.write(pair.filterId)
@@ -142,11 +163,14 @@ struct PostgresUnitTransaction: UnitTransaction {
         guard !planned.isEmpty else { return [] }
         let ids = try tx.query(
             "SELECT nextval(pg_get_serial_sequence('notifications', 'id')) FROM generate_series(1, $1)",
-            [.int4(Int32(clamping: planned.count))]).rows.map { try $0.int64(0) }
-        try tx.copyIn("""
+            [.int4(Int32(clamping: planned.count))]
+        ).rows.map { try $0.int64(0) }
+        try tx.copyIn(
+            """
             COPY notifications (id, recipient_id, filter_id, match_count, profile_ids, created_at, run_id, mutual_count)
             FROM STDIN (FORMAT binary)
-            """) { writer in
+            """
+        ) { writer in
             for (id, n) in zip(ids, planned) {
                 writer.beginRow(fieldCount: 8)
                 writer.write(id)
@@ -168,12 +192,18 @@ struct PostgresUnitTransaction: UnitTransaction {
         let pairs = marks.sorted { $0.key < $1.key }
         let filterIds = Parameter.int8Array(pairs.map(\.key.filterId))
         let profileIds = Parameter.int8Array(pairs.map(\.key.profileId))
-        try tx.query("""
+        try tx.query(
+            """
             UPDATE filter_matches m SET notification_id = u.notification_id, mutual = u.mutual <> 0
             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
             WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
-            """, [filterIds, profileIds, .int8Array(pairs.map(\.value)), .int2Array(pairs.map { mutual.contains($0.key) ? 1 : 0 })])
-        try tx.query("""
+            """,
+            [
+                filterIds, profileIds, .int8Array(pairs.map(\.value)),
+                .int2Array(pairs.map { mutual.contains($0.key) ? 1 : 0 }),
+            ])
+        try tx.query(
+            """
             DELETE FROM matcher_waiting_matches w USING unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
             WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id
               AND w.filter_id = ANY ($1::bigint[])   -- by the list's key, never a scan of the whole list
@@ -182,8 +212,9 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws {
         guard !filterIds.isEmpty else { return }
-        try tx.query("UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)",
-                     [.int8Array(filterIds), .timestamptz(time)])
+        try tx.query(
+            "UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)",
+            [.int8Array(filterIds), .timestamptz(time)])
     }
 
     /// The pause row (migration 0007) as this unit's transaction reads it.
@@ -193,7 +224,8 @@ struct PostgresUnitTransaction: UnitTransaction {
     }
 
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding c: RunCounters) throws {
-        try tx.query("""
+        try tx.query(
+            """
             UPDATE matcher_runs SET resume_after_filter = $2,
                 filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
                 filters_paid_ignored = filters_paid_ignored + $5,
@@ -202,11 +234,13 @@ struct PostgresUnitTransaction: UnitTransaction {
                 matches_mutual = matches_mutual + $10
             WHERE id = $1
             """,
-            [.int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
-             .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
-             .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
-             .int4(Int32(clamping: c.filtersSuspended)), .int4(Int32(clamping: c.digestsHeldBack)),
-             .int4(Int32(clamping: c.matchesMutual))])
+            [
+                .int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
+                .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
+                .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
+                .int4(Int32(clamping: c.filtersSuspended)), .int4(Int32(clamping: c.digestsHeldBack)),
+                .int4(Int32(clamping: c.matchesMutual)),
+            ])
     }
 
     private typealias Parameter = PostgresValue

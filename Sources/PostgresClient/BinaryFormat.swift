@@ -57,15 +57,25 @@ extension Timestamp {
 /// where the optimizer does not specialize (debug builds, calls across files without WMO).
 extension UnsafeRawPointer {
     @inline(__always)
-    func int16BE(at offset: Int = 0) -> Int16 { Int16(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int16.self)) }
+    func int16BE(at offset: Int = 0) -> Int16 {
+        Int16(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int16.self))
+    }
     @inline(__always)
-    func int32BE(at offset: Int = 0) -> Int32 { Int32(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int32.self)) }
+    func int32BE(at offset: Int = 0) -> Int32 {
+        Int32(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int32.self))
+    }
     @inline(__always)
-    func int64BE(at offset: Int = 0) -> Int64 { Int64(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int64.self)) }
+    func int64BE(at offset: Int = 0) -> Int64 {
+        Int64(bigEndian: loadUnaligned(fromByteOffset: offset, as: Int64.self))
+    }
     @inline(__always)
-    func uint32BE(at offset: Int = 0) -> UInt32 { UInt32(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self)) }
+    func uint32BE(at offset: Int = 0) -> UInt32 {
+        UInt32(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
     @inline(__always)
-    func uint64BE(at offset: Int = 0) -> UInt64 { UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+    func uint64BE(at offset: Int = 0) -> UInt64 {
+        UInt64(bigEndian: loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
 }
 
 extension Array where Element == UInt8 {
@@ -240,14 +250,16 @@ enum BinaryDecoding {
         case PostgresOID.int4: width = 4
         case PostgresOID.int8: width = 8
         default:
-            throw PostgresError(kind: .decoding, message: "expected an integer array, found element type oid \(elementOID)")
+            throw PostgresError(
+                kind: .decoding, message: "expected an integer array, found element type oid \(elementOID)")
         }
         var result: [T] = []
         result.reserveCapacity(count)
         for index in 0..<count {
             let length = try reader.elementLength(index)
             guard length == width else {
-                throw PostgresError(kind: .decoding, message: "array element \(index + 1) has \(length) bytes, expected \(width)")
+                throw PostgresError(
+                    kind: .decoding, message: "array element \(index + 1) has \(length) bytes, expected \(width)")
             }
             let wide: Int64
             switch width {
@@ -256,7 +268,8 @@ enum BinaryDecoding {
             default: wide = try reader.read(Int64.self)
             }
             guard let element = T(exactly: wide) else {
-                throw PostgresError(kind: .decoding, message: "array element \(index + 1) (\(wide)) does not fit in \(T.self)")
+                throw PostgresError(
+                    kind: .decoding, message: "array element \(index + 1) (\(wide)) does not fit in \(T.self)")
             }
             result.append(element)
         }
@@ -310,7 +323,8 @@ extension BinaryDecoding {
         case PostgresOID.int4: width = 4
         case PostgresOID.int8: width = 8
         default:
-            throw PostgresError(kind: .decoding, message: "expected an integer array, found element type oid \(header.elementOID)")
+            throw PostgresError(
+                kind: .decoding, message: "expected an integer array, found element type oid \(header.elementOID)")
         }
         var scan = IntegerArrayScan()
         scan.dimensions = header.dimensions
@@ -321,7 +335,8 @@ extension BinaryDecoding {
                 continue
             }
             guard length == width else {
-                throw PostgresError(kind: .decoding, message: "array element \(index + 1) has \(length) bytes, expected \(width)")
+                throw PostgresError(
+                    kind: .decoding, message: "array element \(index + 1) has \(length) bytes, expected \(width)")
             }
             switch width {
             case 2: visit(Int64(try reader.read(Int16.self)))
@@ -367,15 +382,20 @@ struct ByteReader {
 
     /// Reads an array header of at most `maximumDimensions` dimensions; the count is the product of
     /// the dimensions' sizes, checked (without overflow) against the bytes left.
-    mutating func arrayHeader(allowingDimensions maximumDimensions: Int)
-        throws -> (count: Int, elementOID: UInt32, dimensions: Int) {
+    mutating func arrayHeader(
+        allowingDimensions maximumDimensions: Int
+    )
+        throws -> (count: Int, elementOID: UInt32, dimensions: Int)
+    {
         let dimensions = try read(Int32.self)
         _ = try read(Int32.self)  // has-null flag; NULL elements are detected one by one
         let elementOID = try read(UInt32.self)
         guard dimensions >= 0, Int(dimensions) <= maximumDimensions else {
-            throw PostgresError(kind: .decoding, message: dimensions < 0
-                ? "negative array dimension count \(dimensions)"
-                : "\(dimensions)-dimensional arrays are not supported here (at most \(maximumDimensions))")
+            throw PostgresError(
+                kind: .decoding,
+                message: dimensions < 0
+                    ? "negative array dimension count \(dimensions)"
+                    : "\(dimensions)-dimensional arrays are not supported here (at most \(maximumDimensions))")
         }
         guard dimensions > 0 else { return (0, elementOID, 0) }
         var count = 1
@@ -403,7 +423,8 @@ struct ByteReader {
     mutating func elementLength(_ index: Int) throws -> Int {
         let length = try read(Int32.self)
         guard length >= 0 else {
-            throw PostgresError(kind: .decoding, message: "array element \(index + 1) is NULL; NULL elements are not supported")
+            throw PostgresError(
+                kind: .decoding, message: "array element \(index + 1) is NULL; NULL elements are not supported")
         }
         return Int(length)
     }

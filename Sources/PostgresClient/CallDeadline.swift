@@ -87,7 +87,9 @@ final class CallDeadline: @unchecked Sendable {
     private func check() {
         lock.lock()
         defer { lock.unlock() }
-        guard let timeout, depth > 0, socket >= 0, !tripped, ContinuousClock.now - lastProgress > timeout else { return }
+        guard let timeout, depth > 0, socket >= 0, !tripped, ContinuousClock.now - lastProgress > timeout else {
+            return
+        }
         tripped = true
         shutdown(socket, Int32(SHUT_RDWR))
     }

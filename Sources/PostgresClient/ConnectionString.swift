@@ -61,7 +61,8 @@ enum ConnectionString {
     /// a plain name does; a connection string does when it sets dbname (or cannot be parsed,
     /// in which case libpq reports the error).
     static func namesDatabase(_ conninfo: String) -> Bool {
-        let isConnectionString = conninfo.contains("=")
+        let isConnectionString =
+            conninfo.contains("=")
             || conninfo.hasPrefix("postgresql://") || conninfo.hasPrefix("postgres://")
         guard isConnectionString else { return true }
         guard let pairs = parse(conninfo) else { return true }

@@ -132,7 +132,8 @@ public final class BinaryCopyWriter {
     /// Ends the current row's bookkeeping; records a misuse when its field count was wrong.
     private func checkRowComplete() {
         if fieldsRemaining != 0, misuse == nil {
-            misuse = fieldsRemaining > 0
+            misuse =
+                fieldsRemaining > 0
                 ? "row \(rowCount) has \(fieldsRemaining) fields fewer than its beginRow(fieldCount:)"
                 : "row \(rowCount) has \(-fieldsRemaining) fields more than its beginRow(fieldCount:)"
         }
@@ -172,7 +173,8 @@ public final class BinaryCopyWriter {
         var sent = 0
         while sent < count {
             let length = min(count - sent, 1 << 30)  // only a row of huge fields exceeds the threshold by much
-            guard PQputCopyData(connection, (storage + sent).assumingMemoryBound(to: CChar.self), Int32(length)) == 1 else {
+            guard PQputCopyData(connection, (storage + sent).assumingMemoryBound(to: CChar.self), Int32(length)) == 1
+            else {
                 sendFailure = singleLine(String(cString: PQerrorMessage(connection)))
                 return
             }

@@ -83,13 +83,16 @@ struct BinaryCopyParser {
 
     /// Calls `row` for each complete row in `bytes`; returns how many bytes were used (the rest
     /// is an incomplete row, to be passed again with more data).
-    private mutating func consume(_ bytes: UnsafeRawBufferPointer, _ row: (inout BinaryCopyRow) throws -> Void) throws -> Int {
+    private mutating func consume(
+        _ bytes: UnsafeRawBufferPointer, _ row: (inout BinaryCopyRow) throws -> Void
+    ) throws -> Int {
         guard let base = bytes.baseAddress else { return 0 }
         let count = bytes.count
         var offset = 0
         if !hasHeader {
             guard count >= 19 else { return 0 }
-            guard Self.signature.withUnsafeBytes({ $0.elementsEqual(UnsafeRawBufferPointer(start: base, count: 11)) }) else {
+            guard Self.signature.withUnsafeBytes({ $0.elementsEqual(UnsafeRawBufferPointer(start: base, count: 11)) })
+            else {
                 throw PostgresError(kind: .copy, message: "not binary COPY data; use COPY … TO STDOUT (FORMAT binary)")
             }
             let flags = base.uint32BE(at: 11)
@@ -98,7 +101,8 @@ struct BinaryCopyParser {
             }
             let extensionLength = Int(base.uint32BE(at: 15))
             guard extensionLength <= Self.maximumFieldLength else {
-                throw PostgresError(kind: .copy, message: "invalid binary COPY header extension length \(extensionLength)")
+                throw PostgresError(
+                    kind: .copy, message: "invalid binary COPY header extension length \(extensionLength)")
             }
             guard count >= 19 + extensionLength else { return 0 }
             offset = 19 + extensionLength
@@ -129,7 +133,8 @@ struct BinaryCopyParser {
                     // No server sends a field over 1 GiB (PostgreSQL's limit): refuse it rather than
                     // buffer toward a length a broken or hostile peer made up.
                     guard length <= Self.maximumFieldLength else {
-                        throw PostgresError(kind: .copy, message: "invalid field length \(length) (over PostgreSQL's 1 GiB limit)")
+                        throw PostgresError(
+                            kind: .copy, message: "invalid field length \(length) (over PostgreSQL's 1 GiB limit)")
                     }
                     end += length
                     guard end <= count else { complete = false; break }
@@ -283,7 +288,8 @@ public struct BinaryCopyRow {
         case 8: return bytes.baseAddress!.int64BE()
         default:
             throw PostgresError(
-                kind: .decoding, message: "field \(fieldIndex - 1): an integer needs 2, 4 or 8 bytes, got \(bytes.count)")
+                kind: .decoding,
+                message: "field \(fieldIndex - 1): an integer needs 2, 4 or 8 bytes, got \(bytes.count)")
         }
     }
 
@@ -328,7 +334,7 @@ public enum TimeField<Value: Sendable & Hashable>: Sendable, Hashable {
 /// PostgreSQL's valid ranges, in its own units (counted from 2000-01-01).
 public enum PostgresRange {
     /// 4713-11-24 BC (Julian day 0) ..< 5874898-01-01 (DATE_END_JULIAN).
-    public static let dateDays: Range<Int32> = -2_451_545 ..< 2_145_031_949
+    public static let dateDays: Range<Int32> = -2_451_545..<2_145_031_949
     /// 4713-11-24 BC 00:00 UTC ..< 294277-01-01 00:00 UTC (MIN_TIMESTAMP ..< END_TIMESTAMP).
-    public static let timestampMicroseconds: Range<Int64> = -211_813_488_000_000_000 ..< 9_223_371_331_200_000_000
+    public static let timestampMicroseconds: Range<Int64> = -211_813_488_000_000_000..<9_223_371_331_200_000_000
 }

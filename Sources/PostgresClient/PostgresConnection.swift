@@ -63,7 +63,9 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         // A database from `options` is a default too: a later, plain "dbname" that applies only
         // when conninfo names none.
-        if let dbname = options["dbname"], !dbname.isEmpty, conninfo.isEmpty || !ConnectionString.namesDatabase(conninfo) {
+        if let dbname = options["dbname"], !dbname.isEmpty,
+            conninfo.isEmpty || !ConnectionString.namesDatabase(conninfo)
+        {
             keywords.append("dbname")
             values.append(dbname)
         }
@@ -77,12 +79,16 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(kind: .connection, message: "libpq could not allocate a connection")
         }
         guard PQstatus(connection) == CONNECTION_OK else {
-            let secrets = ConnectionString.secrets(of: connection) + ConnectionString.secrets(in: conninfo)
+            let secrets =
+                ConnectionString.secrets(of: connection) + ConnectionString.secrets(in: conninfo)
                 + [options["password"]].compactMap { $0 }
             let reason = singleLine(String(cString: PQerrorMessage(connection)))
             // With no host, port or database, libpq failed before trying: the parameters are invalid.
-            let parsed = [PQhost(connection), PQport(connection), PQdb(connection)].contains { $0.map { $0.pointee != 0 } ?? false }
-            let message = parsed
+            let parsed = [PQhost(connection), PQport(connection), PQdb(connection)].contains {
+                $0.map { $0.pointee != 0 } ?? false
+            }
+            let message =
+                parsed
                 ? "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
                 : "invalid connection string: \(reason)"
             PQfinish(connection)
@@ -172,7 +178,9 @@ public final class PostgresConnection: @unchecked Sendable {
         defer { deadline.leave() }
         do {
             return try body(connection)
-        } catch let error as PostgresError where deadline.hasTripped && (error.kind == .connection || error.kind == .copy) {
+        } catch let error as PostgresError
+            where deadline.hasTripped && (error.kind == .connection || error.kind == .copy)
+        {
             let seconds = deadline.currentTimeout.map { "\($0.components.seconds) s" } ?? "too long"
             throw PostgresError(
                 kind: .connection,
@@ -250,7 +258,8 @@ public final class PostgresConnection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if isInTransaction {
-            throw PostgresError(kind: .usage, message: "transaction() inside a transaction; nested transactions are not supported")
+            throw PostgresError(
+                kind: .usage, message: "transaction() inside a transaction; nested transactions are not supported")
         }
         try execute("BEGIN ISOLATION LEVEL \(isolation.sql)")
         let value: T
@@ -320,7 +329,8 @@ public final class PostgresConnection: @unchecked Sendable {
         let lost = PQstatus(connection) != CONNECTION_OK
         return PostgresError(
             kind: lost ? .connection : .server, sqlState: sqlState,
-            message: message.isEmpty ? "unknown error (\(String(cString: PQresStatus(PQresultStatus(result)))))" : message,
+            message: message.isEmpty
+                ? "unknown error (\(String(cString: PQresStatus(PQresultStatus(result)))))" : message,
             detail: field(UInt8(ascii: "D")), hint: field(UInt8(ascii: "H")),
             severity: field(UInt8(ascii: "V")))
     }

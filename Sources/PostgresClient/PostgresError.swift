@@ -44,7 +44,9 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         case .server:
             text = "\(severity ?? "ERROR")\(sqlState.map { " \($0)" } ?? ""): \(message)"
         case .connection:
-            text = sqlState.map { "connection error (\(severity ?? "ERROR") \($0)): \(message)" } ?? "connection error: \(message)"
+            text =
+                sqlState.map { "connection error (\(severity ?? "ERROR") \($0)): \(message)" }
+                ?? "connection error: \(message)"
         case .decoding: text = "decoding error: \(message)"
         case .copy: text = "COPY error: \(message)"
         case .usage: text = "usage error: \(message)"

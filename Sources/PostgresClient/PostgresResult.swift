@@ -28,7 +28,8 @@ public struct PostgresResult: Sendable {
                     values.append(.null)
                     continue
                 }
-                let bytes = UnsafeRawBufferPointer(start: PQgetvalue(result, r, c), count: Int(PQgetlength(result, r, c)))
+                let bytes = UnsafeRawBufferPointer(
+                    start: PQgetvalue(result, r, c), count: Int(PQgetlength(result, r, c)))
                 do {
                     values.append(try BinaryDecoding.value(oid: types[column], bytes: bytes))
                 } catch let error as PostgresError {
@@ -98,7 +99,8 @@ public struct PostgresRow: Sendable {
 
     private func value(_ index: Int) throws -> PostgresValue {
         guard values.indices.contains(index) else {
-            throw PostgresError(kind: .usage, message: "column index \(index) is out of range (\(values.count) columns)")
+            throw PostgresError(
+                kind: .usage, message: "column index \(index) is out of range (\(values.count) columns)")
         }
         return values[index]
     }
@@ -115,7 +117,8 @@ public struct PostgresRow: Sendable {
             case .int8(let v): found = "int8 \(v)"
             default: found = value.typeName
             }
-            throw PostgresError(kind: .decoding, message: "\(layout.describe(index)): expected \(expected), found \(found)")
+            throw PostgresError(
+                kind: .decoding, message: "\(layout.describe(index)): expected \(expected), found \(found)")
         }
         return converted
     }
@@ -140,8 +143,12 @@ public struct PostgresRow: Sendable {
     public func date(_ i: Int) throws -> CalendarDate { try required(i, "date", \.dateValue) }
     public func timestamp(_ i: Int) throws -> Timestamp { try required(i, "timestamptz", \.timestampValue) }
     public func interval(_ i: Int) throws -> PostgresInterval { try required(i, "interval", \.intervalValue) }
-    public func int16Array(_ i: Int) throws -> [Int16] { try required(i, "an integer array in Int16 range", \.int16ArrayValue) }
-    public func int32Array(_ i: Int) throws -> [Int32] { try required(i, "an integer array in Int32 range", \.int32ArrayValue) }
+    public func int16Array(_ i: Int) throws -> [Int16] {
+        try required(i, "an integer array in Int16 range", \.int16ArrayValue)
+    }
+    public func int32Array(_ i: Int) throws -> [Int32] {
+        try required(i, "an integer array in Int32 range", \.int32ArrayValue)
+    }
     public func int64Array(_ i: Int) throws -> [Int64] { try required(i, "an integer array", \.int64ArrayValue) }
     public func stringArray(_ i: Int) throws -> [String] { try required(i, "text[]", \.stringArrayValue) }
 
@@ -154,9 +161,15 @@ public struct PostgresRow: Sendable {
     public func optionalDate(_ i: Int) throws -> CalendarDate? { try optional(i, "date", \.dateValue) }
     public func optionalTimestamp(_ i: Int) throws -> Timestamp? { try optional(i, "timestamptz", \.timestampValue) }
     public func optionalInterval(_ i: Int) throws -> PostgresInterval? { try optional(i, "interval", \.intervalValue) }
-    public func optionalInt16Array(_ i: Int) throws -> [Int16]? { try optional(i, "an integer array in Int16 range", \.int16ArrayValue) }
-    public func optionalInt32Array(_ i: Int) throws -> [Int32]? { try optional(i, "an integer array in Int32 range", \.int32ArrayValue) }
-    public func optionalInt64Array(_ i: Int) throws -> [Int64]? { try optional(i, "an integer array", \.int64ArrayValue) }
+    public func optionalInt16Array(_ i: Int) throws -> [Int16]? {
+        try optional(i, "an integer array in Int16 range", \.int16ArrayValue)
+    }
+    public func optionalInt32Array(_ i: Int) throws -> [Int32]? {
+        try optional(i, "an integer array in Int32 range", \.int32ArrayValue)
+    }
+    public func optionalInt64Array(_ i: Int) throws -> [Int64]? {
+        try optional(i, "an integer array", \.int64ArrayValue)
+    }
     public func optionalStringArray(_ i: Int) throws -> [String]? { try optional(i, "text[]", \.stringArrayValue) }
 }
 
@@ -184,7 +197,9 @@ extension PostgresRow {
     public func optionalString(_ column: String) throws -> String? { try optionalString(index(of: column)) }
     public func optionalDate(_ column: String) throws -> CalendarDate? { try optionalDate(index(of: column)) }
     public func optionalTimestamp(_ column: String) throws -> Timestamp? { try optionalTimestamp(index(of: column)) }
-    public func optionalInterval(_ column: String) throws -> PostgresInterval? { try optionalInterval(index(of: column)) }
+    public func optionalInterval(_ column: String) throws -> PostgresInterval? {
+        try optionalInterval(index(of: column))
+    }
     public func optionalInt16Array(_ column: String) throws -> [Int16]? { try optionalInt16Array(index(of: column)) }
     public func optionalInt32Array(_ column: String) throws -> [Int32]? { try optionalInt32Array(index(of: column)) }
     public func optionalInt64Array(_ column: String) throws -> [Int64]? { try optionalInt64Array(index(of: column)) }

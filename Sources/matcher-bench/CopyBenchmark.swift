@@ -39,7 +39,8 @@ struct CopyBenchmark: ParsableCommand {
         let target = "bench_copy_target_\(suffix)"
         // psql's input for COPY in, and the file its COPY out writes (kept apart, so that the input stays intact).
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("matcher-bench-copy-\(suffix).bin")
-        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("matcher-bench-copy-\(suffix)-out.bin")
+        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "matcher-bench-copy-\(suffix)-out.bin")
         defer {
             try? connection.execute("DROP TABLE IF EXISTS \(source); DROP TABLE IF EXISTS \(target)")
             try? FileManager.default.removeItem(at: file)
@@ -50,7 +51,8 @@ struct CopyBenchmark: ParsableCommand {
 
         print("filling \(source) with \(rows) rows…")
         try connection.execute("DROP TABLE IF EXISTS \(source); DROP TABLE IF EXISTS \(target)")
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE TABLE \(source) (
                 id bigint PRIMARY KEY, gender smallint NOT NULL, prefecture smallint NOT NULL,
                 height smallint NOT NULL, plan smallint NOT NULL, status smallint NOT NULL,
@@ -109,7 +111,8 @@ struct CopyBenchmark: ParsableCommand {
             print("  run \(run): ours \(format(ours)), psql \(format(theirs))")
         }
 
-        print("\nCOPY in, encoding from memory (ours) vs psql \\copy from a file (\(target) truncated before each run):")
+        print(
+            "\nCOPY in, encoding from memory (ours) vs psql \\copy from a file (\(target) truncated before each run):")
         var oursIn: [Double] = []
         var psqlIn: [Double] = []
         for run in 1...repetitions {
@@ -141,13 +144,17 @@ struct CopyBenchmark: ParsableCommand {
     }
 
     private func verify(_ connection: PostgresConnection, _ table: String, _ expected: Checksum) throws {
-        let row = try connection.query("""
+        let row = try connection.query(
+            """
             SELECT count(*), sum(id)::int8, sum(height)::int8, sum(birth_date - DATE '1970-01-01')::int8,
                    count(income), sum(cardinality(hobbies))::int8
             FROM \(table)
-            """).rows[0]
+            """
+        ).rows[0]
         let found = try (0..<6).map { try row.int64($0) }
-        let wanted = [expected.count, expected.ids, expected.heights, expected.days, expected.incomes, expected.hobbies]
+        let wanted = [
+            expected.count, expected.ids, expected.heights, expected.days, expected.incomes, expected.hobbies,
+        ]
         guard found == wanted else { throw ValidationError("\(table) holds other rows: \(found) vs \(wanted)") }
     }
 
@@ -163,7 +170,8 @@ struct CopyBenchmark: ParsableCommand {
 
     private func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     private func runPSQL(_ path: String, _ conninfo: String, _ command: String) throws {
@@ -250,7 +258,8 @@ private struct Checksum: Equatable, CustomStringConvertible {
         days &+= Int64(p.birthDate.daysSinceEpoch)
         incomes &+= p.income == nil ? 0 : 1
         hobbies &+= Int64(p.hobbies.count)
-        other &+= Int64(p.gender) &+ Int64(p.prefecture) &+ Int64(p.plan) &+ Int64(p.status)
+        other &+=
+            Int64(p.gender) &+ Int64(p.prefecture) &+ Int64(p.plan) &+ Int64(p.status)
             &+ (p.verified ? 1 : 0) &+ p.updatedAt.microsecondsSinceEpoch &+ Int64(p.hobbies.first ?? 0)
     }
 

@@ -68,15 +68,17 @@ struct EngineBenchmark: ParsableCommand {
         started = .now
         let batch = CandidateBatch(columns)
         let batchSeconds = started.elapsedSeconds
-        print("profiles: \(profiles) generated in \(format(generated)) s; \(batch.count) active candidates "
-              + "in cap order in \(format(batchSeconds)) s")
+        print(
+            "profiles: \(profiles) generated in \(format(generated)) s; \(batch.count) active candidates "
+                + "in cap order in \(format(batchSeconds)) s")
 
         started = .now
         let prepared = generator.filters(count: filters, columns: columns)
         let exclusionSet = generator.exclusions(count: exclusions, filters: prepared, columns: columns)
-        print("filters: \(prepared.count) (\(format(Double(prepared.reduce(0) { $0 + $1.conditions.conditions.count }) / Double(prepared.count))) conditions on average) "
-              + "generated in \(format(started.elapsedSeconds)) s; exclusions: \(exclusionSet.existing.count) "
-              + "pairs, \(exclusionSet.blocks.count) blocks")
+        print(
+            "filters: \(prepared.count) (\(format(Double(prepared.reduce(0) { $0 + $1.conditions.conditions.count }) / Double(prepared.count))) conditions on average) "
+                + "generated in \(format(started.elapsedSeconds)) s; exclusions: \(exclusionSet.existing.count) "
+                + "pairs, \(exclusionSet.blocks.count) blocks")
         print("RSS after generation: \(PeakMemory.describe())")
 
         var options = BitsetMatchEngine.Options()
@@ -89,65 +91,74 @@ struct EngineBenchmark: ParsableCommand {
         let modeList = Set(modes.split(separator: ",").map(String.init))
         var counted: [FilterResult] = []
         if modeList.contains("count") {
-        print("\n(a) count every match, extract the first \(limit) per filter:")
-        var countingTimes: [Double] = []
-        var totalMatches = 0
-        for repetition in 1...repetitions {
-            CPUTime.waitForIdle(seconds: waitIdle)
-            started = .now
-            let cpu = CPUTime.seconds()
-            let evaluation = engine.evaluateCounting(prepared, against: batch, limit: limit, clock: clock,
-                                                     exclusions: exclusionSet)
-            let seconds = started.elapsedSeconds
-            let cpuSeconds = CPUTime.seconds() - cpu
-            countingTimes.append(seconds)
-            totalMatches = evaluation.matchCounts.reduce(0, +)
-            counted = evaluation.results
-            let s = evaluation.statistics
-            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
-                  + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s; "
-                  + "\(s.bitsets) bitsets = \(s.bitsetBytes >> 20) MiB, \(s.sparseRows) listed rows, "
-                  + "\(s.sharedGroups) shared groups)")
-        }
-        let countingMedian = median(countingTimes)
-        print("  matches: \(totalMatches) (\(format(Double(totalMatches) / Double(prepared.count))) per filter), "
-              + "extracted: \(counted.reduce(0) { $0 + $1.profileIds.count })")
-        print("  median: \(format(countingMedian)) s = \(rate(pairs / countingMedian)) pair evaluations/s")
+            print("\n(a) count every match, extract the first \(limit) per filter:")
+            var countingTimes: [Double] = []
+            var totalMatches = 0
+            for repetition in 1...repetitions {
+                CPUTime.waitForIdle(seconds: waitIdle)
+                started = .now
+                let cpu = CPUTime.seconds()
+                let evaluation = engine.evaluateCounting(
+                    prepared, against: batch, limit: limit, clock: clock,
+                    exclusions: exclusionSet)
+                let seconds = started.elapsedSeconds
+                let cpuSeconds = CPUTime.seconds() - cpu
+                countingTimes.append(seconds)
+                totalMatches = evaluation.matchCounts.reduce(0, +)
+                counted = evaluation.results
+                let s = evaluation.statistics
+                print(
+                    "  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
+                        + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s; "
+                        + "\(s.bitsets) bitsets = \(s.bitsetBytes >> 20) MiB, \(s.sparseRows) listed rows, "
+                        + "\(s.sharedGroups) shared groups)")
+            }
+            let countingMedian = median(countingTimes)
+            print(
+                "  matches: \(totalMatches) (\(format(Double(totalMatches) / Double(prepared.count))) per filter), "
+                    + "extracted: \(counted.reduce(0) { $0 + $1.profileIds.count })")
+            print("  median: \(format(countingMedian)) s = \(rate(pairs / countingMedian)) pair evaluations/s")
         }
 
         var results: [FilterResult] = []
         if modeList.contains("run") {
-        print("\n(b) run mode: the first \(limit) per filter, early stop:")
-        var runTimes: [Double] = []
-        for repetition in 1...repetitions {
-            CPUTime.waitForIdle(seconds: waitIdle)
-            started = .now
-            let cpu = CPUTime.seconds()
-            let evaluation = engine.evaluateWithStatistics(prepared, against: batch, limit: limit, clock: clock,
-                                                           exclusions: exclusionSet)
-            let seconds = started.elapsedSeconds
-            let cpuSeconds = CPUTime.seconds() - cpu
-            runTimes.append(seconds)
-            results = evaluation.results
-            let s = evaluation.statistics
-            print("  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
-                  + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s)")
-        }
-        let runMedian = median(runTimes)
-        print("  found: \(results.reduce(0) { $0 + $1.profileIds.count })"
-              + (counted.isEmpty ? "" : "; same as (a): \(results == counted)"))
-        print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
+            print("\n(b) run mode: the first \(limit) per filter, early stop:")
+            var runTimes: [Double] = []
+            for repetition in 1...repetitions {
+                CPUTime.waitForIdle(seconds: waitIdle)
+                started = .now
+                let cpu = CPUTime.seconds()
+                let evaluation = engine.evaluateWithStatistics(
+                    prepared, against: batch, limit: limit, clock: clock,
+                    exclusions: exclusionSet)
+                let seconds = started.elapsedSeconds
+                let cpuSeconds = CPUTime.seconds() - cpu
+                runTimes.append(seconds)
+                results = evaluation.results
+                let s = evaluation.statistics
+                print(
+                    "  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
+                        + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s)"
+                )
+            }
+            let runMedian = median(runTimes)
+            print(
+                "  found: \(results.reduce(0) { $0 + $1.profileIds.count })"
+                    + (counted.isEmpty ? "" : "; same as (a): \(results == counted)"))
+            print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
         }
 
         print("\npeak RSS (VmHWM) of the runs: \(PeakMemory.describe())")
         if verify > 0 {
             let sample = Array(prepared.prefix(verify))
             started = .now
-            let expected = ReferenceMatchEngine().evaluate(sample, against: batch, limit: limit, clock: clock,
-                                                           exclusions: exclusionSet)
+            let expected = ReferenceMatchEngine().evaluate(
+                sample, against: batch, limit: limit, clock: clock,
+                exclusions: exclusionSet)
             let same = expected == Array((results.isEmpty ? counted : results).prefix(verify))
-            print("reference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
-                  + (same ? "identical" : "DIFFERENT"))
+            print(
+                "reference engine on the first \(sample.count) filters (\(format(started.elapsedSeconds)) s): "
+                    + (same ? "identical" : "DIFFERENT"))
             if !same { throw ExitCode.failure }
         }
         if verify > 0 {
@@ -157,7 +168,8 @@ struct EngineBenchmark: ParsableCommand {
 
     private func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
-        return sorted.count % 2 == 1 ? sorted[sorted.count / 2]
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2]
             : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
@@ -199,7 +211,8 @@ enum CPUTime {
     /// The aggregate CPU line of /proc/stat: all ticks, and idle plus iowait ticks.
     private static func ticks() -> (total: Int, idle: Int)? {
         guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-              let line = stat.split(separator: "\n").first else { return nil }
+            let line = stat.split(separator: "\n").first
+        else { return nil }
         let fields = line.split(separator: " ").dropFirst().compactMap { Int($0) }
         guard fields.count >= 5 else { return nil }
         return (fields.reduce(0, +), fields[3] + fields[4])
@@ -252,7 +265,9 @@ private struct Weighted {
     init(_ pairs: [(Int32, Double)]) {
         codes = pairs.map(\.0)
         var total = 0.0
-        cumulative = pairs.map { total += $0.1; return total }
+        cumulative = pairs.map {
+            total += $0.1; return total
+        }
     }
 
     func draw(_ random: inout BenchRandom) -> Int32 {
@@ -275,8 +290,10 @@ private struct BenchWorkload {
     let communityDraw: Weighted
 
     static let residence = Weighted(
-        [(13, 30), (14, 12), (11, 8), (12, 7), (27, 8), (23, 5), (40, 4), (28, 3), (26, 2), (1, 2), (22, 1.5),
-         (34, 1.2), (4, 1)] + (1...48).map { (Int32($0), 0.35) } + [(0, 2)])
+        [
+            (13, 30), (14, 12), (11, 8), (12, 7), (27, 8), (23, 5), (40, 4), (28, 3), (26, 2), (1, 2), (22, 1.5),
+            (34, 1.2), (4, 1),
+        ] + (1...48).map { (Int32($0), 0.35) } + [(0, 2)])
     static let neighbours: [Int32: [Int32]] = [
         13: [14, 11, 12, 19], 14: [13, 11, 12, 22], 11: [13, 12, 14, 10], 12: [13, 11, 14, 8],
         27: [28, 26, 29, 30], 28: [27, 26, 33], 26: [27, 25, 29], 23: [21, 24, 22], 40: [41, 43, 44, 35],
@@ -304,8 +321,10 @@ private struct BenchWorkload {
         let now = clock.now.microsecondsSinceEpoch
         let day = Timestamp.microsecondsPerDay
         let runDay = clock.runDate.daysSinceEpoch
-        let singles = MasterItem.all.filter { $0.kind == .single && !["gender", "residence", "hometown"].contains($0.key) }
-            .map { ($0.index, Int($0.domain!.upperBound)) }
+        let singles = MasterItem.all.filter {
+            $0.kind == .single && !["gender", "residence", "hometown"].contains($0.key)
+        }
+        .map { ($0.index, Int($0.domain!.upperBound)) }
         let gender = index("gender"), age = index("age"), height = index("height"), income = index("income")
         let residenceItem = index("residence"), hometown = index("hometown"), languages = index("languages")
         let personality = index("personality"), communities = index("communities"), hasPhoto = index("has_photo")
@@ -319,15 +338,19 @@ private struct BenchWorkload {
             let birth = runDay - Int32(drawAge() * 365 + random.int(0...364))
             builder.appendDate(days: random.chance(0.02) ? nil : birth, item: age)
             let centimetres = sex == 1 ? random.normal(171, 6) : random.normal(158, 5.5)
-            builder.appendInteger(random.chance(0.1) ? nil : Int32(min(230, max(120, centimetres.rounded()))),
-                                  item: height)
-            builder.appendInteger(random.chance(0.3) ? nil : Int32(1 + min(8, Int(random.unit() * random.unit() * 9 + random.unit() * 2))),
-                                  item: income)
+            builder.appendInteger(
+                random.chance(0.1) ? nil : Int32(min(230, max(120, centimetres.rounded()))),
+                item: height)
+            builder.appendInteger(
+                random.chance(0.3)
+                    ? nil : Int32(1 + min(8, Int(random.unit() * random.unit() * 9 + random.unit() * 2))),
+                item: income)
             let residence = Int16(Self.residence.draw(&random))
             builder.appendCode(residence, item: residenceItem)
             builder.appendCode(random.chance(0.5) ? residence : Int16(Self.residence.draw(&random)), item: hometown)
             for (item, top) in singles {
-                builder.appendCode(random.chance(0.15) ? 0 : Int16(1 + Int(random.unit() * random.unit() * Double(top))), item: item)
+                builder.appendCode(
+                    random.chance(0.15) ? 0 : Int16(1 + Int(random.unit() * random.unit() * Double(top))), item: item)
             }
             // Languages: Japanese, often English, rarely more.
             builder.appendCodeElement(1, item: languages)
@@ -346,8 +369,12 @@ private struct BenchWorkload {
             builder.appendFlag(random.chance(0.6), item: hasIntroduction)
             builder.appendFlag(random.chance(0.5), item: verified)
             // Logins: a quarter within a day, over half within a week, the rest up to two years.
-            let loginDays = random.chance(0.25) ? random.unit() : random.chance(0.4) ? 1 + random.unit() * 6
-                : random.chance(0.5) ? 7 + random.unit() * 23 : 30 + random.unit() * 700
+            let loginDays =
+                random.chance(0.25)
+                ? random.unit()
+                : random.chance(0.4)
+                    ? 1 + random.unit() * 6
+                    : random.chance(0.5) ? 7 + random.unit() * 23 : 30 + random.unit() * 700
             builder.appendTimestamp(microseconds: now - Int64(loginDays * Double(day)), item: lastLogin)
             builder.appendTimestamp(microseconds: now - Int64(random.unit() * 1_100 * Double(day)), item: registered)
         }
@@ -356,8 +383,8 @@ private struct BenchWorkload {
 
     mutating func filters(count: Int, columns: ProfileColumns) -> [PreparedFilter] {
         guard case .codes(let genders) = columns.columns[index("gender")],
-              case .codes(let residences) = columns.columns[index("residence")],
-              case .dates(let births) = columns.columns[index("age")]
+            case .codes(let residences) = columns.columns[index("residence")],
+            case .dates(let births) = columns.columns[index("age")]
         else { fatalError("unexpected columns") }
         let runDay = clock.runDate.daysSinceEpoch
         var result: [PreparedFilter] = []
@@ -373,7 +400,8 @@ private struct BenchWorkload {
             if random.chance(0.95) { members.append(#""gender":{"anyOf":[\#(genders[row] == 1 ? 2 : 1)]}"#) }
             if random.chance(0.9) {
                 let low = max(18, ownerAge - random.int(0...6)), high = min(120, ownerAge + random.int(0...8))
-                members.append(random.chance(0.15) ? #""age":{"min":\#(low)}"# : #""age":{"min":\#(low),"max":\#(high)}"#)
+                members.append(
+                    random.chance(0.15) ? #""age":{"min":\#(low)}"# : #""age":{"min":\#(low),"max":\#(high)}"#)
             }
             if random.chance(0.7) {
                 let home = Int32(residences[row] == 0 ? 13 : residences[row])
@@ -387,7 +415,9 @@ private struct BenchWorkload {
             while optional.count < extra {
                 let member: String
                 switch random.int(0...15) {
-                case 0: let low = 150 + random.int(0...30); member = #""height":{"min":\#(low),"max":\#(low + random.int(5...30))}"#
+                case 0:
+                    let low = 150 + random.int(0...30);
+                    member = #""height":{"min":\#(low),"max":\#(low + random.int(5...30))}"#
                 case 1: member = #""income":{"min":\#(random.int(2...6))}"#
                 case 2, 3: member = #""last_login":{"withinDays":\#([1, 3, 7, 14, 30][random.int(0...4)])}"#
                 case 4: member = #""has_photo":true"#
@@ -408,7 +438,9 @@ private struct BenchWorkload {
                 default: member = #""registered":{"withinDays":\#(random.chance(0.5) ? 30 : 90)}"#
                 }
                 let key = String(member.split(separator: "\"")[0])
-                if !members.contains(where: { $0.hasPrefix("\"\(key)\"") }) && !optional.contains(where: { $0.hasPrefix("\"\(key)\"") }) {
+                if !members.contains(where: { $0.hasPrefix("\"\(key)\"") })
+                    && !optional.contains(where: { $0.hasPrefix("\"\(key)\"") })
+                {
                     optional.append(member)
                 }
             }
@@ -423,10 +455,12 @@ private struct BenchWorkload {
                 fatalError("generated an invalid filter \(json): \(error)")
             }
             let ownerId = columns.ids[row]
-            let filter = SavedFilter(id: Int64(id), ownerId: ownerId, conditionsJSON: json, createdAt: now, updatedAt: now)
-            result.append(PreparedFilter(
-                filter: filter, owner: FilterOwner(id: ownerId, status: 1, plan: ownerPlan),
-                conditions: conditions.effective(forOwnerPlan: ownerPlan).conditions))
+            let filter = SavedFilter(
+                id: Int64(id), ownerId: ownerId, conditionsJSON: json, createdAt: now, updatedAt: now)
+            result.append(
+                PreparedFilter(
+                    filter: filter, owner: FilterOwner(id: ownerId, status: 1, plan: ownerPlan),
+                    conditions: conditions.effective(forOwnerPlan: ownerPlan).conditions))
         }
         return result
     }

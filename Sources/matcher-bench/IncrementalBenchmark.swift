@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Matching
 import MatchingPostgres
 import PostgresClient
 
@@ -18,7 +19,8 @@ struct IncrementalBenchmark: ParsableCommand {
     @Option(help: "Profile changes between day 1 and day 2.") var changes = 30_000
     @Option(help: "Timed day-2 runs, each on a fresh copy of the day-2 state; the median is reported.") var repeats = 3
     @Flag(help: "Reuse the day-2 template from an earlier invocation with the same sizes.") var reuse = false
-    @Option(parsing: .remaining, help: "Extra arguments for the timed `matcher run` (after --).") var runArguments: [String] = []
+    @Option(parsing: .remaining, help: "Extra arguments for the timed `matcher run` (after --).") var runArguments:
+        [String] = []
 
     static let day1 = "2026-03-01T03:00:00Z"
     static let day2 = "2026-03-02T03:00:00Z"
@@ -26,7 +28,8 @@ struct IncrementalBenchmark: ParsableCommand {
     func run() throws {
         let admin = try database.conninfo()
         let psql = try Shell.psql()
-        let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher").path
+        let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher")
+            .path
         let template = "matcher_bench_incr_\(profiles)_\(filters)_\(changes)"
         let templateInfo = try PostgresConnection.conninfo(admin, overriding: ["dbname": template])
         say("incremental: \(profiles) profiles x \(filters) filters, \(changes) changes; worker \(matcher)")
@@ -36,8 +39,13 @@ struct IncrementalBenchmark: ParsableCommand {
             try recreate(admin, template, from: nil)
             let steps: [(String, [String])] = [
                 ("migrate", ["migrate"]),
-                ("seed day 1", ["seed", "--profiles", "\(profiles)", "--filters", "\(filters)", "--seed", "1",
-                                "--now", Self.day1, "--replace"]),
+                (
+                    "seed day 1",
+                    [
+                        "seed", "--profiles", "\(profiles)", "--filters", "\(filters)", "--seed", "1",
+                        "--now", Self.day1, "--replace",
+                    ]
+                ),
                 ("run day 1", ["run", "--now", Self.day1, "--log-format", "json"]),
                 ("seed changes", ["seed", "--changes", "\(changes)", "--seed", "2", "--now", Self.day2]),
             ]
@@ -58,16 +66,19 @@ struct IncrementalBenchmark: ParsableCommand {
             try recreate(admin, copy, from: template)
             let info = try PostgresConnection.conninfo(admin, overriding: ["dbname": copy])
             let inputFloor = try measureInputFloor(psql, info)
-            let result = try Shell.timedChild(matcher, ["run", "--now", Self.day2, "--format", "json", "--log-format", "json"] + runArguments,
-                                              environment: ["DATABASE_URL": info])
+            let result = try Shell.timedChild(
+                matcher, ["run", "--now", Self.day2, "--format", "json", "--log-format", "json"] + runArguments,
+                environment: ["DATABASE_URL": info])
             guard result.status == 0 else { throw ValidationError("day-2 run failed: \(result.stderr.suffix(2000))") }
             let outputFloor = try measureOutputFloor(psql, info)
             totals.append(result.seconds)
             peaks.append(result.maxRSSKiB)
             floors.append((inputFloor, outputFloor))
             lastReport = result.stdout
-            say("  day-2 run \(attempt): \(Shell.seconds(result.seconds)) [\(VersusSQLBenchmark.phases(result.stdout))], "
-                  + "peak RSS \(result.maxRSSKiB / 1024) MiB; floor in \(Shell.seconds(inputFloor)) + out \(Shell.seconds(outputFloor))")
+            say(
+                "  day-2 run \(attempt): \(Shell.seconds(result.seconds)) [\(VersusSQLBenchmark.phases(result.stdout))], "
+                    + "peak RSS \(result.maxRSSKiB / 1024) MiB; floor in \(Shell.seconds(inputFloor)) + out \(Shell.seconds(outputFloor))"
+            )
         }
         let median = { (values: [Double]) in values.sorted()[values.count / 2] }
         let total = median(totals)
@@ -76,8 +87,9 @@ struct IncrementalBenchmark: ParsableCommand {
         say("day-2 run (median of \(totals.count)): \(Shell.seconds(total)), peak RSS \(peaks.max()! / 1024) MiB")
         say("  phases (last): \(VersusSQLBenchmark.phases(lastReport))")
         say("  counts (last): \(Self.counts(lastReport))")
-        say("I/O floor (median): \(Shell.seconds(floor)) = COPY out inputs \(Shell.seconds(median(floors.map(\.input)))) "
-              + "+ COPY in outputs \(Shell.seconds(median(floors.map(\.output))))")
+        say(
+            "I/O floor (median): \(Shell.seconds(floor)) = COPY out inputs \(Shell.seconds(median(floors.map(\.input)))) "
+                + "+ COPY in outputs \(Shell.seconds(median(floors.map(\.output))))")
         say(String(format: "ratio total / floor: %.2f (target <= 1.3); peak RSS target <= 1024 MiB", total / floor))
     }
 
@@ -133,7 +145,8 @@ struct IncrementalBenchmark: ParsableCommand {
             \\copy floor_matches from '/tmp/floor-matches.bin' (format binary)
             \\copy floor_notifications from '/tmp/floor-notifications.bin' (format binary)
             """
-        let preparePath = NSTemporaryDirectory() + "floor-out-prepare.sql", loadPath = NSTemporaryDirectory() + "floor-out.sql"
+        let preparePath = NSTemporaryDirectory() + "floor-out-prepare.sql",
+            loadPath = NSTemporaryDirectory() + "floor-out.sql"
         try prepare.write(toFile: preparePath, atomically: true, encoding: .utf8)
         try load.write(toFile: loadPath, atomically: true, encoding: .utf8)
         try Shell.run(psql, [conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-f", preparePath])
@@ -142,14 +155,12 @@ struct IncrementalBenchmark: ParsableCommand {
 
     static func counts(_ json: String) -> String {
         guard let data = json.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let counts = object["counts"] as? [String: Any]
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let counts = object["counts"] as? [String: Any]
         else { return "?" }
         return counts.keys.sorted().map { "\($0) \(counts[$0]!)" }.joined(separator: ", ")
     }
 }
-
-import Matching
 
 /// The catalogue's profile columns, as the worker reads them.
 enum MatchingColumns {

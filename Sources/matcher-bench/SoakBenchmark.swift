@@ -28,7 +28,8 @@ struct SoakBenchmark: ParsableCommand {
 
     func run() throws {
         let admin = try database.conninfo()
-        let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher").path
+        let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher")
+            .path
         let name = "matcher_bench_soak"
         let connection = try PostgresConnection(admin)
         try connection.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
@@ -43,33 +44,55 @@ struct SoakBenchmark: ParsableCommand {
             guard result.status == 0 else { throw ValidationError("\(what) failed: \(result.stderr.suffix(2000))") }
             return result
         }
-        say("soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
-            + "retention \(retentionDays) days")
+        say(
+            "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
+                + "retention \(retentionDays) days")
         _ = try matcherStep("migrate", ["migrate"])
-        _ = try matcherStep("seed", ["seed", "--profiles", "\(profiles)", "--filters", "\(filters)", "--seed", "1",
-                                     "--now", Self.start, "--replace"])
-        say("day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB")
+        _ = try matcherStep(
+            "seed",
+            [
+                "seed", "--profiles", "\(profiles)", "--filters", "\(filters)", "--seed", "1",
+                "--now", Self.start, "--replace",
+            ])
+        say(
+            "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
+        )
         guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
             let clock = first.adding(days: day - 1).iso8601
             if day > 1 {
-                try db.query("""
+                try db.query(
+                    """
                     UPDATE profiles SET last_login_at = $1
                     WHERE status = 1 AND (hashint8(id + $2) & 1023) < $3
-                    """, [.timestamptz(first.adding(days: day - 1)), .int8(Int64(day)),
-                          .int4(Int32(logins * 1024))])
-                _ = try matcherStep("changes", ["seed", "--changes", "\(Int(Double(profiles) * changes))",
-                                                "--seed", "\(day)", "--now", clock])
+                    """,
+                    [
+                        .timestamptz(first.adding(days: day - 1)), .int8(Int64(day)),
+                        .int4(Int32(logins * 1024)),
+                    ])
+                _ = try matcherStep(
+                    "changes",
+                    [
+                        "seed", "--changes", "\(Int(Double(profiles) * changes))",
+                        "--seed", "\(day)", "--now", clock,
+                    ])
             }
-            let result = try matcherStep("run day \(day)", ["run", "--now", clock, "--retention-days", "\(retentionDays)",
-                                                            "--format", "json", "--log-format", "json"])
+            let result = try matcherStep(
+                "run day \(day)",
+                [
+                    "run", "--now", clock, "--retention-days", "\(retentionDays)",
+                    "--format", "json", "--log-format", "json",
+                ])
             let report = Self.report(result.stdout)
-            let rows = try db.query("SELECT count(*), pg_total_relation_size('filter_matches') FROM filter_matches").rows[0]
-            say(String(format: "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f",
-                       day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
-                       report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
-                       report.count("matches_written"), report.count("matches_forgotten"),
-                       try rows.int64(0), Double(try rows.int64(1)) / 1_048_576))
+            let rows = try db.query("SELECT count(*), pg_total_relation_size('filter_matches') FROM filter_matches")
+                .rows[0]
+            say(
+                String(
+                    format: "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f",
+                    day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
+                    report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
+                    report.count("matches_written"), report.count("matches_forgotten"),
+                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576))
         }
     }
 
@@ -89,7 +112,9 @@ struct SoakBenchmark: ParsableCommand {
                 for element in array { walk(element, key) }
             } else if let number = value as? NSNumber, let key {
                 values[key] = number.doubleValue
-            } else if let text = value as? String, let key, let number = Double(text.replacingOccurrences(of: " s", with: "")) {
+            } else if let text = value as? String, let key,
+                let number = Double(text.replacingOccurrences(of: " s", with: ""))
+            {
                 values[key] = values[key] ?? number
             }
         }

@@ -24,7 +24,8 @@ struct VersusSQLBenchmark: ParsableCommand {
     func run() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let bench = URL(fileURLWithPath: benchDir ?? root.deletingLastPathComponent().appendingPathComponent("shared/bench").path)
+        let bench = URL(
+            fileURLWithPath: benchDir ?? root.deletingLastPathComponent().appendingPathComponent("shared/bench").path)
         let admin = try database.conninfo()
         let psql = try Shell.psql()
         let matcher = URL(fileURLWithPath: MigrationRunner.currentExecutable.deletingLastPathComponent().path)
@@ -42,11 +43,16 @@ struct VersusSQLBenchmark: ParsableCommand {
             connection.close()
             let conninfo = try PostgresConnection.conninfo(admin, overriding: ["dbname": name])
             let target = try PostgresConnection(conninfo)
-            try MigrationRunner(connection: target).apply(try MigrationRunner.load(from: root.appendingPathComponent("sql")))
+            try MigrationRunner(connection: target).apply(
+                try MigrationRunner.load(from: root.appendingPathComponent("sql")))
             target.close()
             let load = try Shell.time {
-                try Shell.run(psql, [conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-v", "profiles=\(profiles)",
-                                     "-v", "filters=\(filters)", "-f", bench.appendingPathComponent("synth.sql").path])
+                try Shell.run(
+                    psql,
+                    [
+                        conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-v", "profiles=\(profiles)",
+                        "-v", "filters=\(filters)", "-f", bench.appendingPathComponent("synth.sql").path,
+                    ])
             }
             print("  loaded \(name) in \(Shell.seconds(load))")
             conninfos[name] = conninfo
@@ -58,13 +64,16 @@ struct VersusSQLBenchmark: ParsableCommand {
         var lastReport = ""
         for attempt in 0..<max(1, repeats) {
             if attempt > 0 { try reset(worker) }
-            let result = try Shell.timedChild(matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
-                                              environment: ["DATABASE_URL": worker])
+            let result = try Shell.timedChild(
+                matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
+                environment: ["DATABASE_URL": worker])
             guard result.status == 0 else { throw ValidationError("matcher run failed: \(result.stderr)") }
             times.append(result.seconds)
             peakRSS = max(peakRSS, result.maxRSSKiB)
             lastReport = result.stdout
-            print("  worker run \(attempt + 1): \(Shell.seconds(result.seconds)), peak RSS \(result.maxRSSKiB / 1024) MiB")
+            print(
+                "  worker run \(attempt + 1): \(Shell.seconds(result.seconds)), peak RSS \(result.maxRSSKiB / 1024) MiB"
+            )
         }
         let workerMedian = times.sorted()[times.count / 2]
         print("  worker phases (last run): \(Self.phases(lastReport))")
@@ -72,13 +81,19 @@ struct VersusSQLBenchmark: ParsableCommand {
         var peerSeconds: Double?
         if let peer = conninfos["matcher_bench_peer"] {
             peerSeconds = try Shell.time {
-                try Shell.run(psql, [peer, "-q", "-v", "ON_ERROR_STOP=1", "-v", "clock=\(clock)",
-                                     "-f", bench.appendingPathComponent("sqlpeer.sql").path])
+                try Shell.run(
+                    psql,
+                    [
+                        peer, "-q", "-v", "ON_ERROR_STOP=1", "-v", "clock=\(clock)",
+                        "-f", bench.appendingPathComponent("sqlpeer.sql").path,
+                    ])
             }
         }
 
         print("")
-        print("worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB")
+        print(
+            "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB"
+        )
         if let peerSeconds, let peer = conninfos["matcher_bench_peer"] {
             print("plain SQL (sqlpeer.sql):           \(Shell.seconds(peerSeconds))")
             print(String(format: "ratio: the worker is %.1fx faster", peerSeconds / workerMedian))
@@ -94,7 +109,8 @@ struct VersusSQLBenchmark: ParsableCommand {
     private func reset(_ conninfo: String) throws {
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
-        try connection.execute("""
+        try connection.execute(
+            """
             TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
                      matcher_filter_state
             """)
@@ -104,24 +120,28 @@ struct VersusSQLBenchmark: ParsableCommand {
     private func checksums(_ conninfo: String) throws -> String {
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
-        let matches = try connection.query("""
+        let matches = try connection.query(
+            """
             SELECT count(*), md5(coalesce(string_agg(filter_id || ':' || profile_id || ':' || matched_at || ':'
                    || (notification_id IS NOT NULL), ',' ORDER BY filter_id, profile_id), ''))
             FROM filter_matches
-            """).rows[0]
-        let notes = try connection.query("""
+            """
+        ).rows[0]
+        let notes = try connection.query(
+            """
             SELECT count(*), md5(coalesce(string_agg(recipient_id || ':' || filter_id || ':' || match_count || ':'
                    || profile_ids::text || ':' || created_at, ',' ORDER BY filter_id, id), ''))
             FROM notifications
-            """).rows[0]
+            """
+        ).rows[0]
         return "filter_matches \(try matches.int64(0)) md5 \(try matches.string(1).prefix(12)), "
             + "notifications \(try notes.int64(0)) md5 \(try notes.string(1).prefix(12))"
     }
 
     static func phases(_ json: String) -> String {
         guard let data = json.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let time = object["time"] as? [String: Any]
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let time = object["time"] as? [String: Any]
         else { return "?" }
         return ["read", "evaluate", "write", "total"].map { key in
             "\(key) \(String(format: "%.3f", (time[key] as? NSNumber)?.doubleValue ?? .nan)) s"
@@ -175,7 +195,9 @@ enum Shell {
     }
 
     /// Runs a child to completion; its peak RSS comes from wait4's rusage.
-    static func timedChild(_ executable: String, _ arguments: [String], environment: [String: String]) throws -> ChildResult {
+    static func timedChild(
+        _ executable: String, _ arguments: [String], environment: [String: String]
+    ) throws -> ChildResult {
         let outPath = NSTemporaryDirectory() + "bench-\(UUID().uuidString).out"
         let errPath = NSTemporaryDirectory() + "bench-\(UUID().uuidString).err"
         defer {
@@ -198,7 +220,9 @@ enum Shell {
         var pid: pid_t = 0
         let start = ContinuousClock.now
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard spawned == 0 else { throw ValidationError("cannot start \(executable): \(String(cString: strerror(spawned)))") }
+        guard spawned == 0 else {
+            throw ValidationError("cannot start \(executable): \(String(cString: strerror(spawned)))")
+        }
         var status: Int32 = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}

@@ -6,8 +6,10 @@ struct MatcherBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "matcher-bench",
         abstract: "Benchmarks of the matcher's building blocks.",
-        subcommands: [CopyBenchmark.self, EngineBenchmark.self, VersusSQLBenchmark.self, IncrementalBenchmark.self,
-                      SoakBenchmark.self])
+        subcommands: [
+            CopyBenchmark.self, EngineBenchmark.self, VersusSQLBenchmark.self, IncrementalBenchmark.self,
+            SoakBenchmark.self,
+        ])
 }
 
 /// Where a benchmark's database is: `--database-url`, else `DATABASE_URL`, else the private
@@ -37,7 +39,8 @@ struct DatabaseOptions: ParsableArguments {
         process.waitUntilExit()
         let lines = String(decoding: stdout, as: UTF8.self).split(whereSeparator: \.isNewline)
         guard process.terminationStatus == 0, let conninfo = lines.last, !conninfo.isEmpty else {
-            throw ValidationError("\(script.path) start failed (status \(process.terminationStatus)); pass --database-url")
+            throw ValidationError(
+                "\(script.path) start failed (status \(process.terminationStatus)); pass --database-url")
         }
         return String(conninfo)
     }

@@ -7,7 +7,8 @@ import MatchingPostgres
 
 struct Backfill: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Evaluate chosen filters against chosen profiles; writes matches, and notifications only with --notify.")
+        abstract:
+            "Evaluate chosen filters against chosen profiles; writes matches, and notifications only with --notify.")
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var options: RunOptions
@@ -19,7 +20,8 @@ struct Backfill: ParsableCommand {
     var changedBefore: String?
     @Option(name: .customLong("filter"), parsing: .upToNextOption, help: "Only these filter ids (repeatable).")
     var filterIds: [Int64] = []
-    @Option(name: .customLong("owner"), parsing: .upToNextOption, help: "Only the filters of these owners (repeatable).")
+    @Option(
+        name: .customLong("owner"), parsing: .upToNextOption, help: "Only the filters of these owners (repeatable).")
     var ownerIds: [Int64] = []
     @Flag(help: "Also write notifications (default: no, so that a backfill never floods users).")
     var notify = false
@@ -50,15 +52,18 @@ struct Backfill: ParsableCommand {
             } else {
                 profiles = .all
             }
-            let filters: FilterSelection = !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
+            let filters: FilterSelection =
+                !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
             let useCase = Matching.Backfill(
                 profiles: store, filters: store, blocks: store, matches: store, runs: store,
                 engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
                 unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
-            let summary = try useCase.execute(.init(
-                profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
-                timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter, dryRun: options.dryRun,
-                retentionDays: options.retentionDays))
+            let summary = try useCase.execute(
+                .init(
+                    profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
+                    timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter,
+                    dryRun: options.dryRun,
+                    retentionDays: options.retentionDays))
             printReport(.runSummary(summary), output.format)
             return summary
         }

@@ -43,7 +43,9 @@ func redactingSecrets(_ text: String) -> String {
     let arguments = CommandLine.arguments
     for (index, argument) in arguments.enumerated() {
         if argument == "--database-url", index + 1 < arguments.count { conninfos.append(arguments[index + 1]) }
-        if argument.hasPrefix("--database-url=") { conninfos.append(String(argument.dropFirst("--database-url=".count))) }
+        if argument.hasPrefix("--database-url=") {
+            conninfos.append(String(argument.dropFirst("--database-url=".count)))
+        }
     }
     let passwords = [env["PGPASSWORD"], Database.passwordFromFile()].compactMap { $0 }
     var text = text
@@ -55,9 +57,11 @@ func redactingSecrets(_ text: String) -> String {
 
 /// Runs a command body, turning failures into one clear line on standard error and an exit status, and
 /// records the outcome in the metrics file when one is configured.
-func runReportingFailures(_ logger: Logger, _ what: String, metrics: MetricsFile? = nil,
-                          gauges: @escaping () -> MetricsFile.Gauges = { .init() },
-                          _ body: () throws -> RunSummary?) throws {
+func runReportingFailures(
+    _ logger: Logger, _ what: String, metrics: MetricsFile? = nil,
+    gauges: @escaping () -> MetricsFile.Gauges = { .init() },
+    _ body: () throws -> RunSummary?
+) throws {
     func record(_ result: MetricsFile.Result, _ summary: RunSummary?, _ status: Int32) {
         guard let metrics else { return }
         do {
@@ -71,7 +75,8 @@ func runReportingFailures(_ logger: Logger, _ what: String, metrics: MetricsFile
         record(.success, summary, 0)
     } catch let error as RunLocked {
         record(.locked, nil, ExitStatus.locked)
-        logger.notice("run lock held elsewhere", metadata: ["shard": "\(error.shard)", "kind": "\(error.kind.rawValue)"])
+        logger.notice(
+            "run lock held elsewhere", metadata: ["shard": "\(error.shard)", "kind": "\(error.kind.rawValue)"])
         FileHandle.standardError.write(Data("matcher: \(error.description) (exit 75)\n".utf8))
         throw ExitCode(ExitStatus.locked)
     } catch let error as RunStopped {
@@ -86,8 +91,12 @@ func runReportingFailures(_ logger: Logger, _ what: String, metrics: MetricsFile
         let status = ExitStatus.code(for: kind)
         record(kind == .locked ? .locked : .failure, nil, status)
         let message = redactingSecrets("\(error)")
-        logger.error("failed", metadata: ["error": "\(message)", "failure": "\(kind.rawValue)",
-                                          "exit": .stringConvertible(Int(status))])
+        logger.error(
+            "failed",
+            metadata: [
+                "error": "\(message)", "failure": "\(kind.rawValue)",
+                "exit": .stringConvertible(Int(status)),
+            ])
         FileHandle.standardError.write(Data(failureLine(what, message, advice(for: error, kind: kind), status).utf8))
         throw ExitCode(status)
     }
@@ -102,12 +111,15 @@ func advice(for error: any Error, kind: FailureKind) -> String {
     if let pg = error as? PostgresError {
         switch (pg.kind, kind) {
         case (.connection, .configuration) where pg.message.hasPrefix("invalid connection string"),
-             (.usage, .configuration):
-            return "fix --database-url / DATABASE_URL (a libpq keyword string or postgresql:// URI); retrying will not help"
+            (.usage, .configuration):
+            return
+                "fix --database-url / DATABASE_URL (a libpq keyword string or postgresql:// URI); retrying will not help"
         case (.connection, .configuration):
-            return "the server refused the login: check the user, database and password (password file, PGPASSFILE); retrying will not help"
+            return
+                "the server refused the login: check the user, database and password (password file, PGPASSFILE); retrying will not help"
         case (.connection, _) where pg.message.hasPrefix("could not connect"):
-            return "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
+            return
+                "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
         case (.connection, _):
             return "the connection was lost mid-run; committed units are kept and the next run resumes the work"
         case (.server, _) where pg.sqlState == "42501":
@@ -144,8 +156,10 @@ final class SignalTrap: @unchecked Sendable {
                     onSecond(name)
                 } else {
                     stop.request(name)
-                    FileHandle.standardError.write(Data(
-                        "matcher: \(name) received: stopping at the next unit-of-work boundary (send again to abort now)\n".utf8))
+                    FileHandle.standardError.write(
+                        Data(
+                            "matcher: \(name) received: stopping at the next unit-of-work boundary (send again to abort now)\n"
+                                .utf8))
                 }
             }
             source.resume()
@@ -159,7 +173,8 @@ extension SignalTrap {
     static func stoppingAtUnitBoundaries(of store: PostgresMatchingStore) -> SignalTrap {
         SignalTrap { name in
             store.connection.cancelCurrentStatement()
-            FileHandle.standardError.write(Data("matcher: second \(name): aborting now; the open unit rolls back\n".utf8))
+            FileHandle.standardError.write(
+                Data("matcher: second \(name): aborting now; the open unit rolls back\n".utf8))
             Foundation.exit(name == "SIGINT" ? 130 : 143)
         }
     }
@@ -181,79 +196,106 @@ struct LoggingRunOutput: RunOutputHandler {
     func handle(_ event: RunEvent) {
         switch event {
         case .started(let kind, let shard, let clock, let runId, let resumed, let dryRun):
-            logger.info(resumed ? "resuming interrupted run" : "run started", metadata: [
-                "kind": "\(kind.rawValue)", "shard": "\(shard)", "clock": "\(clock.iso8601)",
-                "run_id": "\(runId.map(String.init) ?? "-")", "dry_run": .stringConvertible(dryRun),
-            ])
+            logger.info(
+                resumed ? "resuming interrupted run" : "run started",
+                metadata: [
+                    "kind": "\(kind.rawValue)", "shard": "\(shard)", "clock": "\(clock.iso8601)",
+                    "run_id": "\(runId.map(String.init) ?? "-")", "dry_run": .stringConvertible(dryRun),
+                ])
         case .phaseStarted:
             break
         case .phaseFinished(let phase, let seconds):
-            logger.info("phase finished", metadata: ["phase": "\(phase.rawValue)", "seconds": .stringConvertible(Self.rounded(seconds))])
+            logger.info(
+                "phase finished",
+                metadata: ["phase": "\(phase.rawValue)", "seconds": .stringConvertible(Self.rounded(seconds))])
         case .candidatesLoaded(let count):
             logger.info("candidates loaded", metadata: ["candidates": .stringConvertible(count)])
         case .filtersLoaded(let total, let invalid, let paid, let inactive):
             if invalid > Self.invalidFiltersLogged {
-                logger.warning("more invalid filters skipped", metadata: [
-                    "count": .stringConvertible(invalid - Self.invalidFiltersLogged), "see": "matcher_invalid_filters",
-                ])
+                logger.warning(
+                    "more invalid filters skipped",
+                    metadata: [
+                        "count": .stringConvertible(invalid - Self.invalidFiltersLogged),
+                        "see": "matcher_invalid_filters",
+                    ])
             }
-            logger.info("filters loaded", metadata: [
-                "filters": .stringConvertible(total), "invalid": .stringConvertible(invalid), "paid_ignored": .stringConvertible(paid),
-                "owner_inactive": .stringConvertible(inactive),
-            ])
+            logger.info(
+                "filters loaded",
+                metadata: [
+                    "filters": .stringConvertible(total), "invalid": .stringConvertible(invalid),
+                    "paid_ignored": .stringConvertible(paid),
+                    "owner_inactive": .stringConvertible(inactive),
+                ])
         case .invalidFilter(let record):
             if invalidSeen.increment() <= Self.invalidFiltersLogged {
-                logger.warning("invalid filter skipped", metadata: [
-                    "filter_id": .stringConvertible(record.filterId), "owner_id": .stringConvertible(record.ownerId), "reason": "\(record.error.description)",
-                ])
+                logger.warning(
+                    "invalid filter skipped",
+                    metadata: [
+                        "filter_id": .stringConvertible(record.filterId),
+                        "owner_id": .stringConvertible(record.ownerId), "reason": "\(record.error.description)",
+                    ])
             }
         case .quarantined(let row):
             if invalidSeen.increment() <= Self.invalidFiltersLogged {
-                logger.warning("unreadable row quarantined", metadata: [
-                    "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
-                    "reason": "\(row.reason)", "see": "matcher_quarantine",
-                ])
+                logger.warning(
+                    "unreadable row quarantined",
+                    metadata: [
+                        "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
+                        "reason": "\(row.reason)", "see": "matcher_quarantine",
+                    ])
             }
         case .unitCommitted(let done, let total, let matches, let notifications):
             if let bar {
                 bar.update(done: done, total: total, matches: matches)
                 if done == total { bar.finish() }
             } else if progress.due() || done == total {
-                logger.info("progress", metadata: [
-                    "filters_done": .stringConvertible(done), "filters_total": .stringConvertible(total),
-                    "matches_written": .stringConvertible(matches), "notifications_written": .stringConvertible(notifications),
-                ])
+                logger.info(
+                    "progress",
+                    metadata: [
+                        "filters_done": .stringConvertible(done), "filters_total": .stringConvertible(total),
+                        "matches_written": .stringConvertible(matches),
+                        "notifications_written": .stringConvertible(notifications),
+                    ])
             }
         case .forgotten(let outcome):
-            logger.info("retention sweep", metadata: [
-                "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
-            ])
+            logger.info(
+                "retention sweep",
+                metadata: [
+                    "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
+                ])
         case .superseded(let runId, let shard):
-            logger.notice("interrupted run of another shard layout superseded", metadata: [
-                "run_id": "\(runId)", "shard": "\(shard)",
-            ])
+            logger.notice(
+                "interrupted run of another shard layout superseded",
+                metadata: [
+                    "run_id": "\(runId)", "shard": "\(shard)",
+                ])
         case .finished(let s):
             bar?.finish()
             let c = s.counters
-            logger.info("run finished", metadata: [
-                "kind": "\(s.kind.rawValue)", "run_id": "\(s.runId.map(String.init) ?? "-")", "shard": "\(s.shard)",
-                "clock": "\(s.clock.iso8601)", "dry_run": .stringConvertible(s.dryRun), "candidates": .stringConvertible(c.candidates),
-                "filters_evaluated": .stringConvertible(c.filtersEvaluated), "filters_invalid": .stringConvertible(c.filtersInvalid),
-                "filters_paid_ignored": .stringConvertible(c.filtersPaidIgnored),
-                "matches_written": .stringConvertible(s.dryRun ? 0 : c.matchesWritten), "matches_found": .stringConvertible(s.matchesFound),
-                "notifications_written": .stringConvertible(c.notificationsWritten),
-                "matches_forgotten": .stringConvertible(c.matchesForgotten),
-                "profiles_quarantined": .stringConvertible(c.profilesQuarantined),
-                "filters_quarantined": .stringConvertible(c.filtersQuarantined),
-                "odd_values": .stringConvertible(c.oddValues),
-                "filters_suspended": .stringConvertible(c.filtersSuspended),
-                "digests_held_back": .stringConvertible(c.digestsHeldBack),
-                "matches_mutual": .stringConvertible(c.matchesMutual),
-                "read_s": .stringConvertible(Self.rounded(s.phaseSeconds[.read] ?? 0)),
-                "evaluate_s": .stringConvertible(Self.rounded(s.phaseSeconds[.evaluate] ?? 0)),
-                "write_s": .stringConvertible(Self.rounded(s.phaseSeconds[.write] ?? 0)),
-                "total_s": .stringConvertible(Self.rounded(s.totalSeconds)),
-            ])
+            logger.info(
+                "run finished",
+                metadata: [
+                    "kind": "\(s.kind.rawValue)", "run_id": "\(s.runId.map(String.init) ?? "-")", "shard": "\(s.shard)",
+                    "clock": "\(s.clock.iso8601)", "dry_run": .stringConvertible(s.dryRun),
+                    "candidates": .stringConvertible(c.candidates),
+                    "filters_evaluated": .stringConvertible(c.filtersEvaluated),
+                    "filters_invalid": .stringConvertible(c.filtersInvalid),
+                    "filters_paid_ignored": .stringConvertible(c.filtersPaidIgnored),
+                    "matches_written": .stringConvertible(s.dryRun ? 0 : c.matchesWritten),
+                    "matches_found": .stringConvertible(s.matchesFound),
+                    "notifications_written": .stringConvertible(c.notificationsWritten),
+                    "matches_forgotten": .stringConvertible(c.matchesForgotten),
+                    "profiles_quarantined": .stringConvertible(c.profilesQuarantined),
+                    "filters_quarantined": .stringConvertible(c.filtersQuarantined),
+                    "odd_values": .stringConvertible(c.oddValues),
+                    "filters_suspended": .stringConvertible(c.filtersSuspended),
+                    "digests_held_back": .stringConvertible(c.digestsHeldBack),
+                    "matches_mutual": .stringConvertible(c.matchesMutual),
+                    "read_s": .stringConvertible(Self.rounded(s.phaseSeconds[.read] ?? 0)),
+                    "evaluate_s": .stringConvertible(Self.rounded(s.phaseSeconds[.evaluate] ?? 0)),
+                    "write_s": .stringConvertible(Self.rounded(s.phaseSeconds[.write] ?? 0)),
+                    "total_s": .stringConvertible(Self.rounded(s.totalSeconds)),
+                ])
         }
     }
 }

@@ -7,13 +7,16 @@ import MatchingPostgres
 
 struct Explain: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "For each condition of a filter: the profile's value, the condition, pass or fail; and the eligibility checks.")
+        abstract:
+            "For each condition of a filter: the profile's value, the condition, pass or fail; and the eligibility checks."
+    )
 
     @OptionGroup var database: DatabaseOptions
     @Option(name: .customLong("filter"), help: "The saved filter id.") var filterId: Int64
     @Option(name: .customLong("profile"), help: "The profile id.") var profileId: Int64
-    @Option(help: "The clock, ISO 8601 with its zone offset (default: the database's clock).",
-            transform: { try instant("--now", $0) })
+    @Option(
+        help: "The clock, ISO 8601 with its zone offset (default: the database's clock).",
+        transform: { try instant("--now", $0) })
     var now: Timestamp?
     @Option(help: "The time zone of the run's date (ages).") var timeZone: String = "Asia/Tokyo"
     @Option(help: "Report format: text or json.") var format: ReportFormat = .text
@@ -22,7 +25,9 @@ struct Explain: ParsableCommand {
         Log.bootstrap(.logfmt)
         let logger = Logger(label: "matcher.explain")
         try runReportingFailures(logger, "explain") {
-            guard let zone = TimeZone(identifier: timeZone) else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
+            guard let zone = TimeZone(identifier: timeZone) else {
+                throw ValidationError("--time-zone \(timeZone): unknown zone")
+            }
             let store = try Database(database, applicationName: "matcher explain").store()
             let result = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
                 .execute(.init(filterId: filterId, profileId: profileId, now: now, timeZone: zone))

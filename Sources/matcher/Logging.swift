@@ -29,8 +29,11 @@ struct LineLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        FileHandle.standardError.write(Data((line(level: event.level, message: event.message.description,
-                                                  metadata: event.metadata)).utf8))
+        FileHandle.standardError.write(
+            Data(
+                (line(
+                    level: event.level, message: event.message.description,
+                    metadata: event.metadata)).utf8))
     }
 
     /// The text written for one event, newline included.
@@ -93,7 +96,9 @@ struct LineLogHandler: LogHandler {
         case .array(let values):
             return "[" + values.map(jsonValue).joined(separator: ",") + "]"
         case .dictionary(let values):
-            return "{" + values.keys.sorted().map { "\(jsonString($0)):\(jsonValue(values[$0]!))" }.joined(separator: ",") + "}"
+            return "{"
+                + values.keys.sorted().map { "\(jsonString($0)):\(jsonValue(values[$0]!))" }.joined(separator: ",")
+                + "}"
         }
     }
 }

@@ -6,8 +6,10 @@ struct Matcher: ParsableCommand {
         commandName: "matcher",
         abstract: "Finds new matches for saved search filters and writes match and notification rows.",
         version: BuildInfo.versionLine,
-        subcommands: [Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self, Status.self, Notifications.self,
-                      Runs.self, Progress.self],
+        subcommands: [
+            Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self, Status.self, Notifications.self,
+            Runs.self, Progress.self,
+        ],
         defaultSubcommand: nil
     )
 }

@@ -43,8 +43,10 @@ struct MetricsFile {
     let shard: Shard
 
     /// `exitStatus`: the process's exit status for this outcome (0, 75, 64, 69, 78, 1, 143, 130).
-    func write(_ result: Result, summary: RunSummary?, gauges: Gauges = Gauges(), exitStatus: Int32? = nil,
-               now: Date = Date()) throws {
+    func write(
+        _ result: Result, summary: RunSummary?, gauges: Gauges = Gauges(), exitStatus: Int32? = nil,
+        now: Date = Date()
+    ) throws {
         let previous = (try? String(contentsOfFile: path, encoding: .utf8)).map(Self.parse) ?? [:]
         let base = [("kind", kind.rawValue), ("shard", "\(shard)")]
         let labels = "kind=\"\(kind.rawValue)\",shard=\"\(shard)\""
@@ -66,84 +68,117 @@ struct MetricsFile {
         }
         /// This run's samples on success; otherwise the previous file's (the last success's) samples.
         func lastSuccess(_ name: String, _ help: String, _ samples: @autoclosure () -> [([(String, String)], Double)]) {
-            let chosen = result == .success && summary != nil
+            let chosen =
+                result == .success && summary != nil
                 ? samples()
                 : previous.filter { $0.key.hasPrefix(name + "{") }.sorted { $0.key < $1.key }
                     .map { (Self.extraLabels(of: $0.key, after: labels), $0.value) }
             metric(name, "gauge", help, chosen)
         }
 
-        metric("matcher_build_info", "gauge", "The matcher build: version and git commit (always 1).",
-               [([("version", BuildInfo.version), ("commit", BuildInfo.commit)], 1)])
+        metric(
+            "matcher_build_info", "gauge", "The matcher build: version and git commit (always 1).",
+            [([("version", BuildInfo.version), ("commit", BuildInfo.commit)], 1)])
         var totals: [([(String, String)], Double)] = []
         for r in Result.allCases {
             let k = key("matcher_runs_total", ",result=\"\(r.rawValue)\"")
             totals.append(([("result", r.rawValue)], (previous[k] ?? 0) + (r == result ? 1 : 0)))
         }
-        metric("matcher_runs_total", "counter", "Runs finished, by result (locked: another run held the shard's lock).", totals)
-        metric("matcher_last_run_timestamp_seconds", "gauge", "When the last run ended (Unix time).",
-               [([], now.timeIntervalSince1970)])
-        metric("matcher_last_run_success", "gauge",
-               "1 if the last run succeeded, else 0 (a run that found the lock held did not succeed).",
-               [([], result == .success ? 1 : 0)])
+        metric(
+            "matcher_runs_total", "counter", "Runs finished, by result (locked: another run held the shard's lock).",
+            totals)
+        metric(
+            "matcher_last_run_timestamp_seconds", "gauge", "When the last run ended (Unix time).",
+            [([], now.timeIntervalSince1970)])
+        metric(
+            "matcher_last_run_success", "gauge",
+            "1 if the last run succeeded, else 0 (a run that found the lock held did not succeed).",
+            [([], result == .success ? 1 : 0)])
         let status = exitStatus ?? Self.defaultExitStatus(result)
-        metric("matcher_last_run_exit_status", "gauge",
-               "Exit status of the last run: 0 ok, 75 locked, 64 usage, 69 database unreachable, 78 configuration, 1 other, 143/130 stopped.",
-               [([], Double(status))])
-        lastSuccess("matcher_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
-                    [([], now.timeIntervalSince1970)])
+        metric(
+            "matcher_last_run_exit_status", "gauge",
+            "Exit status of the last run: 0 ok, 75 locked, 64 usage, 69 database unreachable, 78 configuration, 1 other, 143/130 stopped.",
+            [([], Double(status))])
+        lastSuccess(
+            "matcher_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
+            [([], now.timeIntervalSince1970)])
         if let summary {
-            lastSuccess("matcher_last_success_clock_timestamp_seconds",
-                        "The clock (--now or the database's) of the last successful run (Unix time).",
-                        [([], Double(summary.clock.microsecondsSinceEpoch) / 1_000_000)])
+            lastSuccess(
+                "matcher_last_success_clock_timestamp_seconds",
+                "The clock (--now or the database's) of the last successful run (Unix time).",
+                [([], Double(summary.clock.microsecondsSinceEpoch) / 1_000_000)])
         } else {
-            lastSuccess("matcher_last_success_clock_timestamp_seconds",
-                        "The clock (--now or the database's) of the last successful run (Unix time).", [])
+            lastSuccess(
+                "matcher_last_success_clock_timestamp_seconds",
+                "The clock (--now or the database's) of the last successful run (Unix time).", [])
         }
-        lastSuccess("matcher_run_phase_seconds", "Seconds the last successful run spent per phase.",
-                    RunPhase.allCases.map { ([("phase", $0.rawValue)], summary?.phaseSeconds[$0] ?? 0) })
-        lastSuccess("matcher_run_duration_seconds", "Wall-clock seconds of the last successful run.",
-                    [([], summary?.totalSeconds ?? 0)])
+        lastSuccess(
+            "matcher_run_phase_seconds", "Seconds the last successful run spent per phase.",
+            RunPhase.allCases.map { ([("phase", $0.rawValue)], summary?.phaseSeconds[$0] ?? 0) })
+        lastSuccess(
+            "matcher_run_duration_seconds", "Wall-clock seconds of the last successful run.",
+            [([], summary?.totalSeconds ?? 0)])
         let c = summary?.counters ?? .zero
         for (name, help, value) in [
             ("matcher_run_candidates", "Profiles considered by the last successful run.", c.candidates),
             ("matcher_run_filters_evaluated", "Filters evaluated by the last successful run.", c.filtersEvaluated),
             ("matcher_run_filters_invalid", "Invalid filters skipped by the last successful run.", c.filtersInvalid),
-            ("matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).", c.filtersPaidIgnored),
+            (
+                "matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).",
+                c.filtersPaidIgnored
+            ),
             ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
-            ("matcher_run_notifications_written", "Notifications written by the last successful run.", c.notificationsWritten),
-            ("matcher_run_filters_suspended", "Filters suspended (every condition paid, owner without the plan).", c.filtersSuspended),
-            ("matcher_run_digests_held_back", "Digests due but held back: no waiting match qualified any more.", c.digestsHeldBack),
+            (
+                "matcher_run_notifications_written", "Notifications written by the last successful run.",
+                c.notificationsWritten
+            ),
+            (
+                "matcher_run_filters_suspended", "Filters suspended (every condition paid, owner without the plan).",
+                c.filtersSuspended
+            ),
+            (
+                "matcher_run_digests_held_back", "Digests due but held back: no waiting match qualified any more.",
+                c.digestsHeldBack
+            ),
             ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
         ] {
             lastSuccess(name, help, [([], Double(value))])
         }
 
         if let pause = gauges.notificationsPause {
-            metric("matcher_notifications_paused", "gauge",
-                   "1 while notifications are paused service-wide (matcher notifications pause), else 0.",
-                   [([], pause == nil ? 0 : 1)])
+            metric(
+                "matcher_notifications_paused", "gauge",
+                "1 while notifications are paused service-wide (matcher notifications pause), else 0.",
+                [([], pause == nil ? 0 : 1)])
             if let pause {
-                metric("matcher_notifications_paused_since_timestamp_seconds", "gauge",
-                       "When the notification pause in force began (Unix time).",
-                       [([], Double(pause.pausedAt.microsecondsSinceEpoch) / 1_000_000)])
+                metric(
+                    "matcher_notifications_paused_since_timestamp_seconds", "gauge",
+                    "When the notification pause in force began (Unix time).",
+                    [([], Double(pause.pausedAt.microsecondsSinceEpoch) / 1_000_000)])
             }
         }
         if let value = gauges.lagSeconds {
-            metric("matcher_lag_seconds", "gauge", "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
-                   [([], value)])
+            metric(
+                "matcher_lag_seconds", "gauge",
+                "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
+                [([], value)])
         }
         if let value = gauges.quarantinedRows {
-            metric("matcher_quarantined_rows", "gauge", "Rows set aside as unusable and not yet repaired.",
-                   [([], Double(value))])
+            metric(
+                "matcher_quarantined_rows", "gauge", "Rows set aside as unusable and not yet repaired.",
+                [([], Double(value))])
         }
         if let value = gauges.digestsWaiting {
-            metric("matcher_digests_waiting", "gauge", "Filters with matches waiting for a digest (notify_every not elapsed, or notifications paused).",
-                   [([], Double(value))])
+            metric(
+                "matcher_digests_waiting", "gauge",
+                "Filters with matches waiting for a digest (notify_every not elapsed, or notifications paused).",
+                [([], Double(value))])
         }
         if let value = gauges.oldestDigestWaitingSeconds {
-            metric("matcher_oldest_digest_waiting_seconds", "gauge", "Age in seconds of the oldest match waiting for a digest.",
-                   [([], value)])
+            metric(
+                "matcher_oldest_digest_waiting_seconds", "gauge",
+                "Age in seconds of the oldest match waiting for a digest.",
+                [([], value)])
         }
 
         let text = registry.emitToString()
@@ -173,14 +208,18 @@ struct MetricsFile {
         guard let open = key.firstIndex(of: "{"), key.hasSuffix("}") else { return [] }
         var inner = String(key[key.index(after: open)..<key.index(before: key.endIndex)])
         if inner.hasPrefix(base) { inner.removeFirst(base.count) }
-        return inner.matches(of: #/,?([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/#).map { (String($0.output.1), String($0.output.2)) }
+        return inner.matches(of: #/,?([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/#).map {
+            (String($0.output.1), String($0.output.2))
+        }
     }
 
     /// `name{labels} value` lines of a previous file.
     static func parse(_ text: String) -> [String: Double] {
         var values: [String: Double] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
             values[String(line[..<space])] = value
         }
         return values

@@ -27,13 +27,15 @@ struct Migrate: ParsableCommand {
             defer { connection.close() }
             let applied = try MigrationRunner(connection: connection).apply(migrations)
             for migration in applied {
-                logger.info("migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+                logger.info(
+                    "migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
             }
             let latest = migrations.last.map { String($0.version) } ?? "-"
             let names = applied.map { String(format: "%04d", $0.version) + "_" + $0.name }
-            print(applied.isEmpty
-                ? "matcher migrate: up to date (version \(latest))"
-                : "matcher migrate: applied \(names.joined(separator: ", ")) (now at version \(latest))")
+            print(
+                applied.isEmpty
+                    ? "matcher migrate: up to date (version \(latest))"
+                    : "matcher migrate: applied \(names.joined(separator: ", ")) (now at version \(latest))")
             return nil
         }
     }

@@ -35,9 +35,12 @@ struct Notifications: ParsableCommand {
                 defer { connection.close() }
                 let pause = try PostgresServiceState(connection: connection)
                     .pauseNotifications(by: by ?? Notifications.operatorName(), reason: reason)
-                logger.notice("notifications paused", metadata: [
-                    "paused_at": "\(pause.pausedAt.iso8601)", "paused_by": "\(pause.pausedBy)", "reason": "\(pause.reason)",
-                ])
+                logger.notice(
+                    "notifications paused",
+                    metadata: [
+                        "paused_at": "\(pause.pausedAt.iso8601)", "paused_by": "\(pause.pausedBy)",
+                        "reason": "\(pause.reason)",
+                    ])
                 Notifications.print(pause, verb: "paused", format: format)
                 return nil
             }
@@ -59,9 +62,12 @@ struct Notifications: ParsableCommand {
                 defer { connection.close() }
                 let lifted = try PostgresServiceState(connection: connection).resumeNotifications()
                 if let lifted {
-                    logger.notice("notifications resumed", metadata: [
-                        "paused_at": "\(lifted.pausedAt.iso8601)", "paused_by": "\(lifted.pausedBy)", "reason": "\(lifted.reason)",
-                    ])
+                    logger.notice(
+                        "notifications resumed",
+                        metadata: [
+                            "paused_at": "\(lifted.pausedAt.iso8601)", "paused_by": "\(lifted.pausedBy)",
+                            "reason": "\(lifted.reason)",
+                        ])
                 }
                 Notifications.print(lifted, verb: lifted == nil ? "were not paused" : "resumed", format: format)
                 return nil
@@ -70,7 +76,8 @@ struct Notifications: ParsableCommand {
     }
 
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Whether notifications are paused, since when, by whom and why.")
+        static let configuration = CommandConfiguration(
+            abstract: "Whether notifications are paused, since when, by whom and why.")
 
         @OptionGroup var database: DatabaseOptions
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
@@ -82,7 +89,8 @@ struct Notifications: ParsableCommand {
                 let connection = try Database(database, applicationName: "matcher notifications").connect()
                 defer { connection.close() }
                 let pause = try PostgresServiceState(connection: connection).notificationsPaused()
-                Notifications.print(pause, verb: pause == nil ? "are flowing (not paused)" : "are paused", format: format)
+                Notifications.print(
+                    pause, verb: pause == nil ? "are flowing (not paused)" : "are paused", format: format)
                 return nil
             }
         }
@@ -107,7 +115,9 @@ struct Notifications: ParsableCommand {
             Swift.print("{" + fields.joined(separator: ",") + "}")
         case .text:
             if let pause {
-                Swift.print("matcher: notifications \(verb): paused since \(pause.pausedAt.iso8601) by \(pause.pausedBy): \(pause.reason)")
+                Swift.print(
+                    "matcher: notifications \(verb): paused since \(pause.pausedAt.iso8601) by \(pause.pausedBy): \(pause.reason)"
+                )
             } else {
                 Swift.print("matcher: notifications \(verb)")
             }
@@ -129,14 +139,16 @@ final class PauseProbe: @unchecked Sendable {
         do {
             gauges.notificationsPause = .some(try PostgresServiceState(connection: connection).notificationsPaused())
         } catch {
-            logger.debug("notification pause not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
+            logger.debug(
+                "notification pause not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }
         do {
             let status = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false)
             gauges.lagSeconds = status.shard(shard).flatMap { status.lagSeconds(of: $0) }.map(Double.init)
             gauges.quarantinedRows = status.quarantinedRows
             gauges.digestsWaiting = status.digests.filters
-            gauges.oldestDigestWaitingSeconds = Double(status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
+            gauges.oldestDigestWaitingSeconds = Double(
+                status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
         } catch {
             logger.debug("status not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }

@@ -48,8 +48,9 @@ struct Runs: ParsableCommand {
         @OptionGroup var database: DatabaseOptions
         @Option(name: .customLong("run"), help: "The run's id (matcher_runs.id, shown by `matcher status`).")
         var runId: Int64?
-        @Option(help: "The shard whose interrupted incremental run to abandon, as K/N.",
-                transform: shardArgument)
+        @Option(
+            help: "The shard whose interrupted incremental run to abandon, as K/N.",
+            transform: shardArgument)
         var shard: Shard?
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
@@ -66,9 +67,12 @@ struct Runs: ParsableCommand {
                 defer { store.connection.close() }
                 let outcome = try AbandonRun(runs: store).execute(target)
                 if let outcome, !outcome.alreadyAbandoned {
-                    logger.notice("run abandoned", metadata: [
-                        "run_id": "\(outcome.run.id)", "shard": "\(outcome.run.shard)", "was": "\(outcome.run.status.rawValue)",
-                    ])
+                    logger.notice(
+                        "run abandoned",
+                        metadata: [
+                            "run_id": "\(outcome.run.id)", "shard": "\(outcome.run.shard)",
+                            "was": "\(outcome.run.status.rawValue)",
+                        ])
                 }
                 printReport(.abandoned(outcome, target: target), format)
                 return nil
@@ -93,11 +97,13 @@ struct Progress: ParsableCommand {
                 """)
 
         @OptionGroup var database: DatabaseOptions
-        @Option(help: "The shard to reset, as K/N (the one the refusing run named).",
-                transform: shardArgument)
+        @Option(
+            help: "The shard to reset, as K/N (the one the refusing run named).",
+            transform: shardArgument)
         var shard: Shard
-        @Option(help: "ISO 8601 with its zone offset, such as 2026-03-01T00:00:00Z or 2026-03-01T09:00:00+09:00.",
-                transform: { try instantArgument("--to", $0) })
+        @Option(
+            help: "ISO 8601 with its zone offset, such as 2026-03-01T00:00:00Z or 2026-03-01T09:00:00+09:00.",
+            transform: { try instantArgument("--to", $0) })
         var to: Timestamp
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
@@ -108,10 +114,12 @@ struct Progress: ParsableCommand {
                 let store = try Database(database, applicationName: "matcher progress reset").store()
                 defer { store.connection.close() }
                 let outcome = try ResetProgress(runs: store, profiles: store).execute(shard: shard, to: to)
-                logger.notice("progress reset", metadata: [
-                    "shard": "\(shard)", "to": "\(to.iso8601)",
-                    "abandoned_run_id": "\(outcome.abandonedRunId.map(String.init) ?? "-")",
-                ])
+                logger.notice(
+                    "progress reset",
+                    metadata: [
+                        "shard": "\(shard)", "to": "\(to.iso8601)",
+                        "abandoned_run_id": "\(outcome.abandonedRunId.map(String.init) ?? "-")",
+                    ])
                 printReport(.progressReset(outcome), format)
                 return nil
             }
@@ -127,8 +135,9 @@ func shardArgument(_ text: String) throws -> Shard {
 /// An ISO 8601 instant with its zone offset for `flag`, like `--now` (a time without an offset is refused).
 func instantArgument(_ flag: String, _ text: String) throws -> Timestamp {
     guard let t = Timestamp(instant: text) else {
-        throw ValidationError("\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
-            + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
+        throw ValidationError(
+            "\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
+                + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
     }
     return t
 }

@@ -6,8 +6,9 @@ import Matching
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
 struct DatabaseOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"),
-            help: "A libpq connection string or postgresql:// URI (default: $DATABASE_URL, else libpq's PG* defaults).")
+    @Option(
+        name: .customLong("database-url"),
+        help: "A libpq connection string or postgresql:// URI (default: $DATABASE_URL, else libpq's PG* defaults).")
     var databaseURL: String?
 
     @Option(help: "Seconds to wait for a connection before failing.")
@@ -16,9 +17,12 @@ struct DatabaseOptions: ParsableArguments {
     @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
     var statementTimeout: Int = 300
 
-    @Option(help: ArgumentHelp(
-        "Seconds one database call may wait with no data moving before the run gives up on the server (0: never).",
-        discussion: "Default: the statement timeout + 30 s. Catches what keepalives cannot: a path that stays up but never answers."))
+    @Option(
+        help: ArgumentHelp(
+            "Seconds one database call may wait with no data moving before the run gives up on the server (0: never).",
+            discussion:
+                "Default: the statement timeout + 30 s. Catches what keepalives cannot: a path that stays up but never answers."
+        ))
     var networkTimeout: Int?
 
     /// The client-side call deadline in seconds, or nil for none.
@@ -32,22 +36,27 @@ struct DatabaseOptions: ParsableArguments {
 /// zone offset; a time without one is refused (exit 64) rather than read as UTC.
 func instant(_ flag: String, _ text: String) throws -> Timestamp {
     guard let t = Timestamp(instant: text) else {
-        throw ValidationError("\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
-            + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
+        throw ValidationError(
+            "\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
+                + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
     }
     return t
 }
 
 /// The flags every run-like command takes (cli.md).
 struct RunOptions: ParsableArguments {
-    @Option(help: "The run's clock, ISO 8601 with its zone offset (default: the database's clock when the run starts).",
-            transform: { try instant("--now", $0) })
+    @Option(
+        help: "The run's clock, ISO 8601 with its zone offset (default: the database's clock when the run starts).",
+        transform: { try instant("--now", $0) })
     var now: Timestamp?
 
-    @Option(help: "Run only the filters of owners with owner_id mod N = K, as K/N.",
-            transform: { text in
-                do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
-            })
+    @Option(
+        help: "Run only the filters of owners with owner_id mod N = K, as K/N.",
+        transform: { text in
+            do { return try Shard(parsing: text) } catch let error as ShardError {
+                throw ValidationError(error.description)
+            }
+        })
     var shard: Shard = .all
 
     @Option(help: "At most this many new pairs per filter and run.")
@@ -81,7 +90,9 @@ struct RunOptions: ParsableArguments {
         guard (1...Retention.maximumDays).contains(retentionDays) else {
             throw ValidationError("--retention-days must be between 1 and \(Retention.maximumDays)")
         }
-        guard TimeZone(identifier: timeZone) != nil else { throw ValidationError("--time-zone \(timeZone): unknown zone") }
+        guard TimeZone(identifier: timeZone) != nil else {
+            throw ValidationError("--time-zone \(timeZone): unknown zone")
+        }
     }
 
     var zone: TimeZone { TimeZone(identifier: timeZone) ?? .tokyo }

@@ -19,8 +19,12 @@ final class ProgressBar: @unchecked Sendable {
         guard done == total || now.timeIntervalSince(lastDraw) >= 0.1 else { return }
         lastDraw = now
         drawn = true
-        FileHandle.standardError.write(Data(("\r" + Self.line(done: done, total: total, matches: matches,
-                                                              elapsed: now.timeIntervalSince(started ?? now))).utf8))
+        FileHandle.standardError.write(
+            Data(
+                ("\r"
+                    + Self.line(
+                        done: done, total: total, matches: matches,
+                        elapsed: now.timeIntervalSince(started ?? now))).utf8))
     }
 
     func finish() {
@@ -37,11 +41,13 @@ final class ProgressBar: @unchecked Sendable {
         let rate = elapsed > 0 ? Double(done) / elapsed : 0
         let eta = rate > 0 ? Double(total - done) / rate : 0
         let percent = String(format: "%3d%%", Int(fraction * 100))
-        return "\(bar) \(percent)  \(done)/\(total) filters  \(String(format: "%.0f", rate))/s  ETA \(clock(eta))  \(matches) matches"
+        return
+            "\(bar) \(percent)  \(done)/\(total) filters  \(String(format: "%.0f", rate))/s  ETA \(clock(eta))  \(matches) matches"
     }
 
     static func clock(_ seconds: Double) -> String {
         let s = Int(seconds.rounded())
-        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+        return s >= 3600
+            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
     }
 }

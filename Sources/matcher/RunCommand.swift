@@ -26,10 +26,11 @@ struct Run: ParsableCommand {
                 profiles: store, filters: store, blocks: store, matches: store, runs: store,
                 engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
                 unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
-            let summary = try useCase.execute(.init(
-                now: options.now, timeZone: options.zone, shard: options.shard,
-                maxPerFilter: options.maxPerFilter, dryRun: options.dryRun, retentionDays: options.retentionDays,
-                timeZoneChange: options.timeZoneChange))
+            let summary = try useCase.execute(
+                .init(
+                    now: options.now, timeZone: options.zone, shard: options.shard,
+                    maxPerFilter: options.maxPerFilter, dryRun: options.dryRun, retentionDays: options.retentionDays,
+                    timeZoneChange: options.timeZoneChange))
             printReport(.runSummary(summary), output.format)
             return summary
         }

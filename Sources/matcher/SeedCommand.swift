@@ -25,17 +25,24 @@ struct Seed: ParsableCommand {
     @Option(help: "Profiles of a new world.") var profiles: Int?
     @Option(help: "Saved filters of a new world or of the OkCupid import (default: a tenth of the profiles).")
     var filters: Int?
-    @Option(help: "Apply one day of changes to the existing world: this many profile updates and inserts, with hides, deletes, reactivations, filter edits, deletes and creations, and blocks in proportion.")
+    @Option(
+        help:
+            "Apply one day of changes to the existing world: this many profile updates and inserts, with hides, deletes, reactivations, filter edits, deletes and creations, and blocks in proportion."
+    )
     var changes: Int?
     @Option(help: "Import this OkCupid CSV (.csv or .csv.gz) as profiles, with filters around its members.")
     var okcupid: String?
     @Option(help: "Import only the first N OkCupid records.") var limit: Int?
     @Option(help: "The seed: the same seed gives the same rows.") var seed: UInt64 = 1
-    @Option(help: "The world's present, ISO 8601 with its zone offset (default: the database's clock, to the second). Pass it to reproduce a world.",
-            transform: { try instant("--now", $0) })
+    @Option(
+        help:
+            "The world's present, ISO 8601 with its zone offset (default: the database's clock, to the second). Pass it to reproduce a world.",
+        transform: { try instant("--now", $0) })
     var now: Timestamp?
     @Flag(help: "Add to the existing profiles and filters (new ids above theirs).") var append = false
-    @Flag(help: "Empty profiles, saved_filters, blocks, filter_matches, notifications and the matcher_* bookkeeping first.")
+    @Flag(
+        help:
+            "Empty profiles, saved_filters, blocks, filter_matches, notifications and the matcher_* bookkeeping first.")
     var replace = false
     @Option(help: "Summary format: text or json.") var format: ReportFormat = .text
     @Option(help: "Log format on standard error: logfmt or json.") var logFormat: LogFormat = .logfmt
@@ -45,11 +52,13 @@ struct Seed: ParsableCommand {
     func validate() throws {
         let modes = [profiles != nil, changes != nil, okcupid != nil].filter { $0 }.count
         guard modes == 1 else {
-            throw ValidationError("choose one of --profiles N (a world), --changes K (a day of changes) or --okcupid PATH")
+            throw ValidationError(
+                "choose one of --profiles N (a world), --changes K (a day of changes) or --okcupid PATH")
         }
         if append && replace { throw ValidationError("--append and --replace exclude each other") }
         if changes != nil && (append || replace || filters != nil) {
-            throw ValidationError("--changes changes the existing world: --append, --replace and --filters do not apply")
+            throw ValidationError(
+                "--changes changes the existing world: --append, --replace and --filters do not apply")
         }
         if let profiles, profiles < 0 { throw ValidationError("--profiles must be 0 or more") }
         if let filters, filters < 0 { throw ValidationError("--filters must be 0 or more") }
@@ -68,22 +77,26 @@ struct Seed: ParsableCommand {
             let existing: ExistingRows = replace ? .replace : append ? .append : .refuse
             let summary: SeedSummary
             if let changes {
-                summary = try DailyChangeApplier(connection: connection).apply(count: changes, seed: seed, now: clock).summary
+                summary = try DailyChangeApplier(connection: connection).apply(count: changes, seed: seed, now: clock)
+                    .summary
             } else if let okcupid {
                 let records = try OkCupidRecord.read(path: okcupid, limit: limit)
                 logger.info("okcupid records read", metadata: ["records": "\(records.count)", "path": "\(okcupid)"])
                 summary = try OkCupidSeeder(connection: connection).seed(
-                    records: records, filters: filters ?? records.count / 10, seed: seed, now: clock, existing: existing)
+                    records: records, filters: filters ?? records.count / 10, seed: seed, now: clock, existing: existing
+                )
             } else {
                 let profiles = profiles ?? 0
                 let seeder = WorldSeeder(connection: connection) { line in logger.info("\(line)") }
                 summary = try seeder.seedWorld(
                     profiles: profiles, filters: filters ?? profiles / 10, seed: seed, now: clock, existing: existing)
             }
-            logger.info("seed finished", metadata: [
-                "mode": "\(summary.title)", "seed": "\(summary.seed)", "now": "\(summary.now.iso8601)",
-                "seconds": "\(String(format: "%.3f", summary.seconds))",
-            ])
+            logger.info(
+                "seed finished",
+                metadata: [
+                    "mode": "\(summary.title)", "seed": "\(summary.seed)", "now": "\(summary.now.iso8601)",
+                    "seconds": "\(String(format: "%.3f", summary.seconds))",
+                ])
             print(ReportRenderer.render(Self.report(summary), as: format))
         } catch let error as ExitCode {
             throw error
@@ -105,11 +118,13 @@ struct Seed: ParsableCommand {
     }
 
     static func report(_ summary: SeedSummary) -> Report {
-        Report(title: "matcher seed: \(summary.title)", sections: [
-            .fields("Seed", [("Seed", .text(String(summary.seed))), ("Now", .text(summary.now.iso8601))]),
-            .fields("Rows", summary.rows.map { ($0.table, ReportValue.integer($0.count)) }),
-            .fields("Details", summary.details.map { ($0.label, ReportValue.integer($0.count)) }),
-            .fields("Time", [("Total", .seconds(summary.seconds))]),
-        ])
+        Report(
+            title: "matcher seed: \(summary.title)",
+            sections: [
+                .fields("Seed", [("Seed", .text(String(summary.seed))), ("Now", .text(summary.now.iso8601))]),
+                .fields("Rows", summary.rows.map { ($0.table, ReportValue.integer($0.count)) }),
+                .fields("Details", summary.details.map { ($0.label, ReportValue.integer($0.count)) }),
+                .fields("Time", [("Total", .seconds(summary.seconds))]),
+            ])
     }
 }

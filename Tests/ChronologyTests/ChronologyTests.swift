@@ -43,7 +43,9 @@ import Testing
         #expect(z.iso8601 == "2026-03-01T03:00:00Z")
         #expect(Timestamp(iso8601: "2026-03-01T12:00:00+09:00") == z)
         #expect(Timestamp(iso8601: "2026-03-01 03:00+00") == z)
-        #expect(Timestamp(iso8601: "2026-03-01T03:00:00.250000Z")?.microsecondsSinceEpoch == z.microsecondsSinceEpoch + 250_000)
+        #expect(
+            Timestamp(iso8601: "2026-03-01T03:00:00.250000Z")?.microsecondsSinceEpoch == z.microsecondsSinceEpoch
+                + 250_000)
         #expect(Timestamp(iso8601: "2026-03-01")?.iso8601 == "2026-03-01T00:00:00Z")
         #expect(Timestamp(iso8601: "yesterday") == nil)
         #expect(Timestamp(iso8601: "2026-02-30T00:00:00Z") == nil)

@@ -1,7 +1,8 @@
 import Chronology
 import Foundation
-@testable import Matching
 import Testing
+
+@testable import Matching
 @testable import matcher
 
 @Suite struct MetricsFileTests {
@@ -10,10 +11,12 @@ import Testing
     }
 
     static func summary(clock: Timestamp = Timestamp(secondsSinceEpoch: 1_772_334_000)) -> RunSummary {
-        RunSummary(runId: 7, kind: .run, shard: .all, clock: clock, dryRun: false, resumedRunId: nil,
-                   counters: RunCounters(candidates: 120, filtersEvaluated: 30, filtersInvalid: 1, filtersPaidIgnored: 2,
-                                         matchesWritten: 40, notificationsWritten: 5),
-                   matchesFound: 40, phaseSeconds: [.read: 0.25, .evaluate: 0.5, .write: 1.5], totalSeconds: 2.5)
+        RunSummary(
+            runId: 7, kind: .run, shard: .all, clock: clock, dryRun: false, resumedRunId: nil,
+            counters: RunCounters(
+                candidates: 120, filtersEvaluated: 30, filtersInvalid: 1, filtersPaidIgnored: 2,
+                matchesWritten: 40, notificationsWritten: 5),
+            matchesFound: 40, phaseSeconds: [.read: 0.25, .evaluate: 0.5, .write: 1.5], totalSeconds: 2.5)
     }
 
     static func values(_ path: String) throws -> [String: Double] {
@@ -59,11 +62,15 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: path) }
         let file = MetricsFile(path: path, kind: .run, shard: .all)
         var gauges = MetricsFile.Gauges()
-        gauges.notificationsPause = .some(NotificationPause(
-            pausedAt: Timestamp(secondsSinceEpoch: 1_772_000_000), pausedBy: "oncall", reason: "push outage"))
+        gauges.notificationsPause = .some(
+            NotificationPause(
+                pausedAt: Timestamp(secondsSinceEpoch: 1_772_000_000), pausedBy: "oncall", reason: "push outage"))
         try file.write(.success, summary: Self.summary(), gauges: gauges)
         let text = try String(contentsOfFile: path, encoding: .utf8)
-        #expect(text.contains("matcher_build_info{kind=\"run\",shard=\"0/1\",version=\"\(BuildInfo.version)\",commit=\"\(BuildInfo.commit)\"} 1"))
+        #expect(
+            text.contains(
+                "matcher_build_info{kind=\"run\",shard=\"0/1\",version=\"\(BuildInfo.version)\",commit=\"\(BuildInfo.commit)\"} 1"
+            ))
         let v = MetricsFile.parse(text)
         #expect(v["matcher_notifications_paused{kind=\"run\",shard=\"0/1\"}"] == 1)
         #expect(v["matcher_notifications_paused_since_timestamp_seconds{kind=\"run\",shard=\"0/1\"}"] == 1_772_000_000)
@@ -82,15 +89,18 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: path) }
         let file = MetricsFile(path: path, kind: .run, shard: .all)
         let gauges = MetricsFile.Gauges(
-            notificationsPause: .some(NotificationPause(pausedAt: Timestamp(secondsSinceEpoch: 1), pausedBy: "a", reason: "b")),
+            notificationsPause: .some(
+                NotificationPause(pausedAt: Timestamp(secondsSinceEpoch: 1), pausedBy: "a", reason: "b")),
             lagSeconds: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1)
         try file.write(.success, summary: Self.summary(), gauges: gauges)
         let text = try String(contentsOfFile: path, encoding: .utf8)
-        let written = Set(text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
+        let written = Set(
+            text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }.map { String($0.split(separator: " ")[2]) })
         let listURL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("deploy/prometheus/metrics.txt")
-        let listed = Set(try String(contentsOf: listURL, encoding: .utf8).split(separator: "\n")
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") })
+        let listed = Set(
+            try String(contentsOf: listURL, encoding: .utf8).split(separator: "\n")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") })
         #expect(written == listed, "update deploy/prometheus/metrics.txt: written \(written.sorted())")
     }
 }
@@ -98,10 +108,12 @@ import Testing
 @Suite struct LoggingTests {
     @Test func jsonValuesAreTyped() {
         let handler = LineLogHandler(label: "t", format: .json)
-        let line = handler.line(level: .info, message: "run finished", metadata: [
-            "candidates": .stringConvertible(120), "dry_run": .stringConvertible(false),
-            "total_s": .stringConvertible(2.5), "shard": "0/4", "count_text": "12",
-        ])
+        let line = handler.line(
+            level: .info, message: "run finished",
+            metadata: [
+                "candidates": .stringConvertible(120), "dry_run": .stringConvertible(false),
+                "total_s": .stringConvertible(2.5), "shard": "0/4", "count_text": "12",
+            ])
         #expect(line.contains("\"candidates\":120"))
         #expect(line.contains("\"dry_run\":false"))
         #expect(line.contains("\"total_s\":2.5"))
@@ -125,7 +137,8 @@ import Testing
         // A JOURNAL_STREAM that is not standard error's own stream (inherited by a redirected child).
         #expect(!Log.standardErrorIsJournal(environment: ["JOURNAL_STREAM": "1:1"]))
         #expect(Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "1"]))
-        #expect(!Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "0", "JOURNAL_STREAM": "1:1"]))
+        #expect(
+            !Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "0", "JOURNAL_STREAM": "1:1"]))
     }
 }
 

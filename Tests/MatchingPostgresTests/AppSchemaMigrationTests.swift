@@ -12,19 +12,22 @@ import Testing
     /// The app's own `profiles`: every item column nullable, wider integer types here and there, and
     /// columns of its own.
     static func appProfilesDDL(replacing overrides: [String: String?] = [:]) -> String {
-        var columns = ["id bigint PRIMARY KEY", "nickname text NOT NULL DEFAULT ''", "email text", "status integer",
-                       "plan smallint", "last_login_at timestamptz", "created_at timestamptz DEFAULT now()",
-                       "updated_at timestamptz DEFAULT now()", "bio text"]
+        var columns = [
+            "id bigint PRIMARY KEY", "nickname text NOT NULL DEFAULT ''", "email text", "status integer",
+            "plan smallint", "last_login_at timestamptz", "created_at timestamptz DEFAULT now()",
+            "updated_at timestamptz DEFAULT now()", "bio text",
+        ]
         for item in MasterItem.all where !["last_login_at", "created_at"].contains(item.column) {
-            let type: String = switch item.storage {
-            case .smallint: item.key == "residence" ? "integer" : "smallint"
-            case .nullableSmallint: "integer"
-            case .nullableDate: "date"
-            case .smallintArray: "smallint[]"
-            case .integerArray: "bigint[]"
-            case .boolean: "boolean"
-            case .timestamptz: "timestamptz"
-            }
+            let type: String =
+                switch item.storage {
+                case .smallint: item.key == "residence" ? "integer" : "smallint"
+                case .nullableSmallint: "integer"
+                case .nullableDate: "date"
+                case .smallintArray: "smallint[]"
+                case .integerArray: "bigint[]"
+                case .boolean: "boolean"
+                case .timestamptz: "timestamptz"
+                }
             if let override = overrides[item.column] {
                 if let override { columns.append("\(item.column) \(override)") }
             } else {
@@ -40,7 +43,8 @@ import Testing
 
     static func createAppTables(_ c: PostgresConnection, profiles: String) throws {
         try c.execute(profiles)
-        try c.execute("""
+        try c.execute(
+            """
             CREATE TABLE saved_filters (id bigint PRIMARY KEY, owner_id bigint, name varchar(200), conditions jsonb,
                 notify boolean, notify_every interval, created_at timestamptz, updated_at timestamptz,
                 deleted_at timestamptz, color text);
@@ -53,18 +57,22 @@ import Testing
     }
 
     static func appRows(_ c: PostgresConnection) throws -> [String] {
-        try c.query("""
+        try c.query(
+            """
             SELECT (SELECT string_agg(p::text, '|' ORDER BY id) FROM profiles p)
                 || (SELECT string_agg(f::text, '|' ORDER BY id) FROM saved_filters f)
                 || (SELECT string_agg(b::text, '|') FROM blocks b)
-            """).rows.map { try $0.string(0) }
+            """
+        ).rows.map { try $0.string(0) }
     }
 
     static func columns(_ c: PostgresConnection, _ table: String) throws -> [String] {
-        try c.query("""
+        try c.query(
+            """
             SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM information_schema.columns
             WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position
-            """, [.text(table)]).rows.map { try $0.string(0) }
+            """, [.text(table)]
+        ).rows.map { try $0.string(0) }
     }
 
     @Test func anExistingAppSchemaGetsOnlyTheWorkersObjects() throws {
@@ -79,7 +87,10 @@ import Testing
         #expect(applied.count == migrations.count)
         #expect(try Self.appRows(c) == rowsBefore)
         #expect(try ["profiles", "saved_filters", "blocks"].map { try Self.columns(c, $0) } == shapes)
-        let tables = Set(try c.query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'").rows.map { try $0.string(0) })
+        let tables = Set(
+            try c.query("SELECT tablename::text FROM pg_tables WHERE schemaname = 'public'").rows.map {
+                try $0.string(0)
+            })
         #expect(tables.isSuperset(of: ["filter_matches", "notifications", "matcher_runs", "matcher_quarantine"]))
         #expect(try MigrationRunner(connection: c).apply(migrations).isEmpty)
 
@@ -95,9 +106,11 @@ import Testing
     @Test func aMissingOrIncompatibleColumnIsRefusedBeforeAnythingChanges() throws {
         let database = try TestDatabase.create()
         let c = try database.connect()
-        try Self.createAppTables(c, profiles: Self.appProfilesDDL(replacing: [
-            "languages": "text[]", "hometown": nil, "last_login_at": "timestamp without time zone",
-        ]))
+        try Self.createAppTables(
+            c,
+            profiles: Self.appProfilesDDL(replacing: [
+                "languages": "text[]", "hometown": nil, "last_login_at": "timestamp without time zone",
+            ]))
         let rowsBefore = try Self.appRows(c)
         let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
         let refused = #expect(throws: MigrationError.self) { try MigrationRunner(connection: c).apply(migrations) }

@@ -21,7 +21,9 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
     }
 
     func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> { try base.recordedPairs(among: pairs) }
-    func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles { try base.waitingProfiles(filterIds: filterIds) }
+    func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+        try base.waitingProfiles(filterIds: filterIds)
+    }
 
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         guard commitsLeft > 0 else { throw InjectedFailure() }
@@ -59,16 +61,20 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         // One clean backfill, for reference.
         let (cleanDB, clean, cleanStore) = try prepared("backfill_clean")
         _ = cleanDB
-        let reference = try Backfill(profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
-                                     runs: cleanStore, unitFilterLimit: 5).execute(input)
+        let reference = try Backfill(
+            profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
+            runs: cleanStore, unitFilterLimit: 5
+        ).execute(input)
 
         // The same backfill, failing after two units; then started again.
         let (interruptedDB, connection, store) = try prepared("backfill_interrupted")
         _ = interruptedDB
         #expect(throws: FailingMatches.InjectedFailure.self) {
-            try Backfill(profiles: store, filters: store, blocks: store,
-                         matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 5)
-                .execute(input)
+            try Backfill(
+                profiles: store, filters: store, blocks: store,
+                matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 5
+            )
+            .execute(input)
         }
         let stored = try connection.query("SELECT id, status, parameters::text FROM matcher_runs").rows
         #expect(stored.count == 1)
@@ -77,8 +83,10 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         // The round trip through jsonb reorders the keys: text equality would never resume it.
         #expect(try stored.first?.string(2) != input.parametersForTesting)
 
-        let resumed = try Backfill(profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                                   unitFilterLimit: 5).execute(input)
+        let resumed = try Backfill(
+            profiles: store, filters: store, blocks: store, matches: store, runs: store,
+            unitFilterLimit: 5
+        ).execute(input)
         #expect(resumed.resumedRunId == firstId)
         #expect(resumed.runId == firstId)
         #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 1)

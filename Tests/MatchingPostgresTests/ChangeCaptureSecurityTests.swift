@@ -14,7 +14,8 @@ import Testing
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         let app = "matcher_test_app_\(database.name.suffix(12))"
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE ROLE "\(app)" NOLOGIN NOSUPERUSER;
             GRANT TEMPORARY ON DATABASE "\(database.name)" TO "\(app)";
             GRANT USAGE ON SCHEMA public TO "\(app)";
@@ -26,7 +27,8 @@ import Testing
             .rows[0].string(0)
 
         // As the app: plant look-alikes in pg_temp (first in an unpinned search_path), then write a profile.
-        try connection.execute("""
+        try connection.execute(
+            """
             SET ROLE "\(app)";
             CREATE TEMP TABLE matcher_profile_changes (profile_id bigint PRIMARY KEY, changed_by xid8, changed_at timestamptz);
             CREATE TEMP TABLE hijacked (who text);
@@ -42,18 +44,22 @@ import Testing
         #expect(planted == 0)
         #expect(hijacked == 0)
         // The real table recorded both changes, as the capture's owner.
-        let after = try connection.query("""
+        let after = try connection.query(
+            """
             SELECT profile_id, changed_by::text FROM public.matcher_profile_changes WHERE profile_id IN (1, 2) ORDER BY 1
-            """).rows.map { (try $0.int64(0), try $0.string(1)) }
+            """
+        ).rows.map { (try $0.int64(0), try $0.string(1)) }
         #expect(after.map(\.0) == [1, 2])
         #expect(after.first?.1 != before)
         // The functions: definer, owned by a role that is no superuser, search path pinned, no EXECUTE for PUBLIC.
-        let functions = try connection.query("""
+        let functions = try connection.query(
+            """
             SELECT p.proname, p.prosecdef, r.rolsuper, r.rolname, array_to_string(p.proconfig, ','),
                    has_function_privilege('public', p.oid, 'EXECUTE')
             FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
             WHERE p.proname IN ('matcher_record_changed_profile', 'matcher_record_inserted_profiles') ORDER BY 1
-            """).rows
+            """
+        ).rows
         #expect(functions.count == 2)
         for row in functions {
             #expect(try row.bool(1))
@@ -78,23 +84,31 @@ import Testing
             return (connection, PostgresMatchingStore(connection: connection) { try database.connect() })
         }
         let (clean, cleanStore) = try prepared("first_run_clean")
-        _ = try RunMatching(profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
-                            runs: cleanStore, unitFilterLimit: 4).execute(.init(now: ScenarioWorld.day1))
+        _ = try RunMatching(
+            profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
+            runs: cleanStore, unitFilterLimit: 4
+        ).execute(.init(now: ScenarioWorld.day1))
 
         let (connection, store) = try prepared("first_run_interrupted")
         #expect(throws: FailingMatches.InjectedFailure.self) {
-            try RunMatching(profiles: store, filters: store, blocks: store,
-                            matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 4)
-                .execute(.init(now: ScenarioWorld.day1))
+            try RunMatching(
+                profiles: store, filters: store, blocks: store,
+                matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 4
+            )
+            .execute(.init(now: ScenarioWorld.day1))
         }
-        let resumed = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                                      unitFilterLimit: 4).execute(.init(now: ScenarioWorld.day2))
+        let resumed = try RunMatching(
+            profiles: store, filters: store, blocks: store, matches: store, runs: store,
+            unitFilterLimit: 4
+        ).execute(.init(now: ScenarioWorld.day2))
         #expect(resumed.resumedRunId != nil)
         let rows = try Rows.of(connection).matches
         #expect(rows == (try Rows.of(clean).matches))
-        let predating = try connection.query("""
+        let predating = try connection.query(
+            """
             SELECT count(*) FROM filter_matches WHERE profile_id % 3 = 0 AND matched_at = $1
-            """, [.timestamptz(ScenarioWorld.day1)]).rows[0].int64(0)
+            """, [.timestamptz(ScenarioWorld.day1)]
+        ).rows[0].int64(0)
         #expect(predating > 0)
     }
 }
@@ -112,19 +126,24 @@ import Testing
         }
         let connection = try open()
         try MigrationRunner(connection: connection).apply(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory))
-        let inPublic = try setup.query("""
+        let inPublic = try setup.query(
+            """
             SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
-            """).rows[0].int64(0)
+            """
+        ).rows[0].int64(0)
         #expect(inPublic == 0)
-        let body = try setup.query("""
+        let body = try setup.query(
+            """
             SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
             WHERE n.nspname = 'matcher_app' AND p.proname = 'matcher_record_changed_profile'
-            """).rows[0].string(0)
+            """
+        ).rows[0].string(0)
         #expect(body.contains("INSERT INTO \"matcher_app\".matcher_profile_changes"))
 
         let men = (1...2).map { World.profile(Int64($0), gender: 1) }
-        try AppTableWriter(connection: connection).upsertProfiles(men + (10...12).map { World.profile(Int64($0)) },
-                                                                  updatedAt: ScenarioWorld.day1)
+        try AppTableWriter(connection: connection).upsertProfiles(
+            men + (10...12).map { World.profile(Int64($0)) },
+            updatedAt: ScenarioWorld.day1)
         try AppTableWriter(connection: connection).upsertFilters(men.map { World.filter($0.id * 100, owner: $0.id) })
         let store = PostgresMatchingStore(connection: connection) { try open() }
         let run = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)

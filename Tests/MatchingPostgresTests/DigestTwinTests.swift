@@ -15,12 +15,16 @@ import Testing
 
     /// `filter/profile mutual notified` per match and `filter count mutual_count` per notification.
     static func digestRows(_ connection: PostgresConnection) throws -> (matches: [String], notifications: [String]) {
-        let matches = try connection.query("""
+        let matches = try connection.query(
+            """
             SELECT filter_id, profile_id, mutual, notification_id IS NOT NULL FROM filter_matches ORDER BY 1, 2
-            """).rows.map { "\(try $0.int64(0))/\(try $0.int64(1)) mutual \(try $0.bool(2)) notified \(try $0.bool(3))" }
-        let notifications = try connection.query("""
+            """
+        ).rows.map { "\(try $0.int64(0))/\(try $0.int64(1)) mutual \(try $0.bool(2)) notified \(try $0.bool(3))" }
+        let notifications = try connection.query(
+            """
             SELECT filter_id, match_count, mutual_count, profile_ids, created_at FROM notifications
-            """).rows.map {
+            """
+        ).rows.map {
             "\(try $0.int64(0)) \(try $0.int32(1)) \(try $0.int32(2)) \(try $0.int64Array(3)) \(try $0.timestamp(4))"
         }.sorted()
         return (matches, notifications)
@@ -46,17 +50,24 @@ import Testing
     }
 
     @discardableResult
-    func runBoth(_ twin: Twin, at clock: Timestamp, hook: ((Bool) throws -> Void)? = nil) throws
-        -> (postgres: RunSummary, memory: RunSummary) {
+    func runBoth(
+        _ twin: Twin, at clock: Timestamp, hook: ((Bool) throws -> Void)? = nil
+    ) throws
+        -> (postgres: RunSummary, memory: RunSummary)
+    {
         twin.memory.setClock(clock)
-        let pg = try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                                 matches: twin.postgres, runs: twin.postgres, output: WhenWriting { try hook?(true) },
-                                 unitFilterLimit: 7)
-            .execute(.init(now: clock))
-        let mem = try RunMatching(profiles: twin.memory, filters: twin.memory, blocks: twin.memory,
-                                  matches: twin.memory, runs: twin.memory, output: WhenWriting { try hook?(false) },
-                                  unitFilterLimit: 7)
-            .execute(.init(now: clock))
+        let pg = try RunMatching(
+            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+            matches: twin.postgres, runs: twin.postgres, output: WhenWriting { try hook?(true) },
+            unitFilterLimit: 7
+        )
+        .execute(.init(now: clock))
+        let mem = try RunMatching(
+            profiles: twin.memory, filters: twin.memory, blocks: twin.memory,
+            matches: twin.memory, runs: twin.memory, output: WhenWriting { try hook?(false) },
+            unitFilterLimit: 7
+        )
+        .execute(.init(now: clock))
         #expect(pg.counters == mem.counters)
         // The counters the run persisted are the ones it reported.
         let runId = try #require(pg.runId)
@@ -80,8 +91,11 @@ import Testing
         let day1 = world.day1(profiles: 400, filters: 160)
         // Two communities-only filters of free owners: suspended.
         let free = try #require(day1.profiles.first { $0.plan == 0 && $0.isActive })
-        let suspended = [SavedFilter(id: 9001, ownerId: free.id, conditionsJSON: #"{"communities": {"anyOf": [1, 2]}}"#,
-                                     createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)]
+        let suspended = [
+            SavedFilter(
+                id: 9001, ownerId: free.id, conditionsJSON: #"{"communities": {"anyOf": [1, 2]}}"#,
+                createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
+        ]
         try twin.saveProfiles(day1.profiles, at: ScenarioWorld.day1)
         try twin.saveFilters(day1.filters + suspended)
         try twin.block(day1.blocks)
@@ -91,8 +105,9 @@ import Testing
         try expectSameRows(twin, "day 1")
 
         // Day 2: changes make matches that wait for the 2-day filters.
-        try twin.saveProfiles((1...60).map { world.profile(Int64($0 * 6), at: ScenarioWorld.day2) }
-                              + (401...440).map { world.profile(Int64($0), at: ScenarioWorld.day2) }, at: ScenarioWorld.day2)
+        try twin.saveProfiles(
+            (1...60).map { world.profile(Int64($0 * 6), at: ScenarioWorld.day2) }
+                + (401...440).map { world.profile(Int64($0), at: ScenarioWorld.day2) }, at: ScenarioWorld.day2)
         try runBoth(twin, at: ScenarioWorld.day2)
         try expectSameRows(twin, "day 2")
 
@@ -100,8 +115,9 @@ import Testing
         let edited = day1.filters.filter { $0.notifyEvery.days == 2 }.prefix(20)
             .map { world.filter($0.id, owner: $0.ownerId, at: ScenarioWorld.day3) }
         try twin.saveFilters(edited)
-        try twin.saveProfiles((1...40).map { world.profile(Int64($0 * 5 + 2), at: ScenarioWorld.day3) }
-                              + (441...460).map { world.profile(Int64($0), at: ScenarioWorld.day3) }, at: ScenarioWorld.day3)
+        try twin.saveProfiles(
+            (1...40).map { world.profile(Int64($0 * 5 + 2), at: ScenarioWorld.day3) }
+                + (441...460).map { world.profile(Int64($0), at: ScenarioWorld.day3) }, at: ScenarioWorld.day3)
         try twin.block((0..<15).map { i in Block(blockerId: Int64(401 + i), blockedId: day1.filters[i].ownerId) })
         let third = try runBoth(twin, at: ScenarioWorld.day3)
         #expect(third.postgres.counters.notificationsWritten > 0)
@@ -113,15 +129,21 @@ import Testing
         let first = try at("2026-03-01T04:07:00+09:00")
         let second = try at("2026-03-02T04:03:00+09:00")
         func profile(_ id: Int64, gender: Int16 = 2, at clock: Timestamp) -> Profile {
-            Profile.make(id: id, lastLoginAt: clock.adding(microseconds: -Int64(id) * 60_000_000),
-                         createdAt: clock.adding(days: -30), ["gender": .code(gender)])
+            Profile.make(
+                id: id, lastLoginAt: clock.adding(microseconds: -Int64(id) * 60_000_000),
+                createdAt: clock.adding(days: -30), ["gender": .code(gender)])
         }
-        try twin.saveProfiles([profile(1, gender: 1, at: first), profile(10, at: first), profile(11, at: first)], at: first)
-        try twin.saveFilters([SavedFilter(id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                                          createdAt: first, updatedAt: first),
-                              SavedFilter(id: 101, ownerId: 10, conditionsJSON: #"{"gender": {"anyOf": [1]}}"#,
-                                          notifyEvery: NotifyInterval(microseconds: 3_600_000_000),
-                                          createdAt: first, updatedAt: first)])
+        try twin.saveProfiles(
+            [profile(1, gender: 1, at: first), profile(10, at: first), profile(11, at: first)], at: first)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                createdAt: first, updatedAt: first),
+            SavedFilter(
+                id: 101, ownerId: 10, conditionsJSON: #"{"gender": {"anyOf": [1]}}"#,
+                notifyEvery: NotifyInterval(microseconds: 3_600_000_000),
+                createdAt: first, updatedAt: first),
+        ])
         // Profile 11 blocks the owner after the run read its data: never shown.
         let other = try twin.database.connect()
         defer { other.close() }
@@ -153,9 +175,12 @@ import Testing
             Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
         }
         try twin.saveProfiles([profile(1, gender: 1, at: start), profile(10, gender: 2, at: start)], at: start)
-        try twin.saveFilters([SavedFilter(id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                                          notifyEvery: NotifyInterval(microseconds: 3_600_000_000),
-                                          createdAt: start, updatedAt: start)])
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notifyEvery: NotifyInterval(microseconds: 3_600_000_000),
+                createdAt: start, updatedAt: start)
+        ])
         try runBoth(twin, at: start)
         let later = start.adding(microseconds: minute)
         try twin.saveProfiles([profile(11, gender: 2, at: later)], at: later)
@@ -171,17 +196,25 @@ import Testing
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
         func profile(_ id: Int64, plan: Int16 = 0, communities: [Int32], at clock: Timestamp) -> Profile {
-            Profile.make(id: id, plan: plan, lastLoginAt: clock, createdAt: clock.adding(days: -30),
-                         ["gender": .code(1), "communities": .codes(communities)])
+            Profile.make(
+                id: id, plan: plan, lastLoginAt: clock, createdAt: clock.adding(days: -30),
+                ["gender": .code(1), "communities": .codes(communities)])
         }
-        try twin.saveProfiles([profile(1, communities: [], at: day1), profile(10, communities: [3], at: day1)], at: day1)
-        try twin.saveFilters([SavedFilter(id: 100, ownerId: 1, conditionsJSON: #"{"communities": {"anyOf": [3]}}"#,
-                                          createdAt: day1, updatedAt: day1)])
+        try twin.saveProfiles(
+            [profile(1, communities: [], at: day1), profile(10, communities: [3], at: day1)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"communities": {"anyOf": [3]}}"#,
+                createdAt: day1, updatedAt: day1)
+        ])
         let lapsed = try runBoth(twin, at: day1)
         #expect(lapsed.postgres.counters.filtersSuspended == 1)
         #expect(lapsed.postgres.counters.matchesWritten == 0)
-        try twin.saveProfiles([profile(1, plan: 1, communities: [], at: day2), profile(11, communities: [3], at: day2),
-                               profile(12, communities: [4], at: day2)], at: day2)
+        try twin.saveProfiles(
+            [
+                profile(1, plan: 1, communities: [], at: day2), profile(11, communities: [3], at: day2),
+                profile(12, communities: [4], at: day2),
+            ], at: day2)
         let paid = try runBoth(twin, at: day2)
         #expect(paid.postgres.counters.filtersSuspended == 0)
         #expect(try twin.postgres.matches(filterId: 100).map(\.profileId) == [11])
@@ -201,9 +234,11 @@ import Testing
             ("1 day -00:30:00", NotifyInterval(days: 1, microseconds: -1_800_000_000)),
             ("23:00:00", NotifyInterval(microseconds: 82_800_000_000)),
         ]
-        let windows = [("Europe/Berlin", "2026-03-27T22:00:00Z"), ("Europe/Berlin", "2026-10-23T22:00:00Z"),
-                       ("America/New_York", "2026-03-07T04:00:00Z"), ("America/New_York", "2026-10-31T02:00:00Z"),
-                       ("Europe/Berlin", "2026-02-27T22:00:00Z")]
+        let windows = [
+            ("Europe/Berlin", "2026-03-27T22:00:00Z"), ("Europe/Berlin", "2026-10-23T22:00:00Z"),
+            ("America/New_York", "2026-03-07T04:00:00Z"), ("America/New_York", "2026-10-31T02:00:00Z"),
+            ("Europe/Berlin", "2026-02-27T22:00:00Z"),
+        ]
         var compared = 0
         for (zoneName, from) in windows {
             let zone = try #require(TimeZone(identifier: zoneName))
@@ -212,10 +247,14 @@ import Testing
             let starts = (0..<96).map { origin.adding(microseconds: Int64($0) * 1_800_000_000) }
             for (text, interval) in intervals {
                 for start in starts {
-                    let expected = try connection.query("SELECT $1::timestamptz + $2::text::interval",
-                                                        [.timestamptz(start), .text(text)]).rows[0].timestamp(0)
+                    let expected = try connection.query(
+                        "SELECT $1::timestamptz + $2::text::interval",
+                        [.timestamptz(start), .text(text)]
+                    ).rows[0].timestamp(0)
                     let actual = interval.added(to: start, in: zone)
-                    #expect(actual == expected, "\(zoneName) \(start.iso8601) + \(text): \(actual.iso8601) vs \(expected.iso8601)")
+                    #expect(
+                        actual == expected,
+                        "\(zoneName) \(start.iso8601) + \(text): \(actual.iso8601) vs \(expected.iso8601)")
                     compared += 1
                 }
             }

@@ -13,7 +13,7 @@ import Testing
 /// date change.
 @Suite struct EvaluatorAgreesWithSQLTests {
     static let profileCount = 1_000
-    static let filterCount = 120   // 120,000 (profile, filter) pairs
+    static let filterCount = 120  // 120,000 (profile, filter) pairs
 
     @Test func everyPairAgrees() throws {
         var random = SplitMix64(seed: 20261122)
@@ -60,13 +60,14 @@ import Testing
                 return .integer(random.next(6) == 0 ? nil : near(domain, &random))
             case .nullableDate:
                 if random.next(8) == 0 { return .date(nil) }
-                if random.next(6) == 0 {   // born on 29 February of a leap year
+                if random.next(6) == 0 {  // born on 29 February of a leap year
                     return .date(CalendarDate(year: 1960 + 4 * random.next(12), month: 2, day: 29))
                 }
-                if random.next(2) == 0 {   // a birthday on, or a day either side of, a run date: age boundaries
+                if random.next(2) == 0 {  // a birthday on, or a day either side of, a run date: age boundaries
                     let runDate = now.calendarDate(in: .tokyo).components
-                    let born = CalendarDate(year: runDate.year - 17 - random.next(105), month: runDate.month,
-                                            day: min(runDate.day, 28))
+                    let born = CalendarDate(
+                        year: runDate.year - 17 - random.next(105), month: runDate.month,
+                        day: min(runDate.day, 28))
                     return .date(born?.adding(days: random.next(3) - 1))
                 }
                 return .date(now.calendarDate(in: .tokyo).adding(days: -(random.next(125 * 366))))
@@ -76,7 +77,7 @@ import Testing
             case .boolean:
                 return .flag(random.next(2) == 0)
             case .timestamptz:
-                if random.next(2) == 0 {   // exactly on a withinDays threshold, or one microsecond either side
+                if random.next(2) == 0 {  // exactly on a withinDays threshold, or one microsecond either side
                     let days = boundaryDays[random.next(boundaryDays.count)]
                     return .timestamp(now.adding(days: -days).adding(microseconds: Int64(random.next(3)) - 1))
                 }
@@ -125,7 +126,9 @@ import Testing
             case .single:
                 condition = "{\"anyOf\": \(codes(allowZero: item.key != "gender"))}"
             case .multi:
-                condition = random.next(2) == 0 ? "{\"anyOf\": \(codes(allowZero: false))}" : "{\"allOf\": \(codes(allowZero: false))}"
+                condition =
+                    random.next(2) == 0
+                    ? "{\"anyOf\": \(codes(allowZero: false))}" : "{\"allOf\": \(codes(allowZero: false))}"
             case .flag:
                 condition = random.next(2) == 0 ? "true" : "false"
             case .recency:

@@ -28,28 +28,35 @@ import Testing
         try Self.expectSuccess(try MatcherProcess.run(Self.run, database: clean.database.conninfo))
         let reference = try Rows.of(clean.connection)
         // A pair the run writes in its fifth unit (filters 1021…1025): its insert (or COPY) waits on ours.
-        let pair = try #require(try clean.connection.query("""
-            SELECT filter_id, profile_id FROM filter_matches WHERE filter_id BETWEEN 1021 AND 1025
-            ORDER BY filter_id, profile_id LIMIT 1
-            """).rows.first)
+        let pair = try #require(
+            try clean.connection.query(
+                """
+                SELECT filter_id, profile_id FROM filter_matches WHERE filter_id BETWEEN 1021 AND 1025
+                ORDER BY filter_id, profile_id LIMIT 1
+                """
+            ).rows.first)
         let (filterId, profileId) = (try pair.int64(0), try pair.int64(1))
 
         let faulted = try Self.world()
         let app = try faulted.database.connect()
         defer { app.close() }
         try app.execute("BEGIN")
-        try app.query("INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now())",
-                      [.int8(filterId), .int8(profileId)])
+        try app.query(
+            "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now())",
+            [.int8(filterId), .int8(profileId)])
         let worker = Background(Self.run, database: faulted.database.conninfo)
         let backend = try Self.waitFor("the worker's insert waiting on the held pair") {
-            try faulted.connection.query("""
+            try faulted.connection.query(
+                """
                 SELECT pid FROM pg_stat_activity
                 WHERE datname = current_database() AND application_name LIKE 'matcher %' AND wait_event_type = 'Lock'
                   AND query ~* '^\\s*(INSERT INTO|COPY) filter_matches'
-                """).rows.first.map { try $0.int32(0) }
+                """
+            ).rows.first.map { try $0.int32(0) }
         }
         // Units 1 to 4 are committed; the fifth is open, its rows written up to the held pair.
-        let cursor = try faulted.connection.query("SELECT resume_after_filter FROM matcher_runs").rows[0].optionalInt64(0)
+        let cursor = try faulted.connection.query("SELECT resume_after_filter FROM matcher_runs").rows[0].optionalInt64(
+            0)
         #expect(cursor == 1020)
         let committed = try faulted.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0)
         #expect(committed > 0)
@@ -62,10 +69,14 @@ import Testing
         #expect(lines.count == 1, "\(failed.stderr)")
         // libpq reports the server's FATAL 57P01 when it could read it, else the closed connection.
         let line = lines.first ?? ""
-        #expect(line.hasPrefix("matcher: run failed: ") && (line.contains("57P01") || line.contains("connection")), "\(lines)")
+        #expect(
+            line.hasPrefix("matcher: run failed: ") && (line.contains("57P01") || line.contains("connection")),
+            "\(lines)")
         // Nothing of the open unit is left; the committed units are.
         #expect(try faulted.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == committed)
-        #expect(try faulted.connection.query("SELECT count(*) FROM filter_matches WHERE filter_id > 1020").rows[0].int64(0) == 0)
+        #expect(
+            try faulted.connection.query("SELECT count(*) FROM filter_matches WHERE filter_id > 1020").rows[0].int64(0)
+                == 0)
 
         try Self.waitUntilNoWorkerSession(faulted)
         try Self.expectSuccess(try MatcherProcess.run(Self.run, database: faulted.database.conninfo))
@@ -86,14 +97,16 @@ import Testing
         defer { locker.close() }
         try locker.execute("BEGIN; LOCK TABLE notifications IN ACCESS EXCLUSIVE MODE")
         let started = Date()
-        let timedOut = try MatcherProcess.run(Self.run + ["--statement-timeout", "1"], database: faulted.database.conninfo)
+        let timedOut = try MatcherProcess.run(
+            Self.run + ["--statement-timeout", "1"], database: faulted.database.conninfo)
         let seconds = Date().timeIntervalSince(started)
         try locker.execute("ROLLBACK")
         #expect(!timedOut.signalled && timedOut.status == 1, "\(timedOut.stderr)")
         #expect(seconds < 30)
         let lines = Self.failureLines(timedOut)
         #expect(lines.count == 1, "\(timedOut.stderr)")
-        #expect(lines.first?.contains("57014") == true && lines.first?.contains("statement timeout") == true, "\(lines)")
+        #expect(
+            lines.first?.contains("57014") == true && lines.first?.contains("statement timeout") == true, "\(lines)")
         // The first unit waited for the lock and was rolled back; the run is recorded as failed.
         #expect(try faulted.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 0)
         #expect(try Self.statuses(faulted) == ["failed"])
@@ -135,14 +148,17 @@ import Testing
         let reference = try Rows.of(clean.connection)
 
         let sharded = try Self.world()
-        let workers = (0..<4).map { k in Background(Self.run + ["--shard", "\(k)/4"], database: sharded.database.conninfo) }
+        let workers = (0..<4).map { k in
+            Background(Self.run + ["--shard", "\(k)/4"], database: sharded.database.conninfo)
+        }
         for outcome in try workers.map({ try $0.wait() }) {
             #expect(!outcome.signalled && outcome.status == 0, "\(outcome.stderr)")
         }
         #expect(try Rows.of(sharded.connection).matches == reference.matches)
         #expect(try Rows.of(sharded.connection).notifications == reference.notifications)
-        #expect(try sharded.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE shard_count = 4")
-            .rows[0].int64(0) == 4)
+        #expect(
+            try sharded.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE shard_count = 4")
+                .rows[0].int64(0) == 4)
     }
 
     // MARK: - 8. Hostile input
@@ -155,13 +171,19 @@ import Testing
         // Long, but within the 64 KiB of JSON text (as jsonb prints it) that a filter may have.
         let hugeInvalid = (1..<15_000).map { String(1 + $0 % 48) }.joined(separator: ",") + ",99"
         return [
-            (5001, "deep", #"{"age": "# + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}", nil),
+            (
+                5001, "deep",
+                #"{"age": "# + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "}", nil
+            ),
             (5002, "huge list", #"{"residence": {"anyOf": [\#(hugeInvalid)]}}"#, "residence"),
             // Over 64 KiB: refused as a whole before it is parsed.
             (5003, String(repeating: "n", count: 1 << 20), #"{"smoking": {"anyOf": ["\#(megabyte)"]}}"#, nil),
             (5004, sql, #"{"\#(sql)": {"anyOf": ["\#(sql)"]}}"#, #""\#(sql)""#),
             (5005, "x'); DELETE FROM filter_matches; --", #"{"age": {"min": "\#(sql)"}}"#, "age"),
-            (5006, #""quoted" \ back\slash"#, #"{"gender": {"anyOf": [1], "'); DELETE FROM filter_matches; --": 1}}"#, "gender"),
+            (
+                5006, #""quoted" \ back\slash"#,
+                #"{"gender": {"anyOf": [1], "'); DELETE FROM filter_matches; --": 1}}"#, "gender"
+            ),
             (5007, "beyond 64 bits", #"{"height": {"min": 123456789012345678901234567890}}"#, "height"),
             (5008, "2^64", #"{"communities": {"anyOf": [18446744073709551616]}}"#, "communities"),
             (5009, "caf\u{FFFD}", #"{"resid\uFFFDence": {"anyOf": [13]}}"#, "\"resid\u{FFFD}ence\""),
@@ -181,19 +203,27 @@ import Testing
         let db = hostile.connection
         // PostgreSQL itself refuses invalid UTF-8, lone surrogates and NUL in a UTF8 database, so no such
         // text ever reaches the worker.
-        for refused in ["SELECT convert_from('\\xff'::bytea, 'UTF8')", #"SELECT '{"a": "\ud800"}'::jsonb"#,
-                        #"SELECT '{"a": "\u0000"}'::jsonb"#] {
+        for refused in [
+            "SELECT convert_from('\\xff'::bytea, 'UTF8')", #"SELECT '{"a": "\ud800"}'::jsonb"#,
+            #"SELECT '{"a": "\u0000"}'::jsonb"#,
+        ] {
             #expect(throws: PostgresError.self, "\(refused)") { try db.query(refused) }
         }
         let owner = try db.query("SELECT min(id) FROM profiles WHERE status = 1").rows[0].int64(0)
         for filter in Self.hostileFilters {
-            try db.query("""
+            try db.query(
+                """
                 INSERT INTO saved_filters (id, owner_id, name, conditions, created_at, updated_at)
                 VALUES ($1, $2, $3, $4::text::jsonb, $5, $5)
-                """, [.int8(filter.id), .int8(owner), .text(filter.name), .text(filter.json), .timestamptz(ScenarioWorld.day1)])
+                """,
+                [
+                    .int8(filter.id), .int8(owner), .text(filter.name), .text(filter.json),
+                    .timestamptz(ScenarioWorld.day1),
+                ])
         }
         // Two valid filters without a gender condition, to show out-of-domain values are evaluated and fail.
-        try db.query("""
+        try db.query(
+            """
             INSERT INTO saved_filters (id, owner_id, name, conditions, created_at, updated_at) VALUES
               (5101, $1, 'residence 13', '{"residence": {"anyOf": [13]}}', $2, $2),
               (5102, $1, 'height 120+', '{"height": {"min": 120}}', $2, $2)
@@ -201,12 +231,17 @@ import Testing
         // Out-of-domain profiles. Every world filter constrains gender, so gender 0 and 7 keep them out of
         // the world's rows (which must equal the clean run's exactly); status 9 is not active.
         let day1 = ScenarioWorld.day1
-        try hostile.writer.insertProfiles([
-            Profile.make(id: 9001, lastLoginAt: day1, createdAt: day1, ["gender": .code(7), "residence": .code(99)]),
-            Profile.make(id: 9002, lastLoginAt: day1, createdAt: day1, ["gender": .code(0), "height": .integer(-5)]),
-            Profile.make(id: 9003, lastLoginAt: day1, createdAt: day1, ["gender": .code(7), "communities": .codes([-1, -2])]),
-            Profile.make(id: 9004, status: 9, lastLoginAt: day1, createdAt: day1, ["gender": .code(2)]),
-        ], updatedAt: day1)
+        try hostile.writer.insertProfiles(
+            [
+                Profile.make(
+                    id: 9001, lastLoginAt: day1, createdAt: day1, ["gender": .code(7), "residence": .code(99)]),
+                Profile.make(
+                    id: 9002, lastLoginAt: day1, createdAt: day1, ["gender": .code(0), "height": .integer(-5)]),
+                Profile.make(
+                    id: 9003, lastLoginAt: day1, createdAt: day1,
+                    ["gender": .code(7), "communities": .codes([-1, -2])]),
+                Profile.make(id: 9004, status: 9, lastLoginAt: day1, createdAt: day1, ["gender": .code(2)]),
+            ], updatedAt: day1)
 
         let outcome = try MatcherProcess.run(Self.run, database: hostile.database.conninfo)
         try Self.expectSuccess(outcome)
@@ -221,9 +256,12 @@ import Testing
         }
         #expect(recorded.filter { $0.key <= 5000 }.mapValues(\.reason) == referenceInvalid.mapValues(\.reason))
         #expect(recorded[5101] == nil && recorded[5102] == nil)
-        #expect(try db.query("SELECT count(*) FROM filter_matches WHERE filter_id BETWEEN 5001 AND 5100").rows[0].int64(0) == 0)
+        #expect(
+            try db.query("SELECT count(*) FROM filter_matches WHERE filter_id BETWEEN 5001 AND 5100").rows[0].int64(0)
+                == 0)
         // The valid extra filters matched world profiles but no out-of-domain value.
-        #expect(try db.query("SELECT count(*) FROM filter_matches WHERE filter_id IN (5101, 5102)").rows[0].int64(0) > 0)
+        #expect(
+            try db.query("SELECT count(*) FROM filter_matches WHERE filter_id IN (5101, 5102)").rows[0].int64(0) > 0)
         #expect(try db.query("SELECT count(*) FROM filter_matches WHERE profile_id > 9000").rows[0].int64(0) == 0)
         // The world's filters wrote exactly what they write without the hostile rows.
         let rows = try Rows.of(db)
@@ -243,7 +281,9 @@ import Testing
         return twin
     }
 
-    static func expectSuccess(_ outcome: MatcherProcess.Outcome, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectSuccess(
+        _ outcome: MatcherProcess.Outcome, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         #expect(!outcome.signalled && outcome.status == 0, "\(outcome.stderr)", sourceLocation: sourceLocation)
     }
 
@@ -268,9 +308,11 @@ import Testing
     /// find the shard's lock still held.
     static func waitUntilNoWorkerSession(_ twin: Twin) throws {
         _ = try waitFor("the worker's sessions to end") {
-            try twin.connection.query("""
+            try twin.connection.query(
+                """
                 SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'matcher %'
-                """).rows[0].int64(0) == 0 ? true : nil
+                """
+            ).rows[0].int64(0) == 0 ? true : nil
         }
     }
 

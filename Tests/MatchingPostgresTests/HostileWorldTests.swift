@@ -30,8 +30,10 @@ import Testing
         }
 
         func run(at clock: Timestamp) throws -> RunSummary {
-            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store, unitFilterLimit: 7)
-                .execute(.init(now: clock))
+            try RunMatching(
+                profiles: store, filters: store, blocks: store, matches: store, runs: store, unitFilterLimit: 7
+            )
+            .execute(.init(now: clock))
         }
 
         /// Matches and notifications of the ordinary filters.
@@ -65,7 +67,8 @@ import Testing
     static func addHostileRows(_ c: PostgresConnection, day: Int) throws {
         if day == 1 {
             // The app dropped NOT NULL where the spec has it.
-            try c.execute("""
+            try c.execute(
+                """
                 ALTER TABLE profiles ALTER COLUMN gender DROP NOT NULL, ALTER COLUMN languages DROP NOT NULL,
                     ALTER COLUMN has_photo DROP NOT NULL, ALTER COLUMN last_login_at DROP NOT NULL,
                     ALTER COLUMN created_at DROP NOT NULL, ALTER COLUMN status DROP NOT NULL,
@@ -100,7 +103,8 @@ import Testing
         for (offset, set) in profiles.enumerated() {
             let id = base + Int64(offset)
             let gender = offset % 3 == 0 ? "0" : (offset % 3 == 1 ? "9" : "-1")
-            try c.query("""
+            try c.query(
+                """
                 INSERT INTO profiles (id, status, gender, last_login_at, created_at, updated_at)
                 VALUES ($1, 1, \(gender), $2, $2, $2)
                 """, [.int8(id), .timestamptz(day == 1 ? ScenarioWorld.day1 : ScenarioWorld.day2)])
@@ -108,10 +112,12 @@ import Testing
         }
         guard day == 1 else { return }
 
-        let owner = base   // a hostile (active) profile
+        let owner = base  // a hostile (active) profile
         let nested = "{\"age\": " + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}"
-        let big = "{\"communities\": {\"anyOf\": [" + (1...9_000).map { String($0 << 18 | 7) }.joined(separator: ", ") + "]}}"
-        let crafted = "{\"communities\": {\"anyOf\": [" + (1...5_000).map { String($0 << 18) }.joined(separator: ",") + "]}}"
+        let big =
+            "{\"communities\": {\"anyOf\": [" + (1...9_000).map { String($0 << 18 | 7) }.joined(separator: ", ") + "]}}"
+        let crafted =
+            "{\"communities\": {\"anyOf\": [" + (1...5_000).map { String($0 << 18) }.joined(separator: ",") + "]}}"
         // (conditions, notify_every, owner)
         let filters: [(String?, String?, Int64)] = [
             (#"{"gender": {"anyOf": [1, 2]}}"#, "2147483647 days", owner),
@@ -123,7 +129,7 @@ import Testing
             (big, "1 day", owner),
             (nested, "1 day", owner),
             (crafted, "1 day", owner),
-            (#"{"gender": {"anyOf": [1, 2]}}"#, "1 day", 999_999_999),   // owner with no profile row
+            (#"{"gender": {"anyOf": [1, 2]}}"#, "1 day", 999_999_999),  // owner with no profile row
             ("[1, 2]", "1 day", owner),
             ("null", "1 day", owner),
             (#""a string""#, "1 day", owner),
@@ -133,19 +139,24 @@ import Testing
             (#"{"\u00e9\ud83d\ude00": 1}"#, "1 day", owner),
             (#"{"residence": {"anyOf": [0, 13, 13, 13, 48, 0]}, "languages": {"allOf": [1, 1, 2]}}"#, "1 day", owner),
             (#"{"last_login": {"withinDays": 365}, "age": {"min": 18}}"#, "1 day", owner + 6),
-            (nil, "1 day", owner),       // conditions NULL
+            (nil, "1 day", owner),  // conditions NULL
             // notify_every NULL. (Owners with a NULL status or plan are left out: `owners(ids:)`, which reads
             // them, is being rewritten elsewhere; see docs/decisions.md.)
             (#"{"gender": {"anyOf": [1]}}"#, nil, owner + 8),
         ]
         for (offset, (conditions, every, filterOwner)) in filters.enumerated() {
-            try c.query("""
+            try c.query(
+                """
                 INSERT INTO saved_filters (id, owner_id, name, conditions, notify, notify_every, created_at, updated_at)
                 VALUES ($1, $2, 'hostile', $3::text::jsonb, true, $4::text::interval, $5, $5)
-                """, [.int8(hostileFilterBase + Int64(offset)), .int8(filterOwner), conditions.map { .text($0) } ?? .null,
-                      every.map { .text($0) } ?? .null, .timestamptz(ScenarioWorld.day1)])
+                """,
+                [
+                    .int8(hostileFilterBase + Int64(offset)), .int8(filterOwner), conditions.map { .text($0) } ?? .null,
+                    every.map { .text($0) } ?? .null, .timestamptz(ScenarioWorld.day1),
+                ])
         }
-        try c.query("""
+        try c.query(
+            """
             INSERT INTO saved_filters (id, owner_id, conditions, notify, created_at, updated_at)
             VALUES ($1, $2, '{"gender": {"anyOf": [2]}}', NULL, 'infinity', '-infinity')
             """, [.int8(hostileFilterBase + 100), .int8(owner)])
@@ -166,9 +177,11 @@ import Testing
         #expect(plain1.counters.oddValues == 0 && plain1.counters.profilesQuarantined == 0)
         #expect(hostile1.counters.profilesQuarantined == 0 && hostile1.counters.filtersQuarantined == 0)
         // 70 KiB, too deep, not objects, null, 1e400, an unknown key, NULL conditions: invalid with a reason.
-        let invalid = try hostile.connection.query("""
+        let invalid = try hostile.connection.query(
+            """
             SELECT filter_id, reason FROM matcher_invalid_filters WHERE filter_id >= $1 ORDER BY filter_id
-            """, [.int8(Self.hostileFilterBase)]).rows.map { (try $0.int64(0) - Self.hostileFilterBase, try $0.string(1)) }
+            """, [.int8(Self.hostileFilterBase)]
+        ).rows.map { (try $0.int64(0) - Self.hostileFilterBase, try $0.string(1)) }
         let reasons = Dictionary(uniqueKeysWithValues: invalid)
         #expect(reasons[6]?.contains("too large") == true, "\(reasons)")
         #expect(reasons[7]?.contains("nesting deeper than 64") == true, "\(reasons)")
@@ -179,14 +192,16 @@ import Testing
         #expect(reasons[8] == nil)
         // The hostile filters that could match did, and got a digest.
         let digests = try hostile.connection.query(
-            "SELECT count(*) FROM notifications WHERE filter_id >= $1", [.int8(Self.hostileFilterBase)]).rows[0].int64(0)
+            "SELECT count(*) FROM notifications WHERE filter_id >= $1", [.int8(Self.hostileFilterBase)]
+        ).rows[0].int64(0)
         #expect(digests >= 4)
 
         // Day 2: ordinary changes in both, new hostile rows; the '2147483647 days' filter is due again
         // never, the negative ones at once: nothing traps, nothing differs for the ordinary filters.
         for world in [plain, hostile] { try Self.seed(world, day: 2) }
         try Self.addHostileRows(hostile.connection, day: 2)
-        try hostile.connection.execute("UPDATE profiles SET languages = '{1,NULL,3}' WHERE id = \(Self.hostileProfileBase + 1_000)")
+        try hostile.connection.execute(
+            "UPDATE profiles SET languages = '{1,NULL,3}' WHERE id = \(Self.hostileProfileBase + 1_000)")
         let plain2 = try plain.run(at: ScenarioWorld.day2)
         let hostile2 = try hostile.run(at: ScenarioWorld.day2)
         #expect(plain2.counters.matchesWritten > 0)
@@ -195,12 +210,14 @@ import Testing
         #expect(hostile2.counters.oddValues >= 19)
         #expect(hostile2.counters.candidates == plain2.counters.candidates + 19 + 1)
         let hugeDays = try hostile.connection.query(
-            "SELECT count(*) FROM notifications WHERE filter_id = $1", [.int8(Self.hostileFilterBase)]).rows[0].int64(0)
+            "SELECT count(*) FROM notifications WHERE filter_id = $1", [.int8(Self.hostileFilterBase)]
+        ).rows[0].int64(0)
         #expect(hugeDays == 1)
 
         // The run's row keeps the counts, and the summary report shows them.
         let stored = try hostile.connection.query(
-            "SELECT odd_values FROM matcher_runs ORDER BY id DESC LIMIT 1").rows[0].int32(0)
+            "SELECT odd_values FROM matcher_runs ORDER BY id DESC LIMIT 1"
+        ).rows[0].int32(0)
         #expect(Int(stored) == hostile2.counters.oddValues)
         let text = ReportRenderer.render(Report.runSummary(hostile2), as: .text)
         #expect(text.contains("Rows with odd values"))
@@ -218,7 +235,8 @@ import Testing
         #expect(summary.counters.filtersQuarantined == 70)
         #expect(summary.counters.filtersEvaluated == 0)
         let rows = try world.connection.query(
-            "SELECT kind, row_id, reason, run_id FROM matcher_quarantine ORDER BY row_id").rows
+            "SELECT kind, row_id, reason, run_id FROM matcher_quarantine ORDER BY row_id"
+        ).rows
         #expect(rows.count == 70)
         let reason = try #require(rows.first).string(2)
         #expect(reason.contains("notify holds text, not boolean"))

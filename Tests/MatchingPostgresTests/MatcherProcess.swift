@@ -12,7 +12,8 @@ struct MatcherProcess {
 
     static var executable: URL {
         let candidates = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("matcher"),
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "matcher"),
             URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("matcher"),
             URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -21,8 +22,10 @@ struct MatcherProcess {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) } ?? candidates.last!
     }
 
-    static func run(_ arguments: [String], database: String, environment extra: [String: String] = [:],
-                    timeout: TimeInterval = 300) throws -> Outcome {
+    static func run(
+        _ arguments: [String], database: String, environment extra: [String: String] = [:],
+        timeout: TimeInterval = 300
+    ) throws -> Outcome {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
@@ -50,9 +53,10 @@ struct MatcherProcess {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
         group.wait()
-        return Outcome(status: process.terminationStatus, signalled: process.terminationReason == .uncaughtSignal,
-                       stdout: String(decoding: outData.get(), as: UTF8.self),
-                       stderr: String(decoding: errData.get(), as: UTF8.self))
+        return Outcome(
+            status: process.terminationStatus, signalled: process.terminationReason == .uncaughtSignal,
+            stdout: String(decoding: outData.get(), as: UTF8.self),
+            stderr: String(decoding: errData.get(), as: UTF8.self))
     }
 }
 

@@ -25,16 +25,23 @@ import Testing
         let (women, _) = try Self.world(twin)
         try twin.runBoth(at: ScenarioWorld.day1)
         let changesBefore = try twin.connection.query(
-            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes").rows[0]
+            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes"
+        ).rows[0]
         let (countBefore, lastBefore) = (try changesBefore.int64(0), try changesBefore.optionalString(1))
 
         // The app's most frequent write, and a plan change: activity, not a change for matching.
-        try twin.connection.query("UPDATE profiles SET last_login_at = $1, updated_at = $1, plan = 1 WHERE id >= 10",
-                                  [.timestamptz(ScenarioWorld.day2)])
-        twin.memory.save(women.map { World.profile($0.id, residence: $0.id % 2 == 0 ? 13 : 27, plan: 1,
-                                                   loginHoursAgo: 0, at: ScenarioWorld.day2) })
+        try twin.connection.query(
+            "UPDATE profiles SET last_login_at = $1, updated_at = $1, plan = 1 WHERE id >= 10",
+            [.timestamptz(ScenarioWorld.day2)])
+        twin.memory.save(
+            women.map {
+                World.profile(
+                    $0.id, residence: $0.id % 2 == 0 ? 13 : 27, plan: 1,
+                    loginHoursAgo: 0, at: ScenarioWorld.day2)
+            })
         let after = try twin.connection.query(
-            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes").rows[0]
+            "SELECT count(*), max(changed_by::text) FROM matcher_profile_changes"
+        ).rows[0]
         #expect(try after.int64(0) == countBefore)
         #expect(try after.optionalString(1) == lastBefore)
         let day2 = try twin.runBoth(at: ScenarioWorld.day2)
@@ -60,8 +67,9 @@ import Testing
         // Profile 10 (Tokyo, matched by every filter on day 1) moves away and back.
         try twin.saveProfiles([World.profile(10, residence: 27, at: ScenarioWorld.day2)], at: ScenarioWorld.day2)
         try twin.runBoth(at: ScenarioWorld.day2)
-        try twin.saveProfiles([World.profile(10, residence: 13, loginHoursAgo: 0, at: ScenarioWorld.day3)],
-                              at: ScenarioWorld.day3)
+        try twin.saveProfiles(
+            [World.profile(10, residence: 13, loginHoursAgo: 0, at: ScenarioWorld.day3)],
+            at: ScenarioWorld.day3)
         let back = try twin.runBoth(at: ScenarioWorld.day3)
         #expect(back.postgres.counters.candidates == 1)
         #expect(back.postgres.counters.matchesWritten == 0)
@@ -74,11 +82,14 @@ import Testing
         let twin = try Twin()
         _ = try Self.world(twin)
         // A backfill records profiles 10 and 12 for filter 100 first (silently).
-        let backfill = Backfill(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                                matches: twin.postgres, runs: twin.postgres)
+        let backfill = Backfill(
+            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+            matches: twin.postgres, runs: twin.postgres)
         _ = try backfill.execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
-        _ = try Backfill(profiles: twin.memory, filters: twin.memory, blocks: twin.memory, matches: twin.memory,
-                         runs: twin.memory).execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
+        _ = try Backfill(
+            profiles: twin.memory, filters: twin.memory, blocks: twin.memory, matches: twin.memory,
+            runs: twin.memory
+        ).execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
         let recorded = try twin.postgres.matches(filterId: 100).map(\.profileId)
         #expect(recorded.count == 2)
         // The run's cap of 2 goes to the next two in the cap's order, not to the recorded ones.
@@ -101,8 +112,9 @@ import Testing
             World.filter(100, owner: 1),
             World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 30, microseconds: 0)),
         ])
-        try twin.connection.query("INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
-                                  [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
         try seedMemoryDigest(twin, filterId: 200, owner: 2, at: ScenarioWorld.day1.adding(days: -1))
         try twin.runBoth(at: ScenarioWorld.day1)
         #expect(try twin.postgres.matches(filterId: 100).allSatisfy { $0.notificationId != nil })
@@ -164,13 +176,17 @@ import Testing
                 }
             }
             for shard in layout {
-                _ = try RunMatching(profiles: sharded.postgres, filters: sharded.postgres, blocks: sharded.postgres,
-                                    matches: sharded.postgres, runs: sharded.postgres)
-                    .execute(.init(now: clock, shard: shard))
+                _ = try RunMatching(
+                    profiles: sharded.postgres, filters: sharded.postgres, blocks: sharded.postgres,
+                    matches: sharded.postgres, runs: sharded.postgres
+                )
+                .execute(.init(now: clock, shard: shard))
             }
-            let plainRun = try RunMatching(profiles: plain.postgres, filters: plain.postgres, blocks: plain.postgres,
-                                           matches: plain.postgres, runs: plain.postgres)
-                .execute(.init(now: clock))
+            let plainRun = try RunMatching(
+                profiles: plain.postgres, filters: plain.postgres, blocks: plain.postgres,
+                matches: plain.postgres, runs: plain.postgres
+            )
+            .execute(.init(now: clock))
             #expect(day == 0 || plainRun.counters.candidates <= 30)
             #expect(try Rows.of(sharded.connection).matches == Rows.of(plain.connection).matches, "day \(day + 1)")
         }
@@ -189,9 +205,11 @@ import Testing
             store.save(day1.filters)
         }
         func run(_ store: InMemoryStore, _ shard: Shard, at clock: Timestamp) throws {
-            _ = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                                unitFilterLimit: 2)
-                .execute(.init(now: clock, shard: shard))
+            _ = try RunMatching(
+                profiles: store, filters: store, blocks: store, matches: store, runs: store,
+                unitFilterLimit: 2
+            )
+            .execute(.init(now: clock, shard: shard))
         }
         for k in 0..<4 { try run(sharded, try Shard(index: k, count: 4), at: ScenarioWorld.day1) }
         try run(plain, .all, at: ScenarioWorld.day1)
@@ -215,14 +233,21 @@ import Testing
 
 extension Twin {
     @discardableResult
-    func runBoth(at clock: Timestamp, maxPerFilter: Int = 100, retentionDays: Int)
-        throws -> (postgres: RunSummary, memory: RunSummary) {
+    func runBoth(
+        at clock: Timestamp, maxPerFilter: Int = 100, retentionDays: Int
+    )
+        throws -> (postgres: RunSummary, memory: RunSummary)
+    {
         memory.setClock(clock)
         let input = RunMatching.Input(now: clock, maxPerFilter: maxPerFilter, retentionDays: retentionDays)
-        let pg = try RunMatching(profiles: postgres, filters: postgres, blocks: postgres, matches: postgres,
-                                 runs: postgres).execute(input)
-        let mem = try RunMatching(profiles: memory, filters: memory, blocks: memory, matches: memory,
-                                  runs: memory).execute(input)
+        let pg = try RunMatching(
+            profiles: postgres, filters: postgres, blocks: postgres, matches: postgres,
+            runs: postgres
+        ).execute(input)
+        let mem = try RunMatching(
+            profiles: memory, filters: memory, blocks: memory, matches: memory,
+            runs: memory
+        ).execute(input)
         return (pg, mem)
     }
 }
@@ -239,7 +264,8 @@ extension Twin {
         try writer.upsertProfiles(men, updatedAt: ScenarioWorld.day1)
         try writer.upsertFilters(men.map { World.filter($0.id * 100, owner: $0.id) })
         // A successful run under the old schema: progress recorded after the men were written.
-        try connection.execute("""
+        try connection.execute(
+            """
             INSERT INTO matcher_runs (kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status, snapshot)
             VALUES ('run', 0, 1, now(), 100, true, 'succeeded', pg_current_snapshot());
             INSERT INTO matcher_shard_progress (shard_index, shard_count, snapshot, clock, run_id)

@@ -7,10 +7,12 @@ import Testing
 
 @Suite struct MigrationTests {
     func schema(_ connection: PostgresConnection) throws -> [String] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
             FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position
-            """).rows.map { try $0.string(0) }
+            """
+        ).rows.map { try $0.string(0) }
     }
 
     @Test func migrateCreatesEveryTableAndRepeatingChangesNothing() throws {
@@ -20,26 +22,35 @@ import Testing
         let first = try MigrationRunner(connection: connection).apply(migrations)
         #expect(first.map(\.version) == migrations.map(\.version))
         let before = try schema(connection)
-        let recorded = try connection.query("SELECT version, applied_at FROM matcher_schema_migrations ORDER BY version").rows
+        let recorded = try connection.query(
+            "SELECT version, applied_at FROM matcher_schema_migrations ORDER BY version"
+        ).rows
             .map { "\(try $0.int32(0)) \(try $0.timestamp(1))" }
 
         let second = try MigrationRunner(connection: connection).apply(migrations)
         #expect(second.isEmpty)
         #expect(try schema(connection) == before)
-        let again = try connection.query("SELECT version, applied_at FROM matcher_schema_migrations ORDER BY version").rows
+        let again = try connection.query("SELECT version, applied_at FROM matcher_schema_migrations ORDER BY version")
+            .rows
             .map { "\(try $0.int32(0)) \(try $0.timestamp(1))" }
         #expect(again == recorded)
 
         // Every table of runs.md, and a column for every MasterItem with the type its kind needs.
-        let tables = Set(try connection.query("""
-            SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'
-            """).rows.map { try $0.string(0) })
+        let tables = Set(
+            try connection.query(
+                """
+                SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'
+                """
+            ).rows.map { try $0.string(0) })
         for table in ["profiles", "saved_filters", "blocks", "filter_matches", "notifications", "matcher_runs"] {
             #expect(tables.contains(table), "missing table \(table)")
         }
-        let columns = Dictionary(uniqueKeysWithValues: try connection.query("""
-            SELECT column_name, udt_name, is_nullable FROM information_schema.columns WHERE table_name = 'profiles'
-            """).rows.map { (try $0.string(0), (try $0.string(1), try $0.string(2))) })
+        let columns = Dictionary(
+            uniqueKeysWithValues: try connection.query(
+                """
+                SELECT column_name, udt_name, is_nullable FROM information_schema.columns WHERE table_name = 'profiles'
+                """
+            ).rows.map { (try $0.string(0), (try $0.string(1), try $0.string(2))) })
         for item in MasterItem.all {
             let column = try #require(columns[item.column], "no column for \(item.key)")
             let expected: (String, String)

@@ -13,8 +13,10 @@ import Testing
         outcome.stderr.split(separator: "\n").map(String.init).filter { $0.hasPrefix("matcher: ") }
     }
 
-    static func expectOneLine(_ outcome: MatcherProcess.Outcome, status: Int32, containing: String,
-                              sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectOneLine(
+        _ outcome: MatcherProcess.Outcome, status: Int32, containing: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(!outcome.signalled && outcome.status == status, "\(outcome.stderr)", sourceLocation: sourceLocation)
         let lines = failureLines(outcome)
         #expect(lines.count == 1, "\(outcome.stderr)", sourceLocation: sourceLocation)
@@ -64,8 +66,9 @@ import Testing
         let admin = try TestDatabase.adminConninfo
         for overriding in [["dbname": "no_such_database_for_ops"], ["user": "no_such_role_for_ops"]] {
             let conninfo = try PostgresConnection.conninfo(admin, overriding: overriding)
-            let outcome = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: conninfo,
-                                                 environment: ["MATCHER_DATABASE_PASSWORD_FILE": file.path])
+            let outcome = try MatcherProcess.run(
+                ["run", "--now", "2026-03-01T03:00:00Z"], database: conninfo,
+                environment: ["MATCHER_DATABASE_PASSWORD_FILE": file.path])
             Self.expectOneLine(outcome, status: 78, containing: "refused the login")
             #expect(!outcome.stderr.contains("Wr0ngPassw0rdX") && !outcome.stdout.contains("Wr0ngPassw0rdX"))
         }
@@ -78,21 +81,26 @@ import Testing
         let state = PostgresServiceState(connection: connection)
         #expect(try state.notificationsPaused() == nil)
 
-        let paused = try MatcherProcess.run(["notifications", "pause", "--reason", "push outage", "--by", "oncall",
-                                             "--format", "json"], database: database.conninfo)
+        let paused = try MatcherProcess.run(
+            [
+                "notifications", "pause", "--reason", "push outage", "--by", "oncall",
+                "--format", "json",
+            ], database: database.conninfo)
         #expect(paused.status == 0, "\(paused.stderr)")
         #expect(paused.stdout.contains("\"paused\":true") && paused.stdout.contains("\"reason\":\"push outage\""))
         let pause = try #require(try state.notificationsPaused())
         #expect(pause.pausedBy == "oncall" && pause.reason == "push outage")
 
         // Pausing again keeps the start; a run's metrics show the pause.
-        let again = try MatcherProcess.run(["notifications", "pause", "--reason", "still out"], database: database.conninfo)
+        let again = try MatcherProcess.run(
+            ["notifications", "pause", "--reason", "still out"], database: database.conninfo)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try state.notificationsPaused()?.pausedAt == pause.pausedAt)
         let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString).prom")
         defer { try? FileManager.default.removeItem(at: metrics) }
-        let run = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z", "--metrics-file", metrics.path],
-                                         database: database.conninfo)
+        let run = try MatcherProcess.run(
+            ["run", "--now", "2026-03-01T03:00:00Z", "--metrics-file", metrics.path],
+            database: database.conninfo)
         #expect(run.status == 0, "\(run.stderr)")
         let text = try String(contentsOf: metrics, encoding: .utf8)
         #expect(text.contains("matcher_notifications_paused{kind=\"run\",shard=\"0/1\"} 1"), "\(text)")

@@ -34,7 +34,8 @@ import Testing
         #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE last_notified_at IS NOT NULL") == 0)
         // Every match of a notifying filter waits for the resume (a notify-off filter's never waits).
         let waiting = try count("SELECT count(*) FROM matcher_waiting_matches")
-        let ofNotifying = try count("""
+        let ofNotifying = try count(
+            """
             SELECT count(*) FROM filter_matches m JOIN saved_filters f ON f.id = m.filter_id WHERE f.notify
             """)
         #expect(waiting == ofNotifying && waiting > 0)
@@ -54,20 +55,25 @@ import Testing
 
     @Test func statusReadsTheRealTablesWithTheWorkersGrants() throws {
         let twin = try FaultScenarioTests.world()
-        let run = try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                                  matches: twin.postgres, runs: twin.postgres)
-            .execute(.init(now: ScenarioWorld.day1, retentionDays: 30))
+        let run = try RunMatching(
+            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+            matches: twin.postgres, runs: twin.postgres
+        )
+        .execute(.init(now: ScenarioWorld.day1, retentionDays: 30))
         let db = twin.connection
-        try db.query("""
+        try db.query(
+            """
             INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 1, 'test'), ('filter', 2, 'test'),
                                                                          ('filter', 3, 'test')
             """)
         try PostgresServiceState(connection: db).pauseNotifications(by: "oncall", reason: "APNs")
         // An interrupted run of the shard: no process holds its lock.
-        let interrupted = try twin.postgres.start(NewRun(
-            kind: .run, shard: .all, clock: ScenarioWorld.day2, maxPerFilter: 100, writesNotifications: true,
-            coverage: .none, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30, parameters: "{}",
-            candidates: 0))
+        let interrupted = try twin.postgres.start(
+            NewRun(
+                kind: .run, shard: .all, clock: ScenarioWorld.day2, maxPerFilter: 100, writesNotifications: true,
+                coverage: .none, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30,
+                parameters: "{}",
+                candidates: 0))
 
         let role = "matcher_status_reader"
         try Self.applyWorkerRole(twin.database, role: role)
@@ -89,7 +95,9 @@ import Testing
         #expect(status.retention.oldestMatchedAt == ScenarioWorld.day1 && status.retention.retentionDays == 30)
         #expect(status.notificationPause?.reason == "APNs")
         // The metrics' read leaves the oldest matched_at out.
-        #expect(try PostgresStatusRepository(connection: worker).serviceStatus(retention: false).retention.oldestMatchedAt == nil)
+        #expect(
+            try PostgresStatusRepository(connection: worker).serviceStatus(retention: false).retention.oldestMatchedAt
+                == nil)
 
         // While a process holds the shard's lock, the running run is running, not interrupted.
         let lock = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
@@ -104,29 +112,37 @@ import Testing
 
     @Test func theMetricsFileCarriesLagQuarantineAndWaitingDigests() throws {
         let twin = try FaultScenarioTests.world()
-        try twin.connection.query("INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 999999, 'test')")  // a row no run reads
+        // A row no run reads.
+        try twin.connection.query(
+            "INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('profile', 999999, 'test')")
         try PostgresServiceState(connection: twin.connection).pauseNotifications(by: "test", reason: "push outage")
         let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("status-\(UUID().uuidString).prom")
         defer { try? FileManager.default.removeItem(at: metrics) }
-        let run = try MatcherProcess.run(FaultScenarioTests.run + ["--metrics-file", metrics.path],
-                                         database: twin.database.conninfo)
+        let run = try MatcherProcess.run(
+            FaultScenarioTests.run + ["--metrics-file", metrics.path],
+            database: twin.database.conninfo)
         try FaultScenarioTests.expectSuccess(run)
         let text = try String(contentsOf: metrics, encoding: .utf8)
-        let values = Dictionary(text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
-            line.split(separator: " ").count == 2 ? (String(line.split(separator: " ")[0]), Double(line.split(separator: " ")[1])) : nil
-        }, uniquingKeysWith: { a, _ in a })
+        let values = Dictionary(
+            text.split(separator: "\n").filter { !$0.hasPrefix("#") }.compactMap { line in
+                line.split(separator: " ").count == 2
+                    ? (String(line.split(separator: " ")[0]), Double(line.split(separator: " ")[1])) : nil
+            }, uniquingKeysWith: { a, _ in a })
         let labels = "{kind=\"run\",shard=\"0/1\"}"
-        let waiting = try twin.connection.query("""
+        let waiting = try twin.connection.query(
+            """
             SELECT count(DISTINCT w.filter_id) FROM matcher_waiting_matches w JOIN saved_filters f ON f.id = w.filter_id
             WHERE f.notify
-            """).rows[0].int64(0)
+            """
+        ).rows[0].int64(0)
         #expect(waiting > 0)
         #expect(values["matcher_digests_waiting" + labels] == Double(waiting), "\(text)")
         #expect(values["matcher_quarantined_rows" + labels] == 1, "\(text)")
         // The run's clock is the test's 2026-03-01: the lag and the oldest waiting digest are measured from it.
         let lag = try #require(values["matcher_lag_seconds" + labels] ?? nil, "\(text)")
         let serverNow = try twin.connection.query("SELECT now()").rows[0].timestamp(0)
-        let expected = Double((serverNow.microsecondsSinceEpoch - ScenarioWorld.day1.microsecondsSinceEpoch) / 1_000_000)
+        let expected = Double(
+            (serverNow.microsecondsSinceEpoch - ScenarioWorld.day1.microsecondsSinceEpoch) / 1_000_000)
         #expect(abs(lag - expected) < 120, "\(lag) vs \(expected)")
         let oldest = try #require(values["matcher_oldest_digest_waiting_seconds" + labels] ?? nil, "\(text)")
         #expect(abs(oldest - expected) < 120)
@@ -156,28 +172,34 @@ import Testing
         OperationsTests.expectOneLine(refused, status: 78, containing: "matcher progress reset --shard 0/1 --to")
         #expect(try FaultScenarioTests.statuses(restored) == ["succeeded"])
 
-        let noZone = try MatcherProcess.run(["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T03:00:00"],
-                                            database: restored.database.conninfo)
+        let noZone = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T03:00:00"],
+            database: restored.database.conninfo)
         #expect(noZone.status == 64, "\(noZone.stderr)")
-        let reset = try MatcherProcess.run(["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601],
-                                           database: restored.database.conninfo)
+        let reset = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601],
+            database: restored.database.conninfo)
         #expect(reset.status == 0 && reset.stdout.contains("reset to \(dataCurrentAt.iso8601)"), "\(reset.stderr)")
         let status = try MatcherProcess.run(["status", "--format", "json"], database: restored.database.conninfo)
-        #expect(status.status == 0 && status.stdout.contains("\"reset_to\": \"\(dataCurrentAt.iso8601)\""), "\(status.stdout)")
+        #expect(
+            status.status == 0 && status.stdout.contains("\"reset_to\": \"\(dataCurrentAt.iso8601)\""),
+            "\(status.stdout)")
 
         try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: restored.database.conninfo))
         #expect(try Rows.of(restored.connection).matches == Rows.of(reference.connection).matches)
         #expect(try Rows.of(restored.connection).notifications == Rows.of(reference.connection).notifications)
         // Progress is a snapshot of this server again.
-        #expect(try restored.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE snapshot IS NOT NULL")
-            .rows[0].int64(0) == 1)
+        #expect(
+            try restored.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE snapshot IS NOT NULL")
+                .rows[0].int64(0) == 1)
     }
 
     // MARK: - 11. A run that cannot be completed: abandoned, then the next run is exact
 
     @Test func aRunThatCannotBeCompletedIsAbandonedAndTheNextRunIsExact() throws {
         let clean = try FaultScenarioTests.world()
-        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(FaultScenarioTests.run, database: clean.database.conninfo))
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: clean.database.conninfo))
         let reference = try Rows.of(clean.connection)
 
         let stuck = try FaultScenarioTests.world()
@@ -195,15 +217,18 @@ import Testing
 
         let status = try MatcherProcess.run(["status"], database: stuck.database.conninfo)
         #expect(status.status == 0 && status.stdout.contains("failing"), "\(status.stdout)")
-        let both = try MatcherProcess.run(["runs", "abandon", "--run", "1", "--shard", "0/1"], database: stuck.database.conninfo)
+        let both = try MatcherProcess.run(
+            ["runs", "abandon", "--run", "1", "--shard", "0/1"], database: stuck.database.conninfo)
         #expect(both.status == 64, "\(both.stderr)")
         let abandon = try MatcherProcess.run(["runs", "abandon", "--shard", "0/1"], database: stuck.database.conninfo)
-        #expect(abandon.status == 0 && abandon.stdout.contains("abandoned: it will never be resumed"), "\(abandon.stderr)")
+        #expect(
+            abandon.status == 0 && abandon.stdout.contains("abandoned: it will never be resumed"), "\(abandon.stderr)")
         let again = try MatcherProcess.run(["runs", "abandon", "--shard", "0/1"], database: stuck.database.conninfo)
         #expect(again.status == 0 && again.stdout.contains("nothing to abandon"), "\(again.stdout)")
         #expect(try FaultScenarioTests.statuses(stuck) == ["abandoned"])
 
-        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(FaultScenarioTests.run, database: stuck.database.conninfo))
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: stuck.database.conninfo))
         #expect(try FaultScenarioTests.statuses(stuck) == ["abandoned", "succeeded"])
         #expect(try Rows.of(stuck.connection).matches == reference.matches)
         #expect(try Rows.of(stuck.connection).notifications == reference.notifications)
@@ -213,7 +238,8 @@ import Testing
 
     /// What a restore to an older server does to recorded progress: its snapshot is ahead of every transaction.
     static func pushProgressAhead(_ connection: PostgresConnection) throws {
-        try connection.execute("""
+        try connection.execute(
+            """
             UPDATE matcher_shard_progress SET snapshot = format('%1$s:%1$s:',
                 pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::pg_snapshot
             """)
@@ -221,7 +247,8 @@ import Testing
 
     /// A guard the app might have: no match recorded in the future (by more than a day).
     static func refuseFutureMatches(_ connection: PostgresConnection) throws {
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE FUNCTION test_refuse_future_matches() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF NEW.matched_at > now() + interval '1 day' THEN
@@ -236,14 +263,18 @@ import Testing
 
     /// Applies `sql/roles/worker_role.sql` for `role` with psql, as deploy/README.md says to.
     static func applyWorkerRole(_ database: TestDatabase, role: String) throws {
-        let psql = ["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+        let psql =
+            ["/usr/bin/psql"]
+            + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .sorted().reversed().map { "/usr/lib/postgresql/\($0)/bin/psql" }
         let executable = try #require(psql.first { FileManager.default.isExecutableFile(atPath: $0) }, "psql not found")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-X", "-q", "-v", "worker_role=\(role)", "-f",
-                             MigratedDatabase.sqlDirectory.appendingPathComponent("roles/worker_role.sql").path,
-                             database.conninfo]
+        process.arguments = [
+            "-X", "-q", "-v", "worker_role=\(role)", "-f",
+            MigratedDatabase.sqlDirectory.appendingPathComponent("roles/worker_role.sql").path,
+            database.conninfo,
+        ]
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice

@@ -55,22 +55,26 @@ import Testing
         // Spot checks that do not lean on the twin.
         let removedIds = removed.map(\.id)
         let day2Matches = try twin.connection.query(
-            "SELECT filter_id, profile_id FROM filter_matches WHERE matched_at = $1", [.timestamptz(ScenarioWorld.day2)]).rows
+            "SELECT filter_id, profile_id FROM filter_matches WHERE matched_at = $1", [.timestamptz(ScenarioWorld.day2)]
+        ).rows
         #expect(!day2Matches.isEmpty)
         for row in day2Matches {
             #expect(!removedIds.contains(try row.int64(0)))
             #expect(!(hidden + deleted).contains(try row.int64(1)))
         }
         let day2Digests = try twin.connection.query(
-            "SELECT profile_ids FROM notifications WHERE created_at = $1", [.timestamptz(ScenarioWorld.day2)]).rows
+            "SELECT profile_ids FROM notifications WHERE created_at = $1", [.timestamptz(ScenarioWorld.day2)]
+        ).rows
         for row in day2Digests {
             #expect(Set(try row.int64Array(0)).isDisjoint(with: hidden + deleted))
         }
 
         // A rerun adds nothing.
-        let rerun = try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                                    matches: twin.postgres, runs: twin.postgres)
-            .execute(.init(now: ScenarioWorld.day2))
+        let rerun = try RunMatching(
+            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+            matches: twin.postgres, runs: twin.postgres
+        )
+        .execute(.init(now: ScenarioWorld.day2))
         #expect(rerun.counters.matchesWritten == 0 && rerun.counters.notificationsWritten == 0)
         #expect(try Rows.of(twin.connection).matches == pg.matches)
         #expect(try Rows.of(twin.connection).notifications == pg.notifications)
@@ -81,33 +85,40 @@ import Testing
         #expect(try Rows.of(twin.connection).notifications == Rows.of(twin.memory).notifications)
 
         // The runs table has one row per run with its summary, and invalid filters are queryable.
-        let runs = try twin.connection.query("""
+        let runs = try twin.connection.query(
+            """
             SELECT status, candidates, matches_written, phase_seconds ? 'evaluate' FROM matcher_runs ORDER BY id
-            """).rows
+            """
+        ).rows
         #expect(runs.count == 4)
         #expect(try runs.allSatisfy { try $0.string(0) == "succeeded" && $0.bool(3) })
         #expect(try runs[0].int32(2) == Int32(first.postgres.counters.matchesWritten))
         let invalid = try twin.connection.query("SELECT item_key, reason FROM matcher_invalid_filters").rows
-        #expect(invalid.count == third.postgres.counters.filtersInvalid)   // day 2 fixed one of day 1's
+        #expect(invalid.count == third.postgres.counters.filtersInvalid)  // day 2 fixed one of day 1's
         #expect(try invalid.allSatisfy { try $0.string(1) == "age: min 40 is greater than max 30" })
     }
 
     @Test func lateCommitIsPickedUpByTheNextRunWithoutWaiting() throws {
         let twin = try Twin()
         try twin.saveProfiles([ScenarioWorldProfiles.man(1)], at: ScenarioWorld.day1)
-        try twin.saveFilters([SavedFilter(id: 10, ownerId: 1, name: nil, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                                          createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)])
-        let run = RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                              matches: twin.postgres, runs: twin.postgres)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 10, ownerId: 1, name: nil, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
+        ])
+        let run = RunMatching(
+            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+            matches: twin.postgres, runs: twin.postgres)
         _ = try run.execute(.init(now: ScenarioWorld.day1))
 
         // A transaction that began before the next run inserts a matching profile and commits after it.
         let app = try twin.database.connect()
         try app.execute("BEGIN")
-        try AppTableWriter(connection: app).insertProfiles([ScenarioWorldProfiles.woman(2)], updatedAt: ScenarioWorld.day1)
+        try AppTableWriter(connection: app).insertProfiles(
+            [ScenarioWorldProfiles.woman(2)], updatedAt: ScenarioWorld.day1)
         let started = Date()
         let during = try run.execute(.init(now: ScenarioWorld.day2))
-        #expect(Date().timeIntervalSince(started) < 10)   // it did not wait for the open transaction
+        #expect(Date().timeIntervalSince(started) < 10)  // it did not wait for the open transaction
         #expect(during.counters.matchesWritten == 0)
         try app.execute("COMMIT")
 
@@ -124,15 +135,18 @@ import Testing
         let day1 = world.day1(profiles: 300, filters: 60)
         for twin in [whole, sharded] { try twin.load(day1) }
         func run(_ twin: Twin, _ shard: Shard) throws -> RunSummary {
-            try RunMatching(profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                            matches: twin.postgres, runs: twin.postgres)
-                .execute(.init(now: ScenarioWorld.day1, shard: shard))
+            try RunMatching(
+                profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
+                matches: twin.postgres, runs: twin.postgres
+            )
+            .execute(.init(now: ScenarioWorld.day1, shard: shard))
         }
         _ = try run(whole, .all)
         for k in 0..<4 { _ = try run(sharded, try Shard(index: k, count: 4)) }
         #expect(try Rows.of(sharded.connection).matches == Rows.of(whole.connection).matches)
         #expect(try Rows.of(sharded.connection).notifications == Rows.of(whole.connection).notifications)
-        let progress = try sharded.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE shard_count = 4").rows
+        let progress = try sharded.connection.query("SELECT count(*) FROM matcher_shard_progress WHERE shard_count = 4")
+            .rows
         #expect(try progress[0].int64(0) == 4)
     }
 
@@ -142,14 +156,16 @@ import Testing
         let day1 = world.day1(profiles: 50, filters: 10)
         try twin.load(day1)
         let held = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
-        let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
+        let refused = try MatcherProcess.run(
+            ["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
         #expect(refused.status == 75)
         #expect(refused.stderr.contains("holds the lock"))
         #expect(try twin.connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
         #expect(try twin.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 0)
         // Another shard is not held back.
-        let other = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z", "--shard", "1/2"],
-                                           database: twin.database.conninfo)
+        let other = try MatcherProcess.run(
+            ["run", "--now", "2026-03-01T03:00:00Z", "--shard", "1/2"],
+            database: twin.database.conninfo)
         #expect(other.status == 0, "\(other.stderr)")
         held.release()
         let after = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
@@ -168,17 +184,22 @@ import Testing
 
         // Killed after reading, inside an open unit, right after a commit, and before finishing; each
         // following process resumes the interrupted run.
-        for fault in ["after-read", "unit-before-commit:2", "unit-after-commit:3", "unit-before-commit:1",
-                      "before-finish"] {
-            let outcome = try MatcherProcess.run(arguments, database: killed.database.conninfo,
-                                                 environment: ["MATCHER_FAULT": fault])
+        for fault in [
+            "after-read", "unit-before-commit:2", "unit-after-commit:3", "unit-before-commit:1",
+            "before-finish",
+        ] {
+            let outcome = try MatcherProcess.run(
+                arguments, database: killed.database.conninfo,
+                environment: ["MATCHER_FAULT": fault])
             #expect(outcome.signalled && outcome.status == SIGKILL, "\(fault): \(outcome.stderr)")
         }
         let last = try MatcherProcess.run(arguments, database: killed.database.conninfo)
         #expect(last.status == 0, "\(last.stderr)")
         #expect(try Rows.of(killed.connection).matches == Rows.of(clean.connection).matches)
         #expect(try Rows.of(killed.connection).notifications == Rows.of(clean.connection).notifications)
-        let statuses = try killed.connection.query("SELECT status FROM matcher_runs ORDER BY id").rows.map { try $0.string(0) }
+        let statuses = try killed.connection.query("SELECT status FROM matcher_runs ORDER BY id").rows.map {
+            try $0.string(0)
+        }
         #expect(statuses.allSatisfy { $0 == "succeeded" })
     }
 }
@@ -199,7 +220,8 @@ extension Profile {
 
 extension SavedFilter {
     func with(deletedAt: Timestamp?) -> SavedFilter {
-        SavedFilter(id: id, ownerId: ownerId, name: name, conditionsJSON: conditionsJSON, notify: notify,
-                    notifyEvery: notifyEvery, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
+        SavedFilter(
+            id: id, ownerId: ownerId, name: name, conditionsJSON: conditionsJSON, notify: notify,
+            notifyEvery: notifyEvery, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
     }
 }

@@ -20,7 +20,7 @@ struct ScenarioWorld {
         let gender = Int16(1 + random.next(2))
         let age = 20 + random.next(25)
         let born = clock.calendarDate(in: .tokyo).adding(days: -(age * 365 + random.next(365)))
-        let residence: Int16 = random.next(10) < 4 ? 13 : Int16(random.next(49))   // includes 0 (unanswered)
+        let residence: Int16 = random.next(10) < 4 ? 13 : Int16(random.next(49))  // includes 0 (unanswered)
         let personality = (0..<random.next(4)).map { _ in Int32(1 + random.next(40)) }
         return Profile.make(
             id: id, status: status ?? (random.next(20) == 0 ? 2 : 1), plan: Int16(random.next(4) == 0 ? 1 : 0),
@@ -45,7 +45,9 @@ struct ScenarioWorld {
         if random.next(2) == 0 { parts.append("\"residence\": {\"anyOf\": [13, \(1 + random.next(47))]}") }
         if random.next(4) == 0 { parts.append("\"height\": {\"min\": \(150 + random.next(20))}") }
         if random.next(4) == 0 { parts.append("\"smoking\": {\"anyOf\": [0, 1]}") }
-        if random.next(5) == 0 { parts.append("\"personality\": {\"anyOf\": [\(1 + random.next(40)), \(1 + random.next(40))]}") }
+        if random.next(5) == 0 {
+            parts.append("\"personality\": {\"anyOf\": [\(1 + random.next(40)), \(1 + random.next(40))]}")
+        }
         if random.next(6) == 0 { parts.append("\"communities\": {\"anyOf\": [\(1 + random.next(5))]}") }
         if random.next(4) == 0 { parts.append("\"has_photo\": true") }
         if random.next(4) == 0 { parts.append("\"last_login\": {\"withinDays\": \(1 + random.next(14))}") }
@@ -62,10 +64,14 @@ struct ScenarioWorld {
     }
 
     /// Day 1: profiles 1...n, filters for the first `filterCount` owners, blocks.
-    mutating func day1(profiles n: Int64, filters filterCount: Int64) -> (profiles: [Profile], filters: [SavedFilter], blocks: [Block]) {
+    mutating func day1(
+        profiles n: Int64, filters filterCount: Int64
+    ) -> (profiles: [Profile], filters: [SavedFilter], blocks: [Block]) {
         let profiles = (1...n).map { profile($0, at: Self.day1) }
         let filters = (1...filterCount).map { filter(1000 + $0, owner: 1 + ($0 * 7) % n, at: Self.day1) }
-        let blocks = (0..<(n / 10)).map { _ in Block(blockerId: 1 + Int64(random.next(Int(n))), blockedId: 1 + Int64(random.next(Int(n)))) }
+        let blocks = (0..<(n / 10)).map { _ in
+            Block(blockerId: 1 + Int64(random.next(Int(n))), blockedId: 1 + Int64(random.next(Int(n))))
+        }
         return (profiles, filters, Array(Set(blocks)))
     }
 }
@@ -125,15 +131,22 @@ struct Twin {
     }
 
     @discardableResult
-    func runBoth(at clock: Timestamp, shard: Shard = .all, maxPerFilter: Int = 100, unitFilterLimit: Int = 7)
-        throws -> (postgres: RunSummary, memory: RunSummary) {
+    func runBoth(
+        at clock: Timestamp, shard: Shard = .all, maxPerFilter: Int = 100, unitFilterLimit: Int = 7
+    )
+        throws -> (postgres: RunSummary, memory: RunSummary)
+    {
         memory.setClock(clock)
-        let pg = try RunMatching(profiles: postgres, filters: postgres, blocks: postgres, matches: postgres, runs: postgres,
-                                 unitFilterLimit: unitFilterLimit)
-            .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
-        let mem = try RunMatching(profiles: memory, filters: memory, blocks: memory, matches: memory, runs: memory,
-                                  unitFilterLimit: unitFilterLimit)
-            .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
+        let pg = try RunMatching(
+            profiles: postgres, filters: postgres, blocks: postgres, matches: postgres, runs: postgres,
+            unitFilterLimit: unitFilterLimit
+        )
+        .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
+        let mem = try RunMatching(
+            profiles: memory, filters: memory, blocks: memory, matches: memory, runs: memory,
+            unitFilterLimit: unitFilterLimit
+        )
+        .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
         return (pg, mem)
     }
 }
@@ -141,17 +154,21 @@ struct Twin {
 /// Rows of filter_matches and notifications in a store-independent text form (no generated ids).
 enum Rows {
     static func of(_ connection: PostgresConnection) throws -> (matches: [String], notifications: [String]) {
-        let matches = try connection.query("""
+        let matches = try connection.query(
+            """
             SELECT m.filter_id, m.profile_id, m.matched_at, n.filter_id, n.created_at
             FROM filter_matches m LEFT JOIN notifications n ON n.id = m.notification_id
             ORDER BY m.filter_id, m.profile_id
-            """).rows.map { r in
+            """
+        ).rows.map { r in
             let note = try r.optionalInt64(3).map { "\($0)@\(try r.timestamp(4))" } ?? "no"
             return "\(try r.int64(0))/\(try r.int64(1)) at \(try r.timestamp(2)) notified \(note)"
         }
-        let notifications = try connection.query("""
+        let notifications = try connection.query(
+            """
             SELECT recipient_id, filter_id, match_count, profile_ids, created_at FROM notifications
-            """).rows.map { r in
+            """
+        ).rows.map { r in
             "\(try r.int64(0)) \(try r.int64(1)) \(try r.int32(2)) \(try r.int64Array(3)) \(try r.timestamp(4))"
         }.sorted()
         return (matches, notifications)
@@ -164,7 +181,9 @@ enum Rows {
             let note = m.notificationId.flatMap { byId[$0] }.map { "\($0.filterId)@\($0.createdAt)" } ?? "no"
             return "\(m.filterId)/\(m.profileId) at \(m.matchedAt) notified \(note)"
         }
-        let notifications = notes.map { "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)" }.sorted()
+        let notifications = notes.map {
+            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)"
+        }.sorted()
         return (matches, notifications)
     }
 }

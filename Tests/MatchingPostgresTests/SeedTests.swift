@@ -14,11 +14,13 @@ import Testing
 
     /// md5 of every row of the app's tables, in key order.
     static func checksum(_ connection: PostgresConnection) throws -> [String] {
-        try connection.query("""
+        try connection.query(
+            """
             SELECT (SELECT coalesce(md5(string_agg(p::text, '|' ORDER BY id)), '') FROM profiles p),
                    (SELECT coalesce(md5(string_agg(f::text, '|' ORDER BY id)), '') FROM saved_filters f),
                    (SELECT coalesce(md5(string_agg(b::text, '|' ORDER BY blocker_id, blocked_id)), '') FROM blocks b)
-            """).rows[0].values.map { $0.stringValue ?? "" }
+            """
+        ).rows[0].values.map { $0.stringValue ?? "" }
     }
 
     // MARK: - Determinism
@@ -26,8 +28,10 @@ import Testing
     @Test func sameSeedGivesIdenticalRowsAndAnotherSeedDifferentOnes() throws {
         let a = try MigratedDatabase.create(), b = try MigratedDatabase.create()
         let ca = try a.connect(), cb = try b.connect()
-        let first = try WorldSeeder(connection: ca).seedWorld(profiles: 3_000, filters: 400, seed: 11, now: Self.now, existing: .refuse)
-        _ = try WorldSeeder(connection: cb).seedWorld(profiles: 3_000, filters: 400, seed: 11, now: Self.now, existing: .refuse)
+        let first = try WorldSeeder(connection: ca).seedWorld(
+            profiles: 3_000, filters: 400, seed: 11, now: Self.now, existing: .refuse)
+        _ = try WorldSeeder(connection: cb).seedWorld(
+            profiles: 3_000, filters: 400, seed: 11, now: Self.now, existing: .refuse)
         let sumA = try Self.checksum(ca)
         #expect(sumA == (try Self.checksum(cb)))
         #expect(first.rows("profiles") == 3_000 && first.rows("saved_filters") == 400)
@@ -39,7 +43,8 @@ import Testing
         #expect(try Self.checksum(ca) == (try Self.checksum(cb)))
 
         // Another seed: every table differs. --replace empties the tables first and starts ids at 1.
-        _ = try WorldSeeder(connection: cb).seedWorld(profiles: 3_000, filters: 400, seed: 12, now: Self.now, existing: .replace)
+        _ = try WorldSeeder(connection: cb).seedWorld(
+            profiles: 3_000, filters: 400, seed: 12, now: Self.now, existing: .replace)
         let sumOther = try Self.checksum(cb)
         for (x, y) in zip(sumA, sumOther) { #expect(x != y) }
         #expect(try cb.query("SELECT min(id), max(id) FROM profiles").rows[0].int64(1) == 3_000)
@@ -49,20 +54,26 @@ import Testing
     @Test func refusesAWorldOnTopOfAnotherUnlessAppendingOrReplacing() throws {
         let db = try MigratedDatabase.create()
         let c = try db.connect()
-        _ = try WorldSeeder(connection: c).seedWorld(profiles: 500, filters: 50, seed: 1, now: Self.now, existing: .refuse)
+        _ = try WorldSeeder(connection: c).seedWorld(
+            profiles: 500, filters: 50, seed: 1, now: Self.now, existing: .refuse)
         #expect(throws: SeedError.self) {
-            try WorldSeeder(connection: c).seedWorld(profiles: 10, filters: 1, seed: 1, now: Self.now, existing: .refuse)
+            try WorldSeeder(connection: c).seedWorld(
+                profiles: 10, filters: 1, seed: 1, now: Self.now, existing: .refuse)
         }
-        let appended = try WorldSeeder(connection: c).seedWorld(profiles: 200, filters: 20, seed: 2, now: Self.now, existing: .append)
+        let appended = try WorldSeeder(connection: c).seedWorld(
+            profiles: 200, filters: 20, seed: 2, now: Self.now, existing: .append)
         #expect(appended.detail("first profile id") == 501 && appended.detail("first filter id") == 51)
-        let row = try c.query("""
+        let row = try c.query(
+            """
             SELECT count(*), max(id), (SELECT count(*) FROM saved_filters WHERE id > 50 AND owner_id <= 500) FROM profiles
-            """).rows[0]
+            """
+        ).rows[0]
         #expect(try row.int64(0) == 700 && row.int64(1) == 700)
         #expect(try row.int64(2) == 0)  // an appended world's filters belong to its own members
 
         // The command line refuses too, with one line saying what to do.
-        let refused = try MatcherProcess.run(["seed", "--profiles", "10", "--now", "2026-03-01T03:00:00Z"], database: db.conninfo)
+        let refused = try MatcherProcess.run(
+            ["seed", "--profiles", "10", "--now", "2026-03-01T03:00:00Z"], database: db.conninfo)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("pass --append to add to them or --replace"))
     }
@@ -70,7 +81,10 @@ import Testing
     @Test func commandLineWritesTheWorldAndPrintsASummary() throws {
         let db = try MigratedDatabase.create()
         let out = try MatcherProcess.run(
-            ["seed", "--profiles", "1000", "--filters", "100", "--seed", "3", "--now", "2026-03-01T03:00:00Z", "--format", "json"],
+            [
+                "seed", "--profiles", "1000", "--filters", "100", "--seed", "3", "--now", "2026-03-01T03:00:00Z",
+                "--format", "json",
+            ],
             database: db.conninfo)
         #expect(out.status == 0, "\(out.stderr)")
         #expect(out.stdout.contains("\"profiles\": 1000") && out.stdout.contains("\"saved_filters\": 100"))
@@ -78,7 +92,8 @@ import Testing
         // The same rows as the library writes for the same seed and clock.
         let twin = try MigratedDatabase.create()
         let tc = try twin.connect()
-        _ = try WorldSeeder(connection: tc).seedWorld(profiles: 1000, filters: 100, seed: 3, now: Self.now, existing: .refuse)
+        _ = try WorldSeeder(connection: tc).seedWorld(
+            profiles: 1000, filters: 100, seed: 3, now: Self.now, existing: .refuse)
         #expect(try Self.checksum(c) == (try Self.checksum(tc)))
     }
 
@@ -88,8 +103,10 @@ import Testing
         let db = try MigratedDatabase.create()
         let c = try db.connect()
         let n = 20_000
-        let summary = try WorldSeeder(connection: c).seedWorld(profiles: n, filters: 0, seed: 21, now: Self.now, existing: .refuse)
-        let r = try c.query("""
+        let summary = try WorldSeeder(connection: c).seedWorld(
+            profiles: n, filters: 0, seed: 21, now: Self.now, existing: .refuse)
+        let r = try c.query(
+            """
             WITH p AS (SELECT *, date_part('year', age(date '2026-03-01', birth_date))::int AS age FROM profiles)
             SELECT avg((residence = 13)::int)::float8, avg((residence = 48)::int)::float8,
                    avg((gender = 1)::int)::float8, min(age), max(age), avg((age BETWEEN 20 AND 45)::int)::float8,
@@ -104,7 +121,8 @@ import Testing
                    avg(height_cm) FILTER (WHERE gender = 1)::float8, avg(height_cm) FILTER (WHERE gender = 2)::float8,
                    bool_and(gender IN (1, 2)), bool_and(birth_date IS NOT NULL)
             FROM p
-            """).rows[0]
+            """
+        ).rows[0]
         func d(_ i: Int) -> Double { (try? r.double(i)) ?? .nan }
         #expect((0.17...0.28).contains(d(0)), "Tokyo share \(d(0))")
         #expect((0.0005...0.01).contains(d(1)), "abroad share \(d(1))")
@@ -128,22 +146,28 @@ import Testing
         #expect((0.4...0.6).contains(Double(summary.rows("blocks")) / Double(n)), "blocks a profile")
 
         // The large prefectures lead, in population order give or take.
-        let top = try c.query("SELECT residence FROM profiles GROUP BY 1 ORDER BY count(*) DESC LIMIT 7").rows.map { try $0.int16(0) }
+        let top = try c.query("SELECT residence FROM profiles GROUP BY 1 ORDER BY count(*) DESC LIMIT 7").rows.map {
+            try $0.int16(0)
+        }
         #expect(top.first == 13)
         #expect(Set(top).isSubset(of: [13, 14, 27, 11, 23, 12, 40, 28, 1]))
         // Codes stay in their domains; communities are sparse ids with a Zipf-like head.
-        let domains = try c.query("""
+        let domains = try c.query(
+            """
             SELECT bool_and(personality <@ (SELECT array_agg(g::smallint) FROM generate_series(1, 40) g)),
                    bool_and(languages <@ (SELECT array_agg(g::smallint) FROM generate_series(1, 30) g)),
                    bool_and(income_band IS NULL OR income_band BETWEEN 1 AND 9),
                    bool_and(height_cm IS NULL OR height_cm BETWEEN 120 AND 230),
                    bool_and(residence BETWEEN 0 AND 48 AND hometown BETWEEN 0 AND 48 AND occupation BETWEEN 0 AND 60)
             FROM profiles
-            """).rows[0]
+            """
+        ).rows[0]
         #expect(try (0..<5).allSatisfy { try domains.bool($0) })
-        let communities = try c.query("""
+        let communities = try c.query(
+            """
             SELECT count(*) FROM profiles, unnest(communities) c GROUP BY c ORDER BY count(*) DESC LIMIT 10
-            """).rows.map { try $0.int64(0) }
+            """
+        ).rows.map { try $0.int64(0) }
         #expect(communities.count == 10 && communities[0] > 4 * communities[9])
         let maxCommunity = try c.query("SELECT max(c) FROM profiles, unnest(communities) c").rows[0].int32(0)
         #expect(maxCommunity > 100_000)
@@ -198,12 +222,15 @@ import Testing
     @Test func seededFiltersInTheDatabaseDecodeAsPlanned() throws {
         let db = try MigratedDatabase.create()
         let c = try db.connect()
-        let summary = try WorldSeeder(connection: c).seedWorld(profiles: 4_000, filters: 4_000, seed: 5, now: Self.now, existing: .refuse)
+        let summary = try WorldSeeder(connection: c).seedWorld(
+            profiles: 4_000, filters: 4_000, seed: 5, now: Self.now, existing: .refuse)
         var invalid = 0
         var genderOpposite = 0, total = 0
-        let rows = try c.query("""
+        let rows = try c.query(
+            """
             SELECT f.conditions::text, p.gender, p.residence FROM saved_filters f JOIN profiles p ON p.id = f.owner_id ORDER BY f.id
-            """).rows
+            """
+        ).rows
         for row in rows {
             total += 1
             do {
@@ -220,16 +247,19 @@ import Testing
         #expect(invalid > 0)
         #expect(Double(genderOpposite) / Double(total) > 0.9)
         // Notify intervals: mostly a day, some 12 hours, 3 and 7 days.
-        let every = try c.query("SELECT notify_every::text, count(*) FROM saved_filters GROUP BY 1 ORDER BY 2 DESC").rows
+        let every = try c.query("SELECT notify_every::text, count(*) FROM saved_filters GROUP BY 1 ORDER BY 2 DESC")
+            .rows
             .map { (try $0.string(0), try $0.int64(1)) }
         #expect(every.first?.0 == "1 day" && Set(every.map(\.0)) == ["1 day", "12:00:00", "3 days", "7 days"])
         // Owners' own prefecture is in their residence condition.
-        let ownPrefecture = try c.query("""
+        let ownPrefecture = try c.query(
+            """
             SELECT avg((p.residence = ANY (ARRAY(SELECT jsonb_array_elements_text(f.conditions -> 'residence' -> 'anyOf')::smallint)))::int)::float8
             FROM saved_filters f JOIN profiles p ON p.id = f.owner_id
             WHERE f.conditions ? 'residence' AND p.residence BETWEEN 1 AND 47
               AND jsonb_typeof(f.conditions -> 'residence' -> 'anyOf') = 'array'
-            """).rows[0].double(0)
+            """
+        ).rows[0].double(0)
         #expect(ownPrefecture > 0.99)
     }
 
@@ -238,15 +268,20 @@ import Testing
     @Test func changesTouchExactlyTheIntendedCountsAndTheChangeCaptureSeesThem() throws {
         let db = try MigratedDatabase.create()
         let c = try db.connect()
-        _ = try WorldSeeder(connection: c).seedWorld(profiles: 5_000, filters: 1_000, seed: 8, now: Self.now, existing: .refuse)
-        let before = try c.query("""
+        _ = try WorldSeeder(connection: c).seedWorld(
+            profiles: 5_000, filters: 1_000, seed: 8, now: Self.now, existing: .refuse)
+        let before = try c.query(
+            """
             SELECT (SELECT count(*) FROM profiles WHERE status = 2), (SELECT count(*) FROM profiles WHERE status = 4),
                    (SELECT count(*) FROM saved_filters WHERE deleted_at IS NOT NULL), (SELECT count(*) FROM blocks),
                    (SELECT count(*) FROM profiles WHERE status = 1)
-            """).rows[0]
+            """
+        ).rows[0]
         try c.execute("CREATE TEMP TABLE filters_before AS SELECT id, conditions, updated_at FROM saved_filters")
         try c.execute("CREATE TEMP TABLE profiles_before AS SELECT * FROM profiles")
-        let seedXid = try c.query("SELECT DISTINCT changed_by::text FROM matcher_profile_changes").rows.map { try $0.string(0) }
+        let seedXid = try c.query("SELECT DISTINCT changed_by::text FROM matcher_profile_changes").rows.map {
+            try $0.string(0)
+        }
         #expect(seedXid.count == 1)
 
         let (plan, summary) = try DailyChangeApplier(connection: c).apply(count: 1_000, seed: 4, now: Self.day2)
@@ -259,16 +294,20 @@ import Testing
 
         // The change capture recorded exactly the profiles whose matching state the day changed (inserted, or a
         // column matching reads changed: not a login or a plan alone), in one new transaction.
-        let captured = try c.query("""
+        let captured = try c.query(
+            """
             SELECT profile_id FROM matcher_profile_changes WHERE changed_by::text <> $1 ORDER BY profile_id
-            """, [.text(seedXid[0])]).rows.map { try $0.int64(0) }
+            """, [.text(seedXid[0])]
+        ).rows.map { try $0.int64(0) }
         let watched = ChangeCapture.watchedColumns.map { "\"\($0)\"" }
-        let reallyChanged = try c.query("""
+        let reallyChanged = try c.query(
+            """
             SELECT p.id FROM profiles p LEFT JOIN profiles_before b ON b.id = p.id
             WHERE b.id IS NULL OR (\(watched.map { "p.\($0)" }.joined(separator: ", ")))
                                   IS DISTINCT FROM (\(watched.map { "b.\($0)" }.joined(separator: ", ")))
             ORDER BY p.id
-            """).rows.map { try $0.int64(0) }
+            """
+        ).rows.map { try $0.int64(0) }
         #expect(captured == reallyChanged)
         #expect(Set(captured).isSubset(of: Set(plan.touchedProfileIds)))
         #expect(Set(plan.inserts.map(\.profile.id)).isSubset(of: Set(captured)))
@@ -276,7 +315,8 @@ import Testing
         let loginOnly = plan.updates.filter { !$0.setsItems }.map(\.id)
         #expect(!loginOnly.isEmpty && Set(loginOnly).isDisjoint(with: Set(captured)))
 
-        let after = try c.query("""
+        let after = try c.query(
+            """
             SELECT (SELECT count(*) FROM profiles WHERE status = 2), (SELECT count(*) FROM profiles WHERE status = 4),
                    (SELECT count(*) FROM saved_filters WHERE deleted_at IS NOT NULL), (SELECT count(*) FROM blocks),
                    (SELECT count(*) FROM profiles), (SELECT max(id) FROM saved_filters),
@@ -284,7 +324,8 @@ import Testing
                    (SELECT count(*) FROM filters_before b JOIN saved_filters f USING (id) WHERE f.conditions <> b.conditions),
                    (SELECT count(*) FROM profiles WHERE updated_at > $1 AND id <= 5000),
                    (SELECT count(*) FROM profiles WHERE last_login_at > $1 AND id <= 5000 AND status = 1)
-            """, [.timestamptz(Self.now)]).rows[0]
+            """, [.timestamptz(Self.now)]
+        ).rows[0]
         let a = try (0..<10).map { try after.int64($0) }, b = try (0..<5).map { try before.int64($0) }
         #expect(a[0] == b[0] + 20 - 10, "hidden \(a[0]), before \(b[0])")
         #expect(a[1] == b[1] + 10, "deleted \(a[1]), before \(b[1])")
@@ -297,7 +338,9 @@ import Testing
         #expect(a[8] == 890)  // updates, hides, deletes, reactivations of existing profiles
         #expect(a[9] == 850)  // every update is a login
         // Inserted profiles are new registrations of the day.
-        let inserted = try c.query("SELECT min(id), max(id), min(created_at), max(created_at) FROM profiles WHERE id > 5000").rows[0]
+        let inserted = try c.query(
+            "SELECT min(id), max(id), min(created_at), max(created_at) FROM profiles WHERE id > 5000"
+        ).rows[0]
         #expect(try inserted.int64(0) == 5_001 && inserted.int64(1) == 5_150)
         #expect(try inserted.timestamp(2) > Self.now && inserted.timestamp(3) <= Self.day2)
         // New filters decode unless planted invalid.
@@ -309,19 +352,28 @@ import Testing
     // MARK: - OkCupid
 
     static let okcupidPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/data/okcupid-profiles.csv.gz").path
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent(
+            "shared/data/okcupid-profiles.csv.gz"
+        ).path
 
     @Test func csvHandlesQuotedCommasQuotesAndLineBreaks() throws {
         let text = "id,a,b\r\n1,\"x, y\",plain\n2,\"say \"\"hi\"\"\",\"two\nlines\"\n3,,\"\"\n4,last,row"
         let records = try CSV.parse(Array(text.utf8))
-        #expect(records == [["id", "a", "b"], ["1", "x, y", "plain"], ["2", "say \"hi\"", "two\nlines"], ["3", "", ""], ["4", "last", "row"]])
+        #expect(
+            records == [
+                ["id", "a", "b"], ["1", "x, y", "plain"], ["2", "say \"hi\"", "two\nlines"], ["3", "", ""],
+                ["4", "last", "row"],
+            ])
         #expect(throws: CSV.ParseError.self) { try CSV.parse(Array("a,\"open".utf8)) }
     }
 
     @Test func okcupidMappingRules() {
-        #expect(OkCupidMapping.heightCm(75) == 191 && OkCupidMapping.heightCm(1) == nil && OkCupidMapping.heightCm(95) == nil)
-        #expect(OkCupidMapping.incomeBand(20_000) == 2 && OkCupidMapping.incomeBand(80_000) == 5
-            && OkCupidMapping.incomeBand(1_000_000) == 9 && OkCupidMapping.incomeBand(-1) == nil)
+        #expect(
+            OkCupidMapping.heightCm(75) == 191 && OkCupidMapping.heightCm(1) == nil
+                && OkCupidMapping.heightCm(95) == nil)
+        #expect(
+            OkCupidMapping.incomeBand(20_000) == 2 && OkCupidMapping.incomeBand(80_000) == 5
+                && OkCupidMapping.incomeBand(1_000_000) == 9 && OkCupidMapping.incomeBand(-1) == nil)
         #expect(OkCupidMapping.education("graduated from masters program") == 4)
         #expect(OkCupidMapping.education("working on college/university") == 1)
         #expect(OkCupidMapping.education("dropped out of ph.d program") == 3)
@@ -344,18 +396,24 @@ import Testing
         #expect(records.count == 2_000 && records.first?.id == 1 && records.last?.id == 2_000)
         let db = try MigratedDatabase.create()
         let c = try db.connect()
-        let summary = try OkCupidSeeder(connection: c).seed(records: records, filters: 200, seed: 3, now: Self.now, existing: .refuse)
+        let summary = try OkCupidSeeder(connection: c).seed(
+            records: records, filters: 200, seed: 3, now: Self.now, existing: .refuse)
         #expect(summary.rows("profiles") == 2_000 && summary.rows("saved_filters") == 200)
 
-        let rows = try c.query("""
+        let rows = try c.query(
+            """
             SELECT id, gender, date_part('year', age(date '2026-03-01', birth_date))::int, height_cm, income_band, body_type,
                    drinking, smoking, education, occupation, has_children, wants_children, marital_status, languages, housemate
             FROM profiles WHERE id IN (1, 2, 3, 4) ORDER BY id
-            """).rows
+            """
+        ).rows
         func values(_ r: PostgresRow) throws -> [Int] {
-            try [Int(r.int64(0)), Int(r.int16(1)), Int(r.int32(2)), r.optionalInt16(3).map(Int.init) ?? -1,
-                 r.optionalInt16(4).map(Int.init) ?? -1, Int(r.int16(5)), Int(r.int16(6)), Int(r.int16(7)), Int(r.int16(8)),
-                 Int(r.int16(9)), Int(r.int16(10)), Int(r.int16(11)), Int(r.int16(12))]
+            try [
+                Int(r.int64(0)), Int(r.int16(1)), Int(r.int32(2)), r.optionalInt16(3).map(Int.init) ?? -1,
+                r.optionalInt16(4).map(Int.init) ?? -1, Int(r.int16(5)), Int(r.int16(6)), Int(r.int16(7)),
+                Int(r.int16(8)),
+                Int(r.int16(9)), Int(r.int16(10)), Int(r.int16(11)), Int(r.int16(12)),
+            ]
         }
         // 1: m, 22, a little extra, socially, working on college/university, 75 in, transportation,
         //    "doesn't have kids, but might want them", sometimes, english, single.
@@ -377,11 +435,13 @@ import Testing
         // Aggregates over the 2,000 follow the records.
         let men = records.filter { $0.sex == "m" }.count
         let noIncome = records.filter { ($0.income ?? -1) <= 0 }.count
-        let aggregate = try c.query("""
+        let aggregate = try c.query(
+            """
             SELECT count(*) FILTER (WHERE gender = 1), count(*) FILTER (WHERE income_band IS NULL),
                    count(*) FILTER (WHERE birth_date IS NULL), count(*) FILTER (WHERE residence = 0)
             FROM profiles
-            """).rows[0]
+            """
+        ).rows[0]
         #expect(try aggregate.int64(0) == Int64(men) && aggregate.int64(1) == Int64(noIncome))
         #expect(try aggregate.int64(2) == 0)
         // Filters follow orientation: a gay member's gender condition names his or her own gender.
@@ -390,9 +450,11 @@ import Testing
         var checked = 0
         for row in filters {
             guard let record = byId[try row.int64(0)],
-                  let conditions = try? FilterConditions.decode(json: try row.string(1)),
-                  case .anyOf(let codes)? = conditions[MasterItem.Gender.item] else { continue }
-            #expect(codes.map(Int16.init) == OkCupidMapping.soughtGenders(sex: record.sex, orientation: record.orientation))
+                let conditions = try? FilterConditions.decode(json: try row.string(1)),
+                case .anyOf(let codes)? = conditions[MasterItem.Gender.item]
+            else { continue }
+            #expect(
+                codes.map(Int16.init) == OkCupidMapping.soughtGenders(sex: record.sex, orientation: record.orientation))
             checked += 1
         }
         #expect(checked > 150)

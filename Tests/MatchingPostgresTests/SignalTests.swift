@@ -36,10 +36,12 @@ import Testing
         let watcher = try stopped.database.connect()
         var waiting = false
         for _ in 0..<300 where !waiting {
-            waiting = try !watcher.query("""
+            waiting = try !watcher.query(
+                """
                 SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'matcher %'
                   AND wait_event_type = 'Lock'
-                """).rows.isEmpty
+                """
+            ).rows.isEmpty
             if !waiting { Thread.sleep(forTimeInterval: 0.05) }
         }
         #expect(waiting)

@@ -13,22 +13,27 @@ import Testing
 
     func setUp() throws -> (Twin, RunRecord, NotificationCandidateFilter) {
         let twin = try Twin()
-        try twin.writer.upsertProfiles([ScenarioWorldProfiles.man(1)] + (2...4).map { ScenarioWorldProfiles.woman($0) },
-                                       updatedAt: ScenarioWorld.day1)
-        let filter = SavedFilter(id: 10, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                                 createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
+        try twin.writer.upsertProfiles(
+            [ScenarioWorldProfiles.man(1)] + (2...4).map { ScenarioWorldProfiles.woman($0) },
+            updatedAt: ScenarioWorld.day1)
+        let filter = SavedFilter(
+            id: 10, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+            createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
         try twin.writer.upsertFilters([filter])
-        let run = try twin.postgres.start(NewRun(kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100,
-                                                 writesNotifications: true, coverage: .none, upTo: nil,
-                                                 upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
-                                                 parameters: "{}", candidates: 3))
+        let run = try twin.postgres.start(
+            NewRun(
+                kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100,
+                writesNotifications: true, coverage: .none, upTo: nil,
+                upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
+                parameters: "{}", candidates: 3))
         return (twin, run, NotificationCandidateFilter(filter: filter, owner: FilterOwner(id: 1, status: 1, plan: 0)))
     }
 
     func unit(_ run: RunRecord, _ notify: NotificationCandidateFilter, _ ids: [Int64]) -> WorkUnit {
-        WorkUnit(runId: run.id, clock: clock, lastFilterId: 10, matches: [FilterResult(filterId: 10, profileIds: ids)],
-                 notify: [notify], filterCounters: RunCounters(filtersEvaluated: 1),
-                 lastLoginAt: Dictionary(uniqueKeysWithValues: ids.map { ($0, ScenarioWorld.day1) }))
+        WorkUnit(
+            runId: run.id, clock: clock, lastFilterId: 10, matches: [FilterResult(filterId: 10, profileIds: ids)],
+            notify: [notify], filterCounters: RunCounters(filtersEvaluated: 1),
+            lastLoginAt: Dictionary(uniqueKeysWithValues: ids.map { ($0, ScenarioWorld.day1) }))
     }
 
     @Test func newMatchesAreWrittenOnceAlreadyNotified() throws {
@@ -45,10 +50,12 @@ import Testing
     @Test func aPairRecordedMeanwhileFallsBackAndIsNeitherDuplicatedNorNotifiedTwice() throws {
         let (twin, run, notify) = try setUp()
         // Another writer (a backfill with --notify) recorded (10, 3) after this run read the table.
-        try twin.connection.query("""
+        try twin.connection.query(
+            """
             INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (10, 3, $1)
             """, [.timestamptz(ScenarioWorld.day1)])
-        try twin.connection.query("""
+        try twin.connection.query(
+            """
             INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES (10, 3, $1)
             """, [.timestamptz(ScenarioWorld.day1)])
         let outcome = try twin.postgres.commit(unit(run, notify, [2, 3]), planner: NotificationPlanner())
@@ -74,37 +81,45 @@ import Testing
             return MatchPair(filterId: filterId, profileId: Int64(n % 5) + 100)
         }
         let recorded = [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)]
-        #expect(try twin.postgres.recordedPairs(among: many + recorded)
-            == [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)])
-        #expect(try twin.postgres.recordedPairs(among: [MatchPair(filterId: 10, profileId: 2)])
-            == [MatchPair(filterId: 10, profileId: 2)])
+        #expect(
+            try twin.postgres.recordedPairs(among: many + recorded)
+                == [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)])
+        #expect(
+            try twin.postgres.recordedPairs(among: [MatchPair(filterId: 10, profileId: 2)])
+                == [MatchPair(filterId: 10, profileId: 2)])
         #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
     }
 
     @Test func aNotifiedMatchIsMarkedInPlaceAndLeavesTheWaitingList() throws {
         let (twin, run, notify) = try setUp()
         // Recorded while its filter was not due: waiting.
-        try twin.connection.query("INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (10, $1)",
-                                  [.timestamptz(ScenarioWorld.day1)])
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (10, $1)",
+            [.timestamptz(ScenarioWorld.day1)])
         let first = try twin.postgres.commit(unit(run, notify, [2, 3]), planner: NotificationPlanner())
         #expect(first == WorkUnitOutcome(matchesWritten: 2, notificationsWritten: 0))
         let waiting = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
         #expect(waiting == 2)
         // A day later the filter is due: both are marked with a HOT update (no index reads notification_id).
-        let later = WorkUnit(runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)),
-                             lastFilterId: 10, matches: [], notify: [notify], filterCounters: .zero)
+        let later = WorkUnit(
+            runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)),
+            lastFilterId: 10, matches: [], notify: [notify], filterCounters: .zero)
         let second = try twin.postgres.commit(later, planner: NotificationPlanner())
         #expect(second == WorkUnitOutcome(matchesWritten: 0, notificationsWritten: 1))
         let left = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
         #expect(left == 0)
-        let indexed = try twin.connection.query("""
+        let indexed = try twin.connection.query(
+            """
             SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
             WHERE i.indrelid = 'filter_matches'::regclass AND a.attname IN ('notification_id', 'mutual', 'silent')
-            """).rows[0].int64(0)
+            """
+        ).rows[0].int64(0)
         #expect(indexed == 0)
-        let predicates = try twin.connection.query("""
+        let predicates = try twin.connection.query(
+            """
             SELECT count(*) FROM pg_index WHERE indrelid = 'filter_matches'::regclass AND indpred IS NOT NULL
-            """).rows[0].int64(0)
+            """
+        ).rows[0].int64(0)
         #expect(predicates == 0)
     }
 }

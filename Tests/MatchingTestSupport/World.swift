@@ -8,9 +8,11 @@ public enum World {
     public static let day2 = day1.adding(days: 1)
 
     /// A profile with the items the tests filter on; everything else unanswered.
-    public static func profile(_ id: Int64, gender: Int16 = 2, born: String = "1996-05-01", residence: Int16 = 13,
-                        smoking: Int16 = 1, status: Int16 = 1, plan: Int16 = 0, loginHoursAgo: Int = 1,
-                        communities: [Int32] = [], at clock: Timestamp = day1) -> Profile {
+    public static func profile(
+        _ id: Int64, gender: Int16 = 2, born: String = "1996-05-01", residence: Int16 = 13,
+        smoking: Int16 = 1, status: Int16 = 1, plan: Int16 = 0, loginHoursAgo: Int = 1,
+        communities: [Int32] = [], at clock: Timestamp = day1
+    ) -> Profile {
         Profile.make(
             id: id, status: status, plan: plan,
             lastLoginAt: clock.adding(microseconds: -Int64(loginHoursAgo) * 3_600_000_000),
@@ -24,20 +26,27 @@ public enum World {
             ])
     }
 
-    public static func filter(_ id: Int64, owner: Int64, _ json: String = #"{"gender": {"anyOf": [2]}}"#, notify: Bool = true,
-                       every: NotifyInterval = NotifyInterval(months: 0, days: 1, microseconds: 0),
-                       deleted: Bool = false) -> SavedFilter {
-        SavedFilter(id: id, ownerId: owner, name: "search \(id)", conditionsJSON: json, notify: notify,
-                    notifyEvery: every, createdAt: day1.adding(days: -10), updatedAt: day1.adding(days: -10),
-                    deletedAt: deleted ? day1.adding(days: -1) : nil)
+    public static func filter(
+        _ id: Int64, owner: Int64, _ json: String = #"{"gender": {"anyOf": [2]}}"#, notify: Bool = true,
+        every: NotifyInterval = NotifyInterval(months: 0, days: 1, microseconds: 0),
+        deleted: Bool = false
+    ) -> SavedFilter {
+        SavedFilter(
+            id: id, ownerId: owner, name: "search \(id)", conditionsJSON: json, notify: notify,
+            notifyEvery: every, createdAt: day1.adding(days: -10), updatedAt: day1.adding(days: -10),
+            deletedAt: deleted ? day1.adding(days: -1) : nil)
     }
 
-    public static func run(_ store: InMemoryStore, now: Timestamp = day1, shard: Shard = .all, maxPerFilter: Int = 100,
-                    dryRun: Bool = false, unitFilterLimit: Int = 2_000,
-                    output: any RunOutputHandler = SilentRunOutput()) throws -> RunSummary {
-        try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                        output: output, unitFilterLimit: unitFilterLimit)
-            .execute(.init(now: now, shard: shard, maxPerFilter: maxPerFilter, dryRun: dryRun))
+    public static func run(
+        _ store: InMemoryStore, now: Timestamp = day1, shard: Shard = .all, maxPerFilter: Int = 100,
+        dryRun: Bool = false, unitFilterLimit: Int = 2_000,
+        output: any RunOutputHandler = SilentRunOutput()
+    ) throws -> RunSummary {
+        try RunMatching(
+            profiles: store, filters: store, blocks: store, matches: store, runs: store,
+            output: output, unitFilterLimit: unitFilterLimit
+        )
+        .execute(.init(now: now, shard: shard, maxPerFilter: maxPerFilter, dryRun: dryRun))
     }
 
     public static func backfill(_ store: InMemoryStore, _ input: Backfill.Input) throws -> RunSummary {
@@ -53,7 +62,9 @@ public enum World {
         let matches = store.allMatches.map { m in
             "\(m.filterId)/\(m.profileId) at \(m.matchedAt) notified \(m.notificationId.flatMap { byId[$0] }.map { "\($0.filterId)@\($0.createdAt)" } ?? "no")"
         }
-        let notifications = notes.map { "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)" }.sorted()
+        let notifications = notes.map {
+            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)"
+        }.sorted()
         return (matches, notifications)
     }
 }

@@ -9,9 +9,13 @@ import Testing
 
     @Test func everyPathTheArchitecturePageNamesExists() throws {
         let page = try String(contentsOf: Self.root.appendingPathComponent("ARCHITECTURE.md"), encoding: .utf8)
-        let paths = page.matches(of: #/`((?:Sources|Tests|sql|scripts|deploy|docs)/[^`\s]*)`/#).map { String($0.output.1) }
+        let paths = page.matches(of: #/`((?:Sources|Tests|sql|scripts|deploy|docs)/[^`\s]*)`/#).map {
+            String($0.output.1)
+        }
         #expect(paths.count >= 20)
-        let missing = paths.filter { !FileManager.default.fileExists(atPath: Self.root.appendingPathComponent($0).path) }
+        let missing = paths.filter {
+            !FileManager.default.fileExists(atPath: Self.root.appendingPathComponent($0).path)
+        }
         #expect(missing.isEmpty, "named in ARCHITECTURE.md but missing: \(missing)")
     }
 }

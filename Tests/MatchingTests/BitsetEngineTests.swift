@@ -1,8 +1,9 @@
 import Chronology
 import Foundation
-import Testing
-@testable import Matching
 import MatchingTestSupport
+import Testing
+
+@testable import Matching
 
 /// A reproducible generator (SplitMix64).
 struct BitsetTestGenerator: RandomNumberGenerator {
@@ -26,11 +27,12 @@ struct BitsetTestGenerator: RandomNumberGenerator {
 /// Random profiles and filters over the whole catalogue: every kind and form, values at the bounds,
 /// unanswered values, values outside the domains, ties in `last_login_at`.
 struct BitsetTestWorld {
-    static let now = Timestamp(iso8601: "2026-03-01T03:00:00Z")!   // 2026-03-01 12:00 in Tokyo
+    static let now = Timestamp(iso8601: "2026-03-01T03:00:00Z")!  // 2026-03-01 12:00 in Tokyo
     static let clock = EvaluationClock(now: now)
     static let day = Timestamp.microsecondsPerDay
     /// Community ids filters and profiles share: a few popular small ones, and sparse large ones.
-    static let communities: [Int32] = Array(1...12) + [1_000, 65_536, 99_999, 1 << 20, 123_456_789, Int32.max - 1, Int32.max]
+    static let communities: [Int32] =
+        Array(1...12) + [1_000, 65_536, 99_999, 1 << 20, 123_456_789, Int32.max - 1, Int32.max]
 
     var random: BitsetTestGenerator
     /// Shared `last_login_at` values, so that ties are frequent.
@@ -40,15 +42,17 @@ struct BitsetTestWorld {
         random = BitsetTestGenerator(seed: seed)
         var logins: [Int64] = []
         let now = BitsetTestWorld.now.microsecondsSinceEpoch
-        for days in [0, 1, 7, 30, 90, 365] {   // exactly on thresholds, and a microsecond either side
-            logins += [now - Int64(days) * BitsetTestWorld.day, now - Int64(days) * BitsetTestWorld.day - 1,
-                       now - Int64(days) * BitsetTestWorld.day + 1]
+        for days in [0, 1, 7, 30, 90, 365] {  // exactly on thresholds, and a microsecond either side
+            logins += [
+                now - Int64(days) * BitsetTestWorld.day, now - Int64(days) * BitsetTestWorld.day - 1,
+                now - Int64(days) * BitsetTestWorld.day + 1,
+            ]
         }
         for _ in 0..<150 {
             logins.append(now - Int64.random(in: 0...(400 * BitsetTestWorld.day), using: &random))
         }
-        logins.append(now + 3_600_000_000)   // in the future
-        logins += [Int64.min, Int64.min + 1, Int64.max]   // hostile extremes
+        logins.append(now + 3_600_000_000)  // in the future
+        logins += [Int64.min, Int64.min + 1, Int64.max]  // hostile extremes
         self.logins = logins
     }
 
@@ -75,32 +79,40 @@ struct BitsetTestWorld {
             if random.chance(0.15) { return .integer(nil) }
             let domain = item.domain ?? 1...9
             if random.chance(0.1) {
-                return .integer(random.pick([domain.lowerBound, domain.upperBound, domain.lowerBound - 1,
-                                             domain.upperBound + 1, 0, -3, Int32(Int16.max), Int32.min, Int32.max]))
+                return .integer(
+                    random.pick([
+                        domain.lowerBound, domain.upperBound, domain.lowerBound - 1,
+                        domain.upperBound + 1, 0, -3, Int32(Int16.max), Int32.min, Int32.max,
+                    ]))
             }
             return .integer(Int32(random.int(Int(domain.lowerBound)...Int(domain.upperBound))))
         case .nullableDate:
             if random.chance(0.15) { return .date(nil) }
             let run = BitsetTestWorld.clock.runDate
             if random.chance(0.05) {
-                return .date(CalendarDate(daysSinceEpoch: random.pick([Int32.min, Int32.max, -1_000_000, 2_000_000, 0])))
+                return .date(
+                    CalendarDate(daysSinceEpoch: random.pick([Int32.min, Int32.max, -1_000_000, 2_000_000, 0])))
             }
-            if random.chance(0.2) {   // on or next to a birthday
+            if random.chance(0.2) {  // on or next to a birthday
                 let years = random.int(10...125)
-                let date = CalendarDate(year: run.year - years, month: run.month, day: run.day)
+                let date =
+                    CalendarDate(year: run.year - years, month: run.month, day: run.day)
                     ?? CalendarDate(year: run.year - years, month: 3, day: 1)!
                 return .date(date.adding(days: random.int(-1...1)))
             }
-            if random.chance(0.05) { return .date(CalendarDate(year: random.pick([1996, 2000, 2004, 2008]), month: 2, day: 29)) }
+            if random.chance(0.05) {
+                return .date(CalendarDate(year: random.pick([1996, 2000, 2004, 2008]), month: 2, day: 29))
+            }
             return .date(run.adding(days: -random.int(15 * 365...130 * 365)))
         case .smallintArray, .integerArray:
             if random.chance(0.2) { return .codes([]) }
-            let pool: [Int32] = item.storage == .integerArray
+            let pool: [Int32] =
+                item.storage == .integerArray
                 ? BitsetTestWorld.communities
                 : Array(1...(item.domain?.upperBound ?? 10))
             var codes: [Int32] = (0..<random.int(1...4)).map { _ in random.pick(pool) }
             if random.chance(0.1) { codes.append(random.pick([0, -1, 999, 31, 41, Int32.min])) }
-            if random.chance(0.1), let first = codes.first { codes.append(first) }   // a repetition
+            if random.chance(0.1), let first = codes.first { codes.append(first) }  // a repetition
             return .codes(codes)
         case .boolean:
             return .flag(random.chance(0.5))
@@ -117,14 +129,15 @@ struct BitsetTestWorld {
     }
 
     mutating func form(for item: AnyMasterItem) -> ConditionForm {
-        if random.chance(0.01) {   // a form of another kind: never satisfied
+        if random.chance(0.01) {  // a form of another kind: never satisfied
             return random.pick([.flag(true), .withinDays(3), .range(min: 1, max: 5), .anyOf([1]), .allOf([1])])
         }
         switch item.kind {
         case .range:
             let domain = item.domain ?? 1...9
             func bound() -> Int32 {
-                random.chance(0.2) ? random.pick([domain.lowerBound, domain.upperBound])
+                random.chance(0.2)
+                    ? random.pick([domain.lowerBound, domain.upperBound])
                     : Int32(random.int(Int(domain.lowerBound)...Int(domain.upperBound)))
             }
             if random.chance(0.01) { return .range(min: nil, max: nil) }
@@ -142,7 +155,8 @@ struct BitsetTestWorld {
             if random.chance(0.05) { codes.insert(random.pick([99, 70_000, -1])) }
             return .anyOf(codes.sorted())
         case .multi:
-            let pool: [Int32] = item.storage == .integerArray
+            let pool: [Int32] =
+                item.storage == .integerArray
                 ? BitsetTestWorld.communities
                 : Array(1...(item.domain?.upperBound ?? 10))
             let codes = Set((0..<random.int(1...3)).map { _ in random.pick(pool) }).sorted()
@@ -162,10 +176,12 @@ struct BitsetTestWorld {
         return (0..<count).map { index in
             let conditions = random.chance(0.3) ? random.pick(pool) : self.conditions()
             let ownerId = random.chance(0.8) ? random.pick(owners) : -Int64(index) - 1
-            let filter = SavedFilter(id: Int64(index) + 1, ownerId: ownerId, conditionsJSON: conditions.canonicalJSON,
-                                     createdAt: BitsetTestWorld.now, updatedAt: BitsetTestWorld.now)
-            return PreparedFilter(filter: filter, owner: FilterOwner(id: ownerId, status: 1, plan: 1),
-                                  conditions: conditions)
+            let filter = SavedFilter(
+                id: Int64(index) + 1, ownerId: ownerId, conditionsJSON: conditions.canonicalJSON,
+                createdAt: BitsetTestWorld.now, updatedAt: BitsetTestWorld.now)
+            return PreparedFilter(
+                filter: filter, owner: FilterOwner(id: ownerId, status: 1, plan: 1),
+                conditions: conditions)
         }
     }
 
@@ -206,16 +222,22 @@ struct BitsetTestWorld {
     }()
 
     /// The reference answer with no limit; the answer at limit L is its first L ids.
-    static func reference(_ filters: [PreparedFilter], _ batch: CandidateBatch, _ exclusions: MatchExclusions) -> [FilterResult] {
-        ReferenceMatchEngine().evaluate(filters, against: batch, limit: Int.max, clock: BitsetTestWorld.clock,
-                                        exclusions: exclusions)
+    static func reference(
+        _ filters: [PreparedFilter], _ batch: CandidateBatch, _ exclusions: MatchExclusions
+    ) -> [FilterResult] {
+        ReferenceMatchEngine().evaluate(
+            filters, against: batch, limit: Int.max, clock: BitsetTestWorld.clock,
+            exclusions: exclusions)
     }
 
-    static func expectSame(_ engine: BitsetMatchEngine, _ filters: [PreparedFilter], _ batch: CandidateBatch,
-                           _ exclusions: MatchExclusions, _ unlimited: [FilterResult], label: String) {
+    static func expectSame(
+        _ engine: BitsetMatchEngine, _ filters: [PreparedFilter], _ batch: CandidateBatch,
+        _ exclusions: MatchExclusions, _ unlimited: [FilterResult], label: String
+    ) {
         for limit in limits {
-            let results = engine.evaluate(filters, against: batch, limit: limit, clock: BitsetTestWorld.clock,
-                                          exclusions: exclusions)
+            let results = engine.evaluate(
+                filters, against: batch, limit: limit, clock: BitsetTestWorld.clock,
+                exclusions: exclusions)
             #expect(results.count == filters.count)
             var mismatches = 0
             for (result, expected) in zip(results, unlimited) {
@@ -224,7 +246,8 @@ struct BitsetTestWorld {
                     mismatches += 1
                     if mismatches <= 3 {
                         let filter = filters.first { $0.filter.id == expected.filterId }!
-                        Issue.record("""
+                        Issue.record(
+                            """
                             \(label) limit \(limit) filter \(expected.filterId) \(filter.conditions.canonicalJSON): \
                             got \(result.profileIds.prefix(12)) (\(result.profileIds.count)), \
                             want \(wanted.prefix(12)) (\(wanted.count))
@@ -245,7 +268,9 @@ struct BitsetTestWorld {
         let batch = CandidateBatch(profiles)
         let filters = world.filters(500, owners: profiles.map(\.id))
         // The last world has no recorded pair nor block (only the owner is skipped).
-        let exclusions = seed == 3 ? MatchExclusions(existing: [], blocks: .none)
+        let exclusions =
+            seed == 3
+            ? MatchExclusions(existing: [], blocks: .none)
             : world.exclusions(filters: filters, profiles: profiles)
         let unlimited = Self.reference(filters, batch, exclusions)
         #expect(unlimited.contains { !$0.profileIds.isEmpty })
@@ -277,10 +302,12 @@ struct BitsetTestWorld {
         let exclusions = world.exclusions(filters: filters, profiles: profiles)
         let candidates = batch.profiles
         for engine in Self.engineVariants {
-            let counted = engine.evaluateCounting(filters, against: batch, limit: 3, clock: BitsetTestWorld.clock,
-                                                  exclusions: exclusions)
-            let expectedResults = ReferenceMatchEngine().evaluate(filters, against: batch, limit: 3,
-                                                                  clock: BitsetTestWorld.clock, exclusions: exclusions)
+            let counted = engine.evaluateCounting(
+                filters, against: batch, limit: 3, clock: BitsetTestWorld.clock,
+                exclusions: exclusions)
+            let expectedResults = ReferenceMatchEngine().evaluate(
+                filters, against: batch, limit: 3,
+                clock: BitsetTestWorld.clock, exclusions: exclusions)
             #expect(counted.results == expectedResults)
             for (filter, count) in zip(filters, counted.matchCounts) {
                 let expected = candidates.filter {
@@ -294,17 +321,20 @@ struct BitsetTestWorld {
     @Test func ownerBlocksAndRecordedPairsAreSkippedWithoutShorteningTheAnswer() throws {
         let now = BitsetTestWorld.now
         let profiles = (1...10).map { id in
-            Profile.make(id: Int64(id), lastLoginAt: now.adding(microseconds: -Int64(id)), createdAt: now,
-                         ["gender": .code(2)])
+            Profile.make(
+                id: Int64(id), lastLoginAt: now.adding(microseconds: -Int64(id)), createdAt: now,
+                ["gender": .code(2)])
         }
         let conditions = try FilterConditions.decode(json: #"{"gender": {"anyOf": [2]}}"#)
         let filter = PreparedFilter(
             filter: SavedFilter(id: 7, ownerId: 1, conditionsJSON: "{}", createdAt: now, updatedAt: now),
             owner: FilterOwner(id: 1, status: 1, plan: 0), conditions: conditions)
-        let exclusions = MatchExclusions(existing: [MatchPair(filterId: 7, profileId: 3)],
-                                         blocks: BlockSet([(blocker: 1, blocked: 2), (blocker: 4, blocked: 1)]))
-        let results = BitsetMatchEngine().evaluate([filter], against: CandidateBatch(profiles), limit: 3,
-                                                   clock: BitsetTestWorld.clock, exclusions: exclusions)
+        let exclusions = MatchExclusions(
+            existing: [MatchPair(filterId: 7, profileId: 3)],
+            blocks: BlockSet([(blocker: 1, blocked: 2), (blocker: 4, blocked: 1)]))
+        let results = BitsetMatchEngine().evaluate(
+            [filter], against: CandidateBatch(profiles), limit: 3,
+            clock: BitsetTestWorld.clock, exclusions: exclusions)
         #expect(results == [FilterResult(filterId: 7, profileIds: [5, 6, 7])])
     }
 
@@ -313,10 +343,14 @@ struct BitsetTestWorld {
         let profiles = world.profiles(10)
         let filters = world.filters(5, owners: profiles.map(\.id))
         let engine = BitsetMatchEngine()
-        #expect(engine.evaluate([], against: CandidateBatch(profiles), limit: 10, clock: BitsetTestWorld.clock,
-                                exclusions: MatchExclusions(existing: [], blocks: .none)).isEmpty)
-        let empty = engine.evaluate(filters, against: CandidateBatch([Profile]()), limit: 10, clock: BitsetTestWorld.clock,
-                                    exclusions: MatchExclusions(existing: [], blocks: .none))
+        #expect(
+            engine.evaluate(
+                [], against: CandidateBatch(profiles), limit: 10, clock: BitsetTestWorld.clock,
+                exclusions: MatchExclusions(existing: [], blocks: .none)
+            ).isEmpty)
+        let empty = engine.evaluate(
+            filters, against: CandidateBatch([Profile]()), limit: 10, clock: BitsetTestWorld.clock,
+            exclusions: MatchExclusions(existing: [], blocks: .none))
         #expect(empty.map(\.filterId) == filters.map(\.filter.id))
         #expect(empty.allSatisfy { $0.profileIds.isEmpty })
     }
@@ -350,7 +384,8 @@ struct BitsetTestWorld {
                     for code in codes { builder.appendCodeElement(code, item: item.index) }
                     builder.endCodes(item: item.index)
                 case .flag(let flag): builder.appendFlag(flag, item: item.index)
-                case .timestamp(let stamp): builder.appendTimestamp(microseconds: stamp.microsecondsSinceEpoch, item: item.index)
+                case .timestamp(let stamp):
+                    builder.appendTimestamp(microseconds: stamp.microsecondsSinceEpoch, item: item.index)
                 }
             }
         }

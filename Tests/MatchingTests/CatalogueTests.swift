@@ -1,41 +1,43 @@
 import Chronology
 import Foundation
 import Testing
+
 @testable import Matching
 
 /// The catalogue as master-items.md lists it, written out independently of the code.
-private let specifiedCatalogue: [(key: String, column: String, kind: ItemKind, storage: ColumnStorage, domain: ClosedRange<Int32>?)] = [
-    ("gender", "gender", .single, .smallint, 1...2),
-    ("age", "birth_date", .range, .nullableDate, 18...120),
-    ("height", "height_cm", .range, .nullableSmallint, 120...230),
-    ("income", "income_band", .range, .nullableSmallint, 1...9),
-    ("residence", "residence", .single, .smallint, 1...48),
-    ("hometown", "hometown", .single, .smallint, 1...48),
-    ("body_type", "body_type", .single, .smallint, 1...7),
-    ("blood_type", "blood_type", .single, .smallint, 1...4),
-    ("education", "education", .single, .smallint, 1...5),
-    ("occupation", "occupation", .single, .smallint, 1...60),
-    ("holiday", "holiday", .single, .smallint, 1...4),
-    ("smoking", "smoking", .single, .smallint, 1...6),
-    ("drinking", "drinking", .single, .smallint, 1...3),
-    ("marital_status", "marital_status", .single, .smallint, 1...3),
-    ("has_children", "has_children", .single, .smallint, 1...3),
-    ("marriage_intent", "marriage_intent", .single, .smallint, 1...5),
-    ("wants_children", "wants_children", .single, .smallint, 1...4),
-    ("housework", "housework", .single, .smallint, 1...5),
-    ("meeting_preference", "meeting_preference", .single, .smallint, 1...3),
-    ("date_cost", "date_cost", .single, .smallint, 1...7),
-    ("sibling_order", "sibling_order", .single, .smallint, 1...5),
-    ("housemate", "housemate", .single, .smallint, 1...5),
-    ("languages", "languages", .multi, .smallintArray, 1...30),
-    ("personality", "personality", .multi, .smallintArray, 1...40),
-    ("communities", "communities", .multi, .integerArray, 1...2_147_483_647),
-    ("has_photo", "has_photo", .flag, .boolean, nil),
-    ("has_introduction", "has_introduction", .flag, .boolean, nil),
-    ("verified", "verified", .flag, .boolean, nil),
-    ("last_login", "last_login_at", .recency, .timestamptz, 1...365),
-    ("registered", "created_at", .recency, .timestamptz, 1...365),
-]
+private let specifiedCatalogue:
+    [(key: String, column: String, kind: ItemKind, storage: ColumnStorage, domain: ClosedRange<Int32>?)] = [
+        ("gender", "gender", .single, .smallint, 1...2),
+        ("age", "birth_date", .range, .nullableDate, 18...120),
+        ("height", "height_cm", .range, .nullableSmallint, 120...230),
+        ("income", "income_band", .range, .nullableSmallint, 1...9),
+        ("residence", "residence", .single, .smallint, 1...48),
+        ("hometown", "hometown", .single, .smallint, 1...48),
+        ("body_type", "body_type", .single, .smallint, 1...7),
+        ("blood_type", "blood_type", .single, .smallint, 1...4),
+        ("education", "education", .single, .smallint, 1...5),
+        ("occupation", "occupation", .single, .smallint, 1...60),
+        ("holiday", "holiday", .single, .smallint, 1...4),
+        ("smoking", "smoking", .single, .smallint, 1...6),
+        ("drinking", "drinking", .single, .smallint, 1...3),
+        ("marital_status", "marital_status", .single, .smallint, 1...3),
+        ("has_children", "has_children", .single, .smallint, 1...3),
+        ("marriage_intent", "marriage_intent", .single, .smallint, 1...5),
+        ("wants_children", "wants_children", .single, .smallint, 1...4),
+        ("housework", "housework", .single, .smallint, 1...5),
+        ("meeting_preference", "meeting_preference", .single, .smallint, 1...3),
+        ("date_cost", "date_cost", .single, .smallint, 1...7),
+        ("sibling_order", "sibling_order", .single, .smallint, 1...5),
+        ("housemate", "housemate", .single, .smallint, 1...5),
+        ("languages", "languages", .multi, .smallintArray, 1...30),
+        ("personality", "personality", .multi, .smallintArray, 1...40),
+        ("communities", "communities", .multi, .integerArray, 1...2_147_483_647),
+        ("has_photo", "has_photo", .flag, .boolean, nil),
+        ("has_introduction", "has_introduction", .flag, .boolean, nil),
+        ("verified", "verified", .flag, .boolean, nil),
+        ("last_login", "last_login_at", .recency, .timestamptz, 1...365),
+        ("registered", "created_at", .recency, .timestamptz, 1...365),
+    ]
 
 @Suite struct CatalogueTests {
     @Test func followsMasterItemsInOrder() {
@@ -102,16 +104,19 @@ private let specifiedCatalogue: [(key: String, column: String, kind: ItemKind, s
         let declarations = profilesTable.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         for item in MasterItem.all {
             let declaration = try #require(declarations.first { $0.first == item.column }, "\(item.column)")
-            let (type, notNull) = switch item.storage {
-            case .smallint: ("smallint", true)
-            case .nullableSmallint: ("smallint", false)
-            case .nullableDate: ("date", false)
-            case .smallintArray: ("smallint[]", true)
-            case .integerArray: ("integer[]", true)
-            case .boolean: ("boolean", true)
-            case .timestamptz: ("timestamptz", true)
-            }
-            #expect(declaration.dropFirst().first?.trimmingCharacters(in: .punctuationCharacters.subtracting(["[", "]"])) == type, "\(item.key)")
+            let (type, notNull) =
+                switch item.storage {
+                case .smallint: ("smallint", true)
+                case .nullableSmallint: ("smallint", false)
+                case .nullableDate: ("date", false)
+                case .smallintArray: ("smallint[]", true)
+                case .integerArray: ("integer[]", true)
+                case .boolean: ("boolean", true)
+                case .timestamptz: ("timestamptz", true)
+                }
+            #expect(
+                declaration.dropFirst().first?.trimmingCharacters(in: .punctuationCharacters.subtracting(["[", "]"]))
+                    == type, "\(item.key)")
             #expect(declaration.joined(separator: " ").contains("NOT NULL") == notNull, "\(item.key)")
         }
     }
@@ -150,8 +155,9 @@ private let specifiedCatalogue: [(key: String, column: String, kind: ItemKind, s
     @Test(arguments: [(Int16(1), true), (2, false), (3, false), (4, false), (0, false), (9, false)])
     func onlyStatusOneIsActive(status: Int16, active: Bool) {
         #expect(FilterOwner(id: 1, status: status, plan: 0).isActive == active)
-        let profile = Profile.make(id: 1, status: status, lastLoginAt: Timestamp(microsecondsSinceEpoch: 0),
-                                   createdAt: Timestamp(microsecondsSinceEpoch: 0))
+        let profile = Profile.make(
+            id: 1, status: status, lastLoginAt: Timestamp(microsecondsSinceEpoch: 0),
+            createdAt: Timestamp(microsecondsSinceEpoch: 0))
         #expect(profile.isActive == active)
     }
 

@@ -1,8 +1,9 @@
 import Chronology
 import Foundation
-import Testing
-@testable import Matching
 import MatchingTestSupport
+import Testing
+
+@testable import Matching
 
 /// Issue 13, "Digests users can trust", in memory: the due rule's tolerance, digests that show the filter as
 /// it is now, suspended filters, mutual matches, and intervals across daylight saving changes.
@@ -14,8 +15,10 @@ import MatchingTestSupport
 
     /// Runs at `now` with the store's clock moved there.
     @discardableResult
-    func run(_ store: InMemoryStore, _ now: Timestamp, maxPerFilter: Int = 100,
-             output: any RunOutputHandler = SilentRunOutput()) throws -> RunSummary {
+    func run(
+        _ store: InMemoryStore, _ now: Timestamp, maxPerFilter: Int = 100,
+        output: any RunOutputHandler = SilentRunOutput()
+    ) throws -> RunSummary {
         store.setClock(now)
         return try World.run(store, now: now, maxPerFilter: maxPerFilter, output: output)
     }
@@ -84,14 +87,17 @@ import MatchingTestSupport
         let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}}"#)
         _ = try run(store, World.day1)
         store.setClock(World.day2)
-        store.save([World.profile(20, residence: 13, at: World.day2)])   // Tokyo: matches, waits a week
+        store.save([World.profile(20, residence: 13, at: World.day2)])  // Tokyo: matches, waits a week
         _ = try run(store, World.day2)
         #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
         // Day 8: the owner now searches Osaka; 21 lives in Osaka.
         let day8 = World.day1.adding(days: 7)
         store.setClock(day8)
-        store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [27]}}"#,
-                                 every: Self.weekly)])
+        store.save([
+            World.filter(
+                100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [27]}}"#,
+                every: Self.weekly)
+        ])
         store.save([World.profile(21, residence: 27, at: day8)])
         let summary = try run(store, day8)
         #expect(summary.counters.notificationsWritten == 1)
@@ -163,19 +169,24 @@ import MatchingTestSupport
         store.setClock(World.day2)
         store.save([World.profile(12, at: World.day2)])
         let store2 = store
-        _ = try run(store, World.day2, output: BlockWhenWriting {
-            store2.save([World.profile(12, status: Profile.Status.hidden, at: World.day2)])
-        })
+        _ = try run(
+            store, World.day2,
+            output: BlockWhenWriting {
+                store2.save([World.profile(12, status: Profile.Status.hidden, at: World.day2)])
+            })
         #expect(try store.notifications(filterId: 100).count == 1)
-        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 12)])
+        #expect(
+            store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 12)])
     }
 
     // MARK: 3. Suspended filters
 
     @Test func aLapsedOwnersCommunitiesOnlyFilterIsSuspendedNotEmptied() throws {
         let store = InMemoryStore(now: World.day1)
-        store.save([World.profile(1, gender: 1, plan: Profile.Plan.free), World.profile(10, communities: [3]),
-                    World.profile(11, communities: [4])])
+        store.save([
+            World.profile(1, gender: 1, plan: Profile.Plan.free), World.profile(10, communities: [3]),
+            World.profile(11, communities: [4]),
+        ])
         store.save([World.filter(100, owner: 1, #"{"communities": {"anyOf": [3]}}"#)])
         let lapsed = try run(store, World.day1)
         #expect(lapsed.counters.filtersSuspended == 1)
@@ -189,7 +200,9 @@ import MatchingTestSupport
         // The owner pays: the filter applies again (to the profiles that change from now on).
         store.setClock(World.day2)
         store.save([World.profile(1, gender: 1, plan: Profile.Plan.paid, at: World.day2)])
-        store.save([World.profile(12, communities: [3], at: World.day2), World.profile(13, communities: [5], at: World.day2)])
+        store.save([
+            World.profile(12, communities: [3], at: World.day2), World.profile(13, communities: [5], at: World.day2),
+        ])
         let paid = try run(store, World.day2)
         #expect(paid.counters.filtersSuspended == 0)
         #expect(World.pairs(store) == [MatchPair(filterId: 100, profileId: 12)])
@@ -240,7 +253,8 @@ import MatchingTestSupport
         let summary = try run(store, World.day1, maxPerFilter: 20)
         #expect(summary.counters.matchesWritten > 20_000)
         let day1 = store.allMatches
-        let expected1 = try Self.bruteForceMutual(store, pairs: day1.map(\.pair), clock: EvaluationClock(now: World.day1))
+        let expected1 = try Self.bruteForceMutual(
+            store, pairs: day1.map(\.pair), clock: EvaluationClock(now: World.day1))
         let found1 = Set(day1.filter(\.mutual).map(\.pair))
         #expect(found1 == expected1)
         #expect(summary.counters.matchesMutual == expected1.count)
@@ -259,8 +273,10 @@ import MatchingTestSupport
         var edited: [SavedFilter] = []
         for index in 1...150 {
             let old = filters[world.next(filters.count)]
-            edited.append(index % 2 == 0 ? World.filter(old.id, owner: old.ownerId, old.conditionsJSON, deleted: true)
-                : world.filter(old.id, owner: old.ownerId))
+            edited.append(
+                index % 2 == 0
+                    ? World.filter(old.id, owner: old.ownerId, old.conditionsJSON, deleted: true)
+                    : world.filter(old.id, owner: old.ownerId))
         }
         store.save(edited)
         let before = Dictionary(uniqueKeysWithValues: day1.map { ($0.pair, $0) })
@@ -273,7 +289,8 @@ import MatchingTestSupport
             return before[m.pair]?.notificationId == nil
         }
         #expect(touched.count > 100)
-        let expected2 = try Self.bruteForceMutual(store, pairs: touched.map(\.pair), clock: EvaluationClock(now: World.day2))
+        let expected2 = try Self.bruteForceMutual(
+            store, pairs: touched.map(\.pair), clock: EvaluationClock(now: World.day2))
         #expect(Set(touched.filter(\.mutual).map(\.pair)) == expected2)
         let touchedPairs = Set(touched.map(\.pair))
         let kept = day2.filter { !touchedPairs.contains($0.pair) }
@@ -293,7 +310,9 @@ import MatchingTestSupport
     }
 
     /// The definition of runs.md, pair by pair, with the reference evaluator.
-    static func bruteForceMutual(_ store: InMemoryStore, pairs: [MatchPair], clock: EvaluationClock) throws -> Set<MatchPair> {
+    static func bruteForceMutual(
+        _ store: InMemoryStore, pairs: [MatchPair], clock: EvaluationClock
+    ) throws -> Set<MatchPair> {
         let blocks = try store.blocks(involving: nil)
         let everyProfile = try store.profiles(.all)
         var profiles: [Int64: Profile] = [:]
@@ -309,10 +328,12 @@ import MatchingTestSupport
         var mutual = Set<MatchPair>()
         for pair in pairs {
             guard let filter = filterById[pair.filterId], let owner = profiles[filter.ownerId],
-                  let matched = profiles[pair.profileId] else { continue }
+                let matched = profiles[pair.profileId]
+            else { continue }
             let record = FilterOwner(id: matched.id, status: matched.status, plan: matched.plan)
             if (byOwner[pair.profileId] ?? []).contains(where: { theirs, conditions in
-                ReferenceEvaluator.matches(owner, theirs, conditions: conditions, owner: record, blocks: blocks, clock: clock)
+                ReferenceEvaluator.matches(
+                    owner, theirs, conditions: conditions, owner: record, blocks: blocks, clock: clock)
             }) {
                 mutual.insert(pair)
             }
@@ -329,13 +350,19 @@ import MatchingTestSupport
         // Expected values: PostgreSQL 15 with `SET TIME ZONE` to the zone, `timestamptz '...' + interval '...'`.
         let cases: [(TimeZone, String, NotifyInterval, String)] = [
             (berlin, "2026-03-28T01:30:00+01:00", day, "2026-03-29T00:30:00Z"),
-            (berlin, "2026-03-28T02:30:00+01:00", day, "2026-03-29T01:30:00Z"),   // 02:30 does not exist: 03:30 CEST
-            (berlin, "2026-03-28T02:30:00+01:00", NotifyInterval(days: 1, microseconds: 3_600_000_000), "2026-03-29T02:30:00Z"),
+            (berlin, "2026-03-28T02:30:00+01:00", day, "2026-03-29T01:30:00Z"),  // 02:30 does not exist: 03:30 CEST
+            (
+                berlin, "2026-03-28T02:30:00+01:00", NotifyInterval(days: 1, microseconds: 3_600_000_000),
+                "2026-03-29T02:30:00Z"
+            ),
             (berlin, "2026-02-28T02:30:00+01:00", NotifyInterval(months: 1), "2026-03-28T01:30:00Z"),
-            (berlin, "2026-10-24T02:30:00+02:00", day, "2026-10-25T01:30:00Z"),   // 02:30 twice: the later (CET)
+            (berlin, "2026-10-24T02:30:00+02:00", day, "2026-10-25T01:30:00Z"),  // 02:30 twice: the later (CET)
             (berlin, "2026-10-24T04:00:00+02:00", day, "2026-10-25T03:00:00Z"),
             (berlin, "2026-10-26T02:30:00+01:00", NotifyInterval(days: -1), "2026-10-25T01:30:00Z"),
-            (berlin, "2026-03-28T04:00:00+01:00", NotifyInterval(microseconds: 24 * 3_600_000_000), "2026-03-29T03:00:00Z"),
+            (
+                berlin, "2026-03-28T04:00:00+01:00", NotifyInterval(microseconds: 24 * 3_600_000_000),
+                "2026-03-29T03:00:00Z"
+            ),
             (newYork, "2026-03-07T02:30:00-05:00", day, "2026-03-08T07:30:00Z"),  // 02:30 does not exist: 03:30 EDT
             (newYork, "2026-03-07T04:07:00-05:00", day, "2026-03-08T08:07:00Z"),
             (newYork, "2026-10-31T01:30:00-04:00", day, "2026-11-01T06:30:00Z"),  // 01:30 twice: the later (EST)

@@ -1,6 +1,7 @@
 import Chronology
 import Foundation
 import Testing
+
 @testable import Matching
 
 @Suite struct ExplainTests {
@@ -10,43 +11,55 @@ import Testing
 
     @Test func listsEveryCheckAndConditionForAMatch() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
-        let filter = F.filter(#"""
+        let filter = F.filter(
+            #"""
             {"last_login": {"withinDays": 7}, "gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32},
              "residence": {"anyOf": [0, 13, 14]}, "personality": {"anyOf": [9, 2]}, "has_photo": true,
              "income": {"min": 5}, "height": {"max": 170}}
             """#, id: 5, ownerId: 99)
         let profile = F.profile(
             id: 10, lastLoginAt: try F.at("2026-02-28T00:00:00Z"),
-            ["gender": .code(2), "age": .date(try F.date("1996-05-02")), "residence": .code(13),
-             "personality": .codes([2, 4]), "has_photo": .flag(true), "income": .integer(5), "height": .integer(160)])
+            [
+                "gender": .code(2), "age": .date(try F.date("1996-05-02")), "residence": .code(13),
+                "personality": .codes([2, 4]), "has_photo": .flag(true), "income": .integer(5), "height": .integer(160),
+            ])
         let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock)
         #expect(explanation.matches)
-        #expect(explanation.eligibility == [
-            .init(name: "profile active", passed: true, detail: "profile 10 status 1 (active)"),
-            .init(name: "owner active", passed: true, detail: "owner 99 status 1 (active), plan 0 (free)"),
-            .init(name: "filter not deleted", passed: true, detail: "filter 5 not deleted"),
-            .init(name: "filter valid", passed: true, detail: "valid"),
-            .init(name: "filter not suspended", passed: true, detail: "not suspended"),
-            .init(name: "not the owner", passed: true, detail: "profile 10, owner 99"),
-            .init(name: "no block either way", passed: true, detail: "no block between profile 10 and owner 99"),
-        ])
-        #expect(explanation.conditions == [
-            .init(itemKey: "gender", profileValue: "2 (女性)", condition: "any of 2 (女性)", outcome: .pass),
-            .init(itemKey: "age", profileValue: "29 (born 1996-05-02)", condition: "between 25 and 32", outcome: .pass),
-            .init(itemKey: "height", profileValue: "160", condition: "at most 170", outcome: .pass),
-            .init(itemKey: "income", profileValue: "5 (800-1000万)", condition: "at least 5 (800-1000万)", outcome: .pass),
-            .init(itemKey: "residence", profileValue: "13 (東京都)",
-                  condition: "any of 0 (unanswered), 13 (東京都), 14 (神奈川県)", outcome: .pass),
-            .init(itemKey: "personality", profileValue: "2, 4", condition: "any of 2, 9", outcome: .pass),
-            .init(itemKey: "has_photo", profileValue: "true", condition: "true", outcome: .pass),
-            .init(itemKey: "last_login", profileValue: "2026-02-28T00:00:00Z",
-                  condition: "within 7 days (at or after 2026-02-22T03:00:00Z)", outcome: .pass),
-        ])
+        #expect(
+            explanation.eligibility == [
+                .init(name: "profile active", passed: true, detail: "profile 10 status 1 (active)"),
+                .init(name: "owner active", passed: true, detail: "owner 99 status 1 (active), plan 0 (free)"),
+                .init(name: "filter not deleted", passed: true, detail: "filter 5 not deleted"),
+                .init(name: "filter valid", passed: true, detail: "valid"),
+                .init(name: "filter not suspended", passed: true, detail: "not suspended"),
+                .init(name: "not the owner", passed: true, detail: "profile 10, owner 99"),
+                .init(name: "no block either way", passed: true, detail: "no block between profile 10 and owner 99"),
+            ])
+        #expect(
+            explanation.conditions == [
+                .init(itemKey: "gender", profileValue: "2 (女性)", condition: "any of 2 (女性)", outcome: .pass),
+                .init(
+                    itemKey: "age", profileValue: "29 (born 1996-05-02)", condition: "between 25 and 32", outcome: .pass
+                ),
+                .init(itemKey: "height", profileValue: "160", condition: "at most 170", outcome: .pass),
+                .init(
+                    itemKey: "income", profileValue: "5 (800-1000万)", condition: "at least 5 (800-1000万)",
+                    outcome: .pass),
+                .init(
+                    itemKey: "residence", profileValue: "13 (東京都)",
+                    condition: "any of 0 (unanswered), 13 (東京都), 14 (神奈川県)", outcome: .pass),
+                .init(itemKey: "personality", profileValue: "2, 4", condition: "any of 2, 9", outcome: .pass),
+                .init(itemKey: "has_photo", profileValue: "true", condition: "true", outcome: .pass),
+                .init(
+                    itemKey: "last_login", profileValue: "2026-02-28T00:00:00Z",
+                    condition: "within 7 days (at or after 2026-02-22T03:00:00Z)", outcome: .pass),
+            ])
     }
 
     @Test func showsUnansweredValuesAndFailures() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
-        let filter = F.filter(#"""
+        let filter = F.filter(
+            #"""
             {"age": {"min": 25}, "height": {"min": 150}, "smoking": {"anyOf": [1]}, "languages": {"allOf": [1, 2]},
              "verified": true, "registered": {"withinDays": 1}}
             """#)
@@ -54,15 +67,18 @@ import Testing
         let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock)
         #expect(!explanation.matches)
         #expect(explanation.eligibility.allSatisfy { $0.passed })
-        #expect(explanation.conditions == [
-            .init(itemKey: "age", profileValue: "unanswered", condition: "at least 25", outcome: .fail),
-            .init(itemKey: "height", profileValue: "unanswered", condition: "at least 150", outcome: .fail),
-            .init(itemKey: "smoking", profileValue: "0 (unanswered)", condition: "any of 1 (吸わない)", outcome: .fail),
-            .init(itemKey: "languages", profileValue: "none (unanswered)", condition: "all of 1, 2", outcome: .fail),
-            .init(itemKey: "verified", profileValue: "false", condition: "true", outcome: .fail),
-            .init(itemKey: "registered", profileValue: "2026-01-01T00:00:00Z",
-                  condition: "within 1 day (at or after 2026-02-28T03:00:00Z)", outcome: .fail),
-        ])
+        #expect(
+            explanation.conditions == [
+                .init(itemKey: "age", profileValue: "unanswered", condition: "at least 25", outcome: .fail),
+                .init(itemKey: "height", profileValue: "unanswered", condition: "at least 150", outcome: .fail),
+                .init(itemKey: "smoking", profileValue: "0 (unanswered)", condition: "any of 1 (吸わない)", outcome: .fail),
+                .init(
+                    itemKey: "languages", profileValue: "none (unanswered)", condition: "all of 1, 2", outcome: .fail),
+                .init(itemKey: "verified", profileValue: "false", condition: "true", outcome: .fail),
+                .init(
+                    itemKey: "registered", profileValue: "2026-01-01T00:00:00Z",
+                    condition: "within 1 day (at or after 2026-02-28T03:00:00Z)", outcome: .fail),
+            ])
     }
 
     @Test func paidConditionIsShownIgnoredForAFreeOwner() throws {
@@ -71,7 +87,10 @@ import Testing
         let profile = F.profile(["communities": .codes([1])])
         let free = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock)
         #expect(free.matches)
-        #expect(free.conditions.first == .init(itemKey: "communities", profileValue: "1", condition: "any of 5, 7", outcome: .ignoredNotOnPlan))
+        #expect(
+            free.conditions.first
+                == .init(
+                    itemKey: "communities", profileValue: "1", condition: "any of 5, 7", outcome: .ignoredNotOnPlan))
         let paid = ReferenceEvaluator.explain(
             profile, filter, owner: FilterOwner(id: 99, status: 1, plan: 1), blocks: BlockSet.none, clock: clock)
         #expect(!paid.matches)
@@ -81,7 +100,8 @@ import Testing
     @Test func invalidFilterShowsItsErrorAndNoConditions() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter(#"{"age": {"min": 40, "max": 30}}"#)
-        let explanation = ReferenceEvaluator.explain(F.profile(), filter, owner: owner, blocks: BlockSet.none, clock: clock)
+        let explanation = ReferenceEvaluator.explain(
+            F.profile(), filter, owner: owner, blocks: BlockSet.none, clock: clock)
         #expect(!explanation.matches)
         #expect(explanation.conditions.isEmpty)
         let check = try #require(explanation.eligibility.first { $0.name == "filter valid" })
@@ -98,15 +118,18 @@ import Testing
             selfProfile, filter, owner: FilterOwner(id: 99, status: 4, plan: 1),
             blocks: BlockSet([(blocker: 99, blocked: 99)]), clock: clock)
         #expect(!explanation.matches)
-        #expect(explanation.eligibility == [
-            .init(name: "profile active", passed: false, detail: "profile 99 status 3 (suspended)"),
-            .init(name: "owner active", passed: false, detail: "owner 99 status 4 (deleted), plan 1 (paid)"),
-            .init(name: "filter not deleted", passed: false, detail: "filter 5 deleted at 2026-02-01T00:00:00Z"),
-            .init(name: "filter valid", passed: true, detail: "valid"),
-            .init(name: "filter not suspended", passed: true, detail: "not suspended"),
-            .init(name: "not the owner", passed: false, detail: "profile 99 is the filter's owner"),
-            .init(name: "no block either way", passed: false, detail: "profile 99 and owner 99 are blocked (one way or both)"),
-        ])
+        #expect(
+            explanation.eligibility == [
+                .init(name: "profile active", passed: false, detail: "profile 99 status 3 (suspended)"),
+                .init(name: "owner active", passed: false, detail: "owner 99 status 4 (deleted), plan 1 (paid)"),
+                .init(name: "filter not deleted", passed: false, detail: "filter 5 deleted at 2026-02-01T00:00:00Z"),
+                .init(name: "filter valid", passed: true, detail: "valid"),
+                .init(name: "filter not suspended", passed: true, detail: "not suspended"),
+                .init(name: "not the owner", passed: false, detail: "profile 99 is the filter's owner"),
+                .init(
+                    name: "no block either way", passed: false,
+                    detail: "profile 99 and owner 99 are blocked (one way or both)"),
+            ])
         #expect(explanation.conditions.map(\.outcome) == [.pass])
     }
 
@@ -114,7 +137,8 @@ import Testing
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter("{}", ownerId: 99)
         for blocks in [BlockSet([(blocker: 10, blocked: 99)]), BlockSet([(blocker: 99, blocked: 10)])] {
-            let explanation = ReferenceEvaluator.explain(F.profile(id: 10), filter, owner: owner, blocks: blocks, clock: clock)
+            let explanation = ReferenceEvaluator.explain(
+                F.profile(id: 10), filter, owner: owner, blocks: blocks, clock: clock)
             #expect(!explanation.matches)
             #expect(explanation.eligibility.filter { !$0.passed }.map(\.name) == ["no block either way"])
         }
@@ -128,30 +152,36 @@ import Testing
         #expect(explanation.eligibility.map(\.passed) == [false, false, true, true, true, false, false])
         #expect(explanation.eligibility[0].detail == "profile not found")
         #expect(explanation.eligibility[1].detail == "owner 99 not found")
-        #expect(explanation.conditions == [.init(itemKey: "has_photo", profileValue: "no profile", condition: "true", outcome: .fail)])
+        #expect(
+            explanation.conditions == [
+                .init(itemKey: "has_photo", profileValue: "no profile", condition: "true", outcome: .fail)
+            ])
         // Another member's record is not the owner's.
         let other = ReferenceEvaluator.explain(
-            F.profile(id: 10), filter, owner: FilterOwner(id: 98, status: 1, plan: 0), blocks: BlockSet.none, clock: clock)
+            F.profile(id: 10), filter, owner: FilterOwner(id: 98, status: 1, plan: 0), blocks: BlockSet.none,
+            clock: clock)
         #expect(other.eligibility[1] == .init(name: "owner active", passed: false, detail: "owner 99 not found"))
     }
 
     @Test func rendersAsText() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter(#"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#, id: 5)
-        let explanation = ReferenceEvaluator.explain(F.profile(id: 10, ["gender": .code(2)]), filter, owner: owner, blocks: BlockSet.none, clock: clock)
-        #expect(explanation.description == """
-            matches: no
-            eligibility:
-              pass  profile active: profile 10 status 1 (active)
-              pass  owner active: owner 99 status 1 (active), plan 0 (free)
-              pass  filter not deleted: filter 5 not deleted
-              pass  filter valid: valid
-              pass  filter not suspended: not suspended
-              pass  not the owner: profile 10, owner 99
-              pass  no block either way: no block between profile 10 and owner 99
-            conditions:
-              FAIL  gender: 2 (女性); wants any of 1 (男性)
-              ignored (not on the owner's plan)  communities: none (unanswered); wants any of 3
-            """)
+        let explanation = ReferenceEvaluator.explain(
+            F.profile(id: 10, ["gender": .code(2)]), filter, owner: owner, blocks: BlockSet.none, clock: clock)
+        #expect(
+            explanation.description == """
+                matches: no
+                eligibility:
+                  pass  profile active: profile 10 status 1 (active)
+                  pass  owner active: owner 99 status 1 (active), plan 0 (free)
+                  pass  filter not deleted: filter 5 not deleted
+                  pass  filter valid: valid
+                  pass  filter not suspended: not suspended
+                  pass  not the owner: profile 10, owner 99
+                  pass  no block either way: no block between profile 10 and owner 99
+                conditions:
+                  FAIL  gender: 2 (女性); wants any of 1 (男性)
+                  ignored (not on the owner's plan)  communities: none (unanswered); wants any of 3
+                """)
     }
 }

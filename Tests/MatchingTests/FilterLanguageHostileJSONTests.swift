@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Matching
 
 /// Hostile and malformed documents: each gives a clear error, none traps or hangs.
@@ -24,11 +25,20 @@ import Testing
 
     @Test func deepNestingIsRefusedAtTheLimit() {
         let brackets = String(repeating: "[", count: 10_000)
-        #expect(error(brackets) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64")
+        #expect(
+            error(brackets)
+                == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64"
+        )
         let objects = String(repeating: #"{"a":"#, count: 10_000)
-        #expect(error(objects) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 320")
+        #expect(
+            error(objects)
+                == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 320"
+        )
         let closed = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
-        #expect(error(closed) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64")
+        #expect(
+            error(closed)
+                == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 64"
+        )
     }
 
     @Test func nestingUpToTheLimitIsParsed() {
@@ -36,7 +46,10 @@ import Testing
         let deepest = #"{"age": "# + String(repeating: "[", count: 63) + String(repeating: "]", count: 63) + "}"
         #expect(error(deepest) == "age: condition is not an object (a list)")
         let tooDeep = #"{"age": "# + String(repeating: "[", count: 64) + String(repeating: "]", count: 64) + "}"
-        #expect(error(tooDeep) == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 71")
+        #expect(
+            error(tooDeep)
+                == "conditions: invalid JSON: nesting deeper than 64 levels of arrays and objects (the limit) at byte 71"
+        )
     }
 
     @Test func megabyteStringsAreQuotedShort() {
@@ -52,24 +65,31 @@ import Testing
 
     @Test func longStringsWithEscapesAndUnicodeAreShortenedByCharacter() {
         let text = String(repeating: "東", count: 50)
-        #expect(error("{\"has_photo\": \"\(text)\"}")
-            == "has_photo: condition is not true or false (string \"\(String(repeating: "東", count: 40))…\")")
-        #expect(error(#"{"has_photo": "line\none\ttab\u0001\"q\\"}"#)
-            == #"has_photo: condition is not true or false (string "line\none\ttab\u0001\"q\\")"#)
+        #expect(
+            error("{\"has_photo\": \"\(text)\"}")
+                == "has_photo: condition is not true or false (string \"\(String(repeating: "東", count: 40))…\")")
+        #expect(
+            error(#"{"has_photo": "line\none\ttab\u0001\"q\\"}"#)
+                == #"has_photo: condition is not true or false (string "line\none\ttab\u0001\"q\\")"#)
     }
 
     @Test func hugeNumbersAreOutsideTheDomain() {
         let digits = String(repeating: "9", count: 1 << 20)
-        #expect(error(#"{"age": {"min": \#(digits)}}"#)
-            == "age: min \(String(repeating: "9", count: 40))… is outside 18...120")
-        #expect(error(#"{"age": {"min": 0.\#(digits)}}"#)
-            == "age: min is not an integer (\"0.\(String(repeating: "9", count: 38))…\")")
-        #expect(error(#"{"age": {"min": 1e99999999999999999999999}}"#)
-            == "age: min 1e99999999999999999999999 is outside 18...120")
-        #expect(error(#"{"age": {"min": 25e-99999999999999999999999}}"#)
-            == #"age: min is not an integer ("25e-99999999999999999999999")"#)
-        #expect(error(#"{"personality": {"anyOf": [1234567890123456789012345678901234567890]}}"#)
-            == "personality: code 1234567890123456789012345678901234567890 is outside 1...40")
+        #expect(
+            error(#"{"age": {"min": \#(digits)}}"#)
+                == "age: min \(String(repeating: "9", count: 40))… is outside 18...120")
+        #expect(
+            error(#"{"age": {"min": 0.\#(digits)}}"#)
+                == "age: min is not an integer (\"0.\(String(repeating: "9", count: 38))…\")")
+        #expect(
+            error(#"{"age": {"min": 1e99999999999999999999999}}"#)
+                == "age: min 1e99999999999999999999999 is outside 18...120")
+        #expect(
+            error(#"{"age": {"min": 25e-99999999999999999999999}}"#)
+                == #"age: min is not an integer ("25e-99999999999999999999999")"#)
+        #expect(
+            error(#"{"personality": {"anyOf": [1234567890123456789012345678901234567890]}}"#)
+                == "personality: code 1234567890123456789012345678901234567890 is outside 1...40")
     }
 
     @Test func invalidUTF8IsRefused() {
@@ -77,17 +97,23 @@ import Testing
         let inString: [UInt8] = [0x7B, 0x22, 0x61, 0x67, 0x65, 0x22, 0x3A, 0x20, 0x22, 0xFF, 0x22, 0x7D]
         #expect(error(utf8: inString) == "conditions: invalid JSON: invalid UTF-8 in the string at byte 8")
         // {<FF>}
-        #expect(error(utf8: [0x7B, 0xFF, 0x7D]) == "conditions: invalid JSON: expected a member name, found byte 0xFF at byte 1")
+        #expect(
+            error(utf8: [0x7B, 0xFF, 0x7D])
+                == "conditions: invalid JSON: expected a member name, found byte 0xFF at byte 1")
         // {"<C0 80>": 1}: an overlong NUL
-        #expect(error(utf8: [0x7B, 0x22, 0xC0, 0x80, 0x22, 0x3A, 0x31, 0x7D])
-            == "conditions: invalid JSON: invalid UTF-8 in the string at byte 1")
+        #expect(
+            error(utf8: [0x7B, 0x22, 0xC0, 0x80, 0x22, 0x3A, 0x31, 0x7D])
+                == "conditions: invalid JSON: invalid UTF-8 in the string at byte 1")
         // {"<ED A0 80>": 1}: a UTF-16 surrogate encoded in UTF-8
-        #expect(error(utf8: [0x7B, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x3A, 0x31, 0x7D])
-            == "conditions: invalid JSON: invalid UTF-8 in the string at byte 1")
+        #expect(
+            error(utf8: [0x7B, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x3A, 0x31, 0x7D])
+                == "conditions: invalid JSON: invalid UTF-8 in the string at byte 1")
         // {"<E3 81>: a truncated sequence at the end of input
         #expect(error(utf8: [0x7B, 0x22, 0xE3, 0x81]) == "conditions: invalid JSON: unterminated string at byte 1")
         // a byte order mark is not JSON whitespace
-        #expect(error(utf8: [0xEF, 0xBB, 0xBF, 0x7B, 0x7D]) == "conditions: invalid JSON: expected a value, found byte 0xEF at byte 0")
+        #expect(
+            error(utf8: [0xEF, 0xBB, 0xBF, 0x7B, 0x7D])
+                == "conditions: invalid JSON: expected a value, found byte 0xEF at byte 0")
         // through String, invalid bytes were already replaced by U+FFFD
         let repaired = String(decoding: [0x7B, 0xFF, 0x7D] as [UInt8], as: UTF8.self)
         #expect(error(repaired) == "conditions: invalid JSON: expected a member name, found byte 0xEF at byte 1")
@@ -136,7 +162,9 @@ import Testing
         let bytes = Array(document.utf8)
         for length in 0..<bytes.count {
             let message = error(utf8: Array(bytes[0..<length]))
-            #expect(message?.hasPrefix("conditions: invalid JSON: ") == true, "prefix of \(length) bytes: \(message ?? "accepted")")
+            #expect(
+                message?.hasPrefix("conditions: invalid JSON: ") == true,
+                "prefix of \(length) bytes: \(message ?? "accepted")")
         }
         #expect(error(utf8: bytes) == #""noteé": unknown item"#)
     }
@@ -147,8 +175,10 @@ import Testing
         #expect(throws: Never.self) { try FilterConditions.decode(json: #"{"has_photo": true}"# + padding) }
         let over = #"{"has_photo": true}"# + padding + " "
         let refused = #expect(throws: FilterValidationError.self) { try FilterConditions.decode(json: over) }
-        #expect(refused?.description
-            == "conditions: too large: 65537 bytes of JSON, the limit is 65536; shorten the code lists or remove conditions")
+        #expect(
+            refused?.description
+                == "conditions: too large: 65537 bytes of JSON, the limit is 65536; shorten the code lists or remove conditions"
+        )
         // Refused before parsing: even text that is not JSON at all gets the size reason.
         let junk = String(repeating: "[", count: 70 * 1024)
         #expect(throws: FilterValidationError.self) { try FilterConditions.decode(json: junk) }
@@ -158,7 +188,8 @@ import Testing
 
     @Test func hugeListsAreFine() throws {
         let codes = (0..<200_000).map { String($0 % 1000 + 1) }.joined(separator: ",")
-        let decoded = try FilterConditions.decodeIgnoringSizeLimit(jsonUTF8: Array(#"{"communities": {"anyOf": [\#(codes)]}}"#.utf8))
+        let decoded = try FilterConditions.decodeIgnoringSizeLimit(
+            jsonUTF8: Array(#"{"communities": {"anyOf": [\#(codes)]}}"#.utf8))
         #expect(decoded.conditions.first?.form == .anyOf(Array(1...1000)))
         let nulls = Array(repeating: "null", count: 200_000).joined(separator: ",")
         #expect(error(#"{"x": [\#(nulls)]}"#) == "x: unknown item")
@@ -167,7 +198,8 @@ import Testing
     /// Random bytes, and random mutations of valid documents: the decoder always returns or throws.
     @Test func fuzzNeverTraps() {
         var random = SplitMix64(seed: 0xF022)
-        let alphabet = Array(#"{}[]":,.-+eE0123456789 truenfalsull\"#.utf8) + [0x00, 0x0A, 0xC3, 0xA9, 0xFF, 0xED, 0xA0]
+        let alphabet =
+            Array(#"{}[]":,.-+eE0123456789 truenfalsull\"#.utf8) + [0x00, 0x0A, 0xC3, 0xA9, 0xFF, 0xED, 0xA0]
         let seeds = [
             #"{"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}}"#,
             #"{"personality": {"allOf": [1, 2]}, "has_photo": true, "last_login": {"withinDays": 7}}"#,
@@ -178,7 +210,9 @@ import Testing
         for round in 0..<20_000 {
             var bytes: [UInt8]
             if round % 4 == 0 {
-                bytes = (0..<Int.random(in: 0...40, using: &random)).map { _ in alphabet.randomElement(using: &random) ?? 0 }
+                bytes = (0..<Int.random(in: 0...40, using: &random)).map { _ in
+                    alphabet.randomElement(using: &random) ?? 0
+                }
             } else {
                 bytes = seeds[round % seeds.count]
                 for _ in 0..<Int.random(in: 1...4, using: &random) {

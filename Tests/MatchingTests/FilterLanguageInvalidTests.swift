@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Matching
 
 /// Every invalid form of filter-language.md is rejected with a message naming the key and the problem.
@@ -83,10 +84,14 @@ import Testing
         (#"{"income": {"min": 10}}"#, "income: min 10 is outside 1...9"),
         (#"{"age": {"min": 1e3}}"#, "age: min 1e3 is outside 18...120"),
         (#"{"age": {"min": 4294967321}}"#, "age: min 4294967321 is outside 18...120"),
-        (#"{"age": {"min": 1234567890123456789012345678901234567890}}"#,
-         "age: min 1234567890123456789012345678901234567890 is outside 18...120"),
-        (#"{"age": {"min": 12345678901234567890123456789012345678901}}"#,
-         "age: min 1234567890123456789012345678901234567890… is outside 18...120"),
+        (
+            #"{"age": {"min": 1234567890123456789012345678901234567890}}"#,
+            "age: min 1234567890123456789012345678901234567890 is outside 18...120"
+        ),
+        (
+            #"{"age": {"min": 12345678901234567890123456789012345678901}}"#,
+            "age: min 1234567890123456789012345678901234567890… is outside 18...120"
+        ),
         (#"{"age": {"min": 1e400}}"#, "age: min 1e400 is outside 18...120"),
         // a bound of the wrong type
         (#"{"age": {"min": "25"}}"#, #"age: min is not an integer (string "25")"#),
@@ -125,7 +130,10 @@ import Testing
         // gender is never unanswered, so 0 is not a gender code
         (#"{"gender": {"anyOf": [0]}}"#, "gender: code 0 is outside 1...2"),
         (#"{"gender": {"anyOf": [1, 0]}}"#, "gender: code 0 is outside 1...2"),
-        (#"{"occupation": {"anyOf": [99999999999999999999]}}"#, "occupation: code 99999999999999999999 is outside 1...60"),
+        (
+            #"{"occupation": {"anyOf": [99999999999999999999]}}"#,
+            "occupation: code 99999999999999999999 is outside 1...60"
+        ),
         (#"{"smoking": {"anyOf": []}}"#, "smoking: anyOf is empty"),
         (#"{"smoking": {"anyOf": [1.5]}}"#, #"smoking: code is not an integer ("1.5")"#),
         (#"{"smoking": {"anyOf": [1, "2"]}}"#, #"smoking: code is not an integer (string "2")"#),

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Matching
 
 /// Every valid form of filter-language.md decodes to the expected `ConditionForm`.
@@ -75,11 +76,15 @@ import Testing
              "last_login": {"withinDays": 7}}
             """#
         let decoded = try FilterConditions.decode(json: json)
-        #expect(decoded.conditions.map(\.item.key) == ["gender", "age", "residence", "smoking", "personality", "has_photo", "last_login"])
-        #expect(decoded.conditions.map(\.form) == [
-            .anyOf([2]), .range(min: 25, max: 32), .anyOf([11, 13, 14]), .anyOf([1, 5]), .anyOf([2, 9]),
-            .flag(true), .withinDays(7),
-        ])
+        #expect(
+            decoded.conditions.map(\.item.key) == [
+                "gender", "age", "residence", "smoking", "personality", "has_photo", "last_login",
+            ])
+        #expect(
+            decoded.conditions.map(\.form) == [
+                .anyOf([2]), .range(min: 25, max: 32), .anyOf([11, 13, 14]), .anyOf([1, 5]), .anyOf([2, 9]),
+                .flag(true), .withinDays(7),
+            ])
         #expect(decoded[MasterItem.Smoking.item] == .anyOf([1, 5]))
         #expect(decoded[MasterItem.Height.item] == nil)
     }
@@ -93,12 +98,13 @@ import Testing
 
     @Test func everyItemAcceptsAConditionOfItsKind() throws {
         for item in MasterItem.all {
-            let value = switch item.kind {
-            case .range: #"{"min": \#(item.domain?.lowerBound ?? 0)}"#
-            case .single, .multi: #"{"anyOf": [\#(item.domain?.upperBound ?? 0)]}"#
-            case .flag: "true"
-            case .recency: #"{"withinDays": 30}"#
-            }
+            let value =
+                switch item.kind {
+                case .range: #"{"min": \#(item.domain?.lowerBound ?? 0)}"#
+                case .single, .multi: #"{"anyOf": [\#(item.domain?.upperBound ?? 0)]}"#
+                case .flag: "true"
+                case .recency: #"{"withinDays": 30}"#
+                }
             let decoded = try FilterConditions.decode(json: "{\"\(item.key)\": \(value)}")
             #expect(decoded.conditions.map(\.item) == [item])
         }
@@ -118,11 +124,15 @@ import Testing
     }
 
     @Test func canonicalJSONRoundTrips() throws {
-        let decoded = try FilterConditions.decode(json: #"""
-            {"registered": {"withinDays": 30}, "verified": false, "communities": {"allOf": [7, 3]},
-             "height": {"max": 180}, "income": {"min": 3}, "age": {"min": 20, "max": 29}, "gender": {"anyOf": [1, 1]}}
-            """#)
-        #expect(decoded.canonicalJSON == #"{"gender":{"anyOf":[1]},"age":{"min":20,"max":29},"height":{"max":180},"income":{"min":3},"communities":{"allOf":[3,7]},"verified":false,"registered":{"withinDays":30}}"#)
+        let decoded = try FilterConditions.decode(
+            json: #"""
+                {"registered": {"withinDays": 30}, "verified": false, "communities": {"allOf": [7, 3]},
+                 "height": {"max": 180}, "income": {"min": 3}, "age": {"min": 20, "max": 29}, "gender": {"anyOf": [1, 1]}}
+                """#)
+        #expect(
+            decoded.canonicalJSON
+                == #"{"gender":{"anyOf":[1]},"age":{"min":20,"max":29},"height":{"max":180},"income":{"min":3},"communities":{"allOf":[3,7]},"verified":false,"registered":{"withinDays":30}}"#
+        )
         #expect(try FilterConditions.decode(json: decoded.canonicalJSON) == decoded)
         #expect(FilterConditions.none.canonicalJSON == "{}")
     }

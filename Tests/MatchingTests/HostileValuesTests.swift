@@ -1,7 +1,8 @@
 import Chronology
 import Foundation
-@testable import Matching
 import Testing
+
+@testable import Matching
 
 /// Issue 14, in memory: interval arithmetic saturates, extreme instants print, the columnar builder can
 /// set a row aside, read issues are counted, and NULL recency never satisfies `withinDays`.
@@ -9,7 +10,8 @@ import Testing
     static let now = Timestamp(iso8601: "2026-03-01T03:00:00Z")!
 
     @Test(arguments: [
-        NotifyInterval(days: .max), NotifyInterval(months: .max), NotifyInterval(months: .max, days: .max, microseconds: .max),
+        NotifyInterval(days: .max), NotifyInterval(months: .max),
+        NotifyInterval(months: .max, days: .max, microseconds: .max),
         NotifyInterval(microseconds: .max), NotifyInterval(months: 12 * 300_000),
     ])
     func hugeIntervalsSaturateToNeverDue(_ interval: NotifyInterval) {
@@ -18,7 +20,8 @@ import Testing
     }
 
     @Test(arguments: [
-        NotifyInterval(days: .min), NotifyInterval(months: .min), NotifyInterval(months: .min, days: .min, microseconds: .min),
+        NotifyInterval(days: .min), NotifyInterval(months: .min),
+        NotifyInterval(months: .min, days: .min, microseconds: .min),
         NotifyInterval(microseconds: .min), NotifyInterval(days: -5),
     ])
     func negativeIntervalsAreDueAtOnce(_ interval: NotifyInterval) {
@@ -30,7 +33,9 @@ import Testing
         let jan31 = Timestamp(iso8601: "2026-01-31T03:00:00Z")!
         #expect(NotifyInterval(months: 1).added(to: jan31, in: .tokyo) == Timestamp(iso8601: "2026-02-28T03:00:00Z")!)
         // From the extremes of the clock too.
-        for instant in [Timestamp(microsecondsSinceEpoch: .max), Timestamp(microsecondsSinceEpoch: .min), Timestamp.missing] {
+        for instant in [
+            Timestamp(microsecondsSinceEpoch: .max), Timestamp(microsecondsSinceEpoch: .min), Timestamp.missing,
+        ] {
             _ = NotifyInterval(months: 1, days: 1, microseconds: 1).added(to: instant, in: .tokyo)
             _ = NotifyInterval(months: -1, days: -1, microseconds: -1).added(to: instant, in: .tokyo)
             _ = instant.iso8601
@@ -67,7 +72,8 @@ import Testing
             case .date(let date): builder.appendDate(days: date?.daysSinceEpoch, item: index)
             case .codes(let codes): builder.appendCodes(codes, item: index)
             case .flag(let flag): builder.appendFlag(flag, item: index)
-            case .timestamp: builder.appendTimestamp(microseconds: Timestamp.missing.microsecondsSinceEpoch, item: index)
+            case .timestamp:
+                builder.appendTimestamp(microseconds: Timestamp.missing.microsecondsSinceEpoch, item: index)
             }
         }
         let table = builder.build()
@@ -75,34 +81,40 @@ import Testing
         #expect(table.profile(at: 0) == a)
         #expect(table.profile(at: 1) == c)
         #expect(table.readReport.oddIds == [4])
-        #expect(table.readReport.quarantined == [
-            QuarantinedRow(kind: .profile, rowId: 2, reason: "personality: corrupt"),
-            QuarantinedRow(kind: .profile, rowId: nil, reason: "id unreadable"),
-        ])
+        #expect(
+            table.readReport.quarantined == [
+                QuarantinedRow(kind: .profile, rowId: 2, reason: "personality: corrupt"),
+                QuarantinedRow(kind: .profile, rowId: nil, reason: "id unreadable"),
+            ])
         // NULL last_login_at: never within any number of days, and last in the cap's order.
         let clock = EvaluationClock(now: Self.now, timeZone: .tokyo)
         let lastLogin = MasterItem.item(forKey: "last_login")!
         #expect(!lastLogin.evaluate(.withinDays(365), on: table.profile(at: 2).value(of: lastLogin), clock: clock))
         #expect(lastLogin.describe(value: .timestamp(.missing), clock: clock).contains("NULL"))
         let missing = table.profile(at: 2)
-        let ordered = ProfileColumns([Profile(id: 4, status: 1, plan: 0, values: missing.values), a, c]).activeRowsInCapOrder()
+        let ordered = ProfileColumns([Profile(id: 4, status: 1, plan: 0, values: missing.values), a, c])
+            .activeRowsInCapOrder()
         #expect(ordered.last == 0)
     }
 
     @Test func readIssuesCountOddAndQuarantinedRows() {
         let report = ReadReport(oddIds: [5, 6], quarantined: [QuarantinedRow(kind: .profile, rowId: 9, reason: "x")])
-        let candidates = ProfileColumns(ids: [5], statuses: [1], plans: [0],
-                                        columns: ProfileColumns([Profile.make(id: 5, lastLoginAt: Self.now, createdAt: Self.now)]).columns,
-                                        readReport: report)
+        let candidates = ProfileColumns(
+            ids: [5], statuses: [1], plans: [0],
+            columns: ProfileColumns([Profile.make(id: 5, lastLoginAt: Self.now, createdAt: Self.now)]).columns,
+            readReport: report)
         let filters = [
             SavedFilter(id: 1, ownerId: 5, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now),
             SavedFilter(id: 2, ownerId: 77, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now),
-            SavedFilter(id: 3, ownerId: 5, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now, heldOddValues: true),
-            SavedFilter(id: 4, ownerId: 5, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now,
-                        quarantineReason: "notify holds text"),
+            SavedFilter(
+                id: 3, ownerId: 5, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now, heldOddValues: true),
+            SavedFilter(
+                id: 4, ownerId: 5, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now,
+                quarantineReason: "notify holds text"),
         ]
-        let issues = ReadIssues(candidates: candidates, filters: filters,
-                                owners: [5: FilterOwner(id: 5, status: 1, plan: 0)])
+        let issues = ReadIssues(
+            candidates: candidates, filters: filters,
+            owners: [5: FilterOwner(id: 5, status: 1, plan: 0)])
         #expect(issues.oddFilterIds == [2, 3])
         #expect(issues.counters == RunCounters(profilesQuarantined: 1, filtersQuarantined: 1, oddValues: 4))
         #expect(RunCounters(oddValues: 9).withReadIssues(issues.counters).oddValues == 9)

@@ -1,16 +1,19 @@
 import Chronology
 import Foundation
-import Testing
-@testable import Matching
 import MatchingTestSupport
+import Testing
+
+@testable import Matching
 
 /// The bad day's tools on the in-memory store: the notification pause in the unit commit, abandoning a run
 /// that cannot be completed, and resetting progress that is ahead of the store.
 @Suite struct OperatorActionTests {
     func seeded() -> InMemoryStore {
         let store = InMemoryStore(now: World.day1)
-        store.save([World.profile(1, gender: 1), World.profile(10, loginHoursAgo: 5), World.profile(11),
-                    World.profile(12, residence: 27)])
+        store.save([
+            World.profile(1, gender: 1), World.profile(10, loginHoursAgo: 5), World.profile(11),
+            World.profile(12, residence: 27),
+        ])
         store.save([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#)])
         return store
     }
@@ -23,7 +26,8 @@ import MatchingTestSupport
         let paused = try World.run(store)
         #expect(paused.counters.matchesWritten == 2 && paused.counters.notificationsWritten == 0)
         #expect(store.allNotifications.isEmpty)
-        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11)])
+        #expect(
+            store.waitingPairs == [MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11)])
         #expect(store.allMatches.allSatisfy { $0.notificationId == nil })
 
         // Still paused on day 2: a new match waits too.
@@ -85,8 +89,12 @@ import MatchingTestSupport
         _ = try World.run(store)
         // A restore: the recorded mark is ahead of the store's changes.
         let entry = try #require(try store.coverage().entries.first)
-        store.setCoverage(Coverage(entries: [CoverageEntry(shard: .all, mark: ChangeMark("1000000"),
-                                                           takenAt: entry.takenAt, timeZone: entry.timeZone)]))
+        store.setCoverage(
+            Coverage(entries: [
+                CoverageEntry(
+                    shard: .all, mark: ChangeMark("1000000"),
+                    takenAt: entry.takenAt, timeZone: entry.timeZone)
+            ]))
         store.setClock(World.day2)
         store.save([World.profile(12, residence: 13, at: World.day2)])
         let refused = #expect(throws: ProgressAhead.self) { try World.run(store, now: World.day2) }

@@ -1,6 +1,7 @@
 import Chronology
 import Foundation
 import Testing
+
 @testable import Matching
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): a small deterministic generator for reproducible tests.
@@ -88,7 +89,8 @@ private func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
 private func civil(_ days: Int64) -> (year: Int, month: Int, day: Int) {
     var calendar = Calendar(identifier: .gregorian)
     calendar.timeZone = TimeZone(secondsFromGMT: 0) ?? .gmt
-    let parts = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(days) * 86_400))
+    let parts = calendar.dateComponents(
+        [.year, .month, .day], from: Date(timeIntervalSince1970: Double(days) * 86_400))
     return (parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
 }
 
@@ -106,7 +108,9 @@ private func plainAge(birthDay: Int64, onDay day: Int64) -> Int32 {
 }
 
 /// Each present condition of `filter` and whether `profile` satisfies it, keyed by item key.
-private func plainOutcomes(_ profile: PlainProfile, _ filter: PlainFilter, nowMicros: Int64, ownerPaid: Bool) -> [String: Bool] {
+private func plainOutcomes(
+    _ profile: PlainProfile, _ filter: PlainFilter, nowMicros: Int64, ownerPaid: Bool
+) -> [String: Bool] {
     func inRange(_ value: Int32?, _ range: PlainRange) -> Bool {
         guard let value else { return false }
         if let min = range.min, value < min { return false }
@@ -134,8 +138,12 @@ private func plainOutcomes(_ profile: PlainProfile, _ filter: PlainFilter, nowMi
     if let wanted = filter.hasPhoto { outcomes["has_photo"] = profile.hasPhoto == wanted }
     if let wanted = filter.hasIntroduction { outcomes["has_introduction"] = profile.hasIntroduction == wanted }
     if let wanted = filter.verified { outcomes["verified"] = profile.verified == wanted }
-    if let days = filter.lastLoginDays { outcomes["last_login"] = profile.lastLoginMicros >= nowMicros - Int64(days) * microsPerDay }
-    if let days = filter.registeredDays { outcomes["registered"] = profile.createdMicros >= nowMicros - Int64(days) * microsPerDay }
+    if let days = filter.lastLoginDays {
+        outcomes["last_login"] = profile.lastLoginMicros >= nowMicros - Int64(days) * microsPerDay
+    }
+    if let days = filter.registeredDays {
+        outcomes["registered"] = profile.createdMicros >= nowMicros - Int64(days) * microsPerDay
+    }
     return outcomes
 }
 
@@ -179,8 +187,13 @@ private struct Generator {
 
     mutating func rangeValue(near bounds: ClosedRange<Int32>, outside: [Int32]) -> Int32? {
         if chance(0.12) { return nil }
-        if chance(0.35) { return pick([bounds.lowerBound - 1, bounds.lowerBound, bounds.lowerBound + 1,
-                                       bounds.upperBound - 1, bounds.upperBound, bounds.upperBound + 1] + outside) }
+        if chance(0.35) {
+            return pick(
+                [
+                    bounds.lowerBound - 1, bounds.lowerBound, bounds.lowerBound + 1,
+                    bounds.upperBound - 1, bounds.upperBound, bounds.upperBound + 1,
+                ] + outside)
+        }
         return int(bounds)
     }
 
@@ -193,7 +206,8 @@ private struct Generator {
             } else {
                 let run = civil(runDay)
                 let years = chance(0.5) ? pick([17, 18, 19, 25, 30, 45, 119, 120, 121]) : Int(int(0...125))
-                let sameDay = CalendarDate(year: run.year - years, month: run.month, day: run.day)
+                let sameDay =
+                    CalendarDate(year: run.year - years, month: run.month, day: run.day)
                     ?? CalendarDate(year: run.year - years, month: 3, day: 1)
                 let shift = chance(0.6) ? pick([-1, 0, 0, 1]) : Int(int(-400...400))
                 birthDate = sameDay?.adding(days: shift)
@@ -228,8 +242,10 @@ private struct Generator {
     mutating func range(domain: ClosedRange<Int32>, near value: Int32?) -> PlainRange {
         func bound(_ generator: inout Generator) -> Int32 {
             let v = value ?? generator.int(domain)
-            let candidate = generator.pick([domain.lowerBound, domain.lowerBound + 1, domain.upperBound - 1,
-                                            domain.upperBound, v - 1, v, v, v + 1, generator.int(domain)])
+            let candidate = generator.pick([
+                domain.lowerBound, domain.lowerBound + 1, domain.upperBound - 1,
+                domain.upperBound, v - 1, v, v, v + 1, generator.int(domain),
+            ])
             return min(max(candidate, domain.lowerBound), domain.upperBound)
         }
         switch int(0...2) {
@@ -259,24 +275,34 @@ private struct Generator {
         min(max(pick([days, days, days - 1, days + 1, int(1...365)]), 1), 365)
     }
 
-    mutating func filter(for profile: PlainProfile, nowMicros: Int64, loginDays: Int32, createdDays: Int32) -> PlainFilter {
+    mutating func filter(
+        for profile: PlainProfile, nowMicros: Int64, loginDays: Int32, createdDays: Int32
+    ) -> PlainFilter {
         var filter = PlainFilter()
-        let keys = ["gender", "age", "height", "income", "languages", "personality", "communities", "has_photo",
-                    "has_introduction", "verified", "last_login", "registered"] + plainSingles.map(\.key)
+        let keys =
+            [
+                "gender", "age", "height", "income", "languages", "personality", "communities", "has_photo",
+                "has_introduction", "verified", "last_login", "registered",
+            ] + plainSingles.map(\.key)
         let count = pick([1, 1, 2, 2, 3, 5])
         for key in (0..<count).map({ _ in pick(keys) }) {
             switch key {
             case "gender":
-                filter.gender = (0..<int(1...2)).map { _ in chance(0.6) && profile.gender != 0 ? Int32(profile.gender) : int(1...2) }
+                filter.gender = (0..<int(1...2)).map { _ in
+                    chance(0.6) && profile.gender != 0 ? Int32(profile.gender) : int(1...2)
+                }
             case "age":
-                let age = profile.birthDate.map { plainAge(birthDay: Int64($0.daysSinceEpoch), onDay: tokyoDay(nowMicros)) }
+                let age = profile.birthDate.map {
+                    plainAge(birthDay: Int64($0.daysSinceEpoch), onDay: tokyoDay(nowMicros))
+                }
                 filter.age = range(domain: 18...120, near: age)
             case "height": filter.height = range(domain: 120...230, near: profile.heightCm)
             case "income": filter.income = range(domain: 1...9, near: profile.incomeBand)
             case "languages": filter.languages = setCondition(domain: 1...30, held: profile.languages)
             case "personality": filter.personality = setCondition(domain: 1...40, held: profile.personality)
             case "communities":
-                filter.communities = setCondition(domain: 1...Int32.max, held: profile.communities, pool: [1, 2, 3, 6, 100, 2_147_483_647])
+                filter.communities = setCondition(
+                    domain: 1...Int32.max, held: profile.communities, pool: [1, 2, 3, 6, 100, 2_147_483_647])
             case "has_photo": filter.hasPhoto = chance(0.5)
             case "has_introduction": filter.hasIntroduction = chance(0.5)
             case "verified": filter.verified = chance(0.5)
@@ -285,7 +311,8 @@ private struct Generator {
             default:
                 let codes = plainSingles.first { $0.key == key }?.codes ?? 1...1
                 let held = profile.singles[key] ?? 0
-                filter.singles[key] = self.codes(domain: codes, zero: true, including: [Int32(held)].filter { $0 == 0 || codes.contains($0) })
+                filter.singles[key] = self.codes(
+                    domain: codes, zero: true, including: [Int32(held)].filter { $0 == 0 || codes.contains($0) })
             }
         }
         return filter
@@ -320,7 +347,9 @@ private struct Generator {
         if let range = filter.age { members.append(("age", rangeJSON(range, &self))) }
         if let range = filter.height { members.append(("height", rangeJSON(range, &self))) }
         if let range = filter.income { members.append(("income", rangeJSON(range, &self))) }
-        for (key, listed) in filter.singles.sorted(by: { $0.key < $1.key }) { members.append((key, "{\"anyOf\": \(list(listed))}")) }
+        for (key, listed) in filter.singles.sorted(by: { $0.key < $1.key }) {
+            members.append((key, "{\"anyOf\": \(list(listed))}"))
+        }
         if let condition = filter.languages { members.append(("languages", setJSON(condition, &self))) }
         if let condition = filter.personality { members.append(("personality", setJSON(condition, &self))) }
         if let condition = filter.communities { members.append(("communities", setJSON(condition, &self))) }
@@ -373,7 +402,8 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
         for pair in 0..<100_000 {
             let now = generator.nowMicros()
             let (plain, loginDays, createdDays) = generator.profile(nowMicros: now)
-            let plainFilter = generator.filter(for: plain, nowMicros: now, loginDays: loginDays, createdDays: createdDays)
+            let plainFilter = generator.filter(
+                for: plain, nowMicros: now, loginDays: loginDays, createdDays: createdDays)
             let json = generator.json(plainFilter)
             let ownerPaid = generator.chance(0.5)
             let conditions: FilterConditions
@@ -390,22 +420,26 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
             let outcomes = plainOutcomes(plain, plainFilter, nowMicros: now, ownerPaid: ownerPaid)
             let expected = outcomes.values.allSatisfy { $0 }
             if actual != expected, mismatches.count < 10 {
-                mismatches.append("pair \(pair) at \(clock.now) (\(clock.runDate)): evaluator \(actual), plain \(expected): \(json) vs \(plain)")
+                mismatches.append(
+                    "pair \(pair) at \(clock.now) (\(clock.runDate)): evaluator \(actual), plain \(expected): \(json) vs \(plain)"
+                )
             }
             if actual { matched += 1 }
             let failing = outcomes.filter { !$0.value }.map(\.key)
             for (key, passed) in outcomes where passed { passes[key, default: 0] += 1 }
             if failing.count == 1 { decisiveFailures[failing[0], default: 0] += 1 }
             for condition in conditions.conditions {
-                forms.insert("\(condition.item.kind) " + {
-                    switch condition.form {
-                    case .range(let min, let max): min == nil ? "max" : max == nil ? "min" : "min max"
-                    case .anyOf(let codes): codes.contains(0) ? "anyOf with 0" : "anyOf"
-                    case .allOf(let codes): codes.count == 1 ? "allOf one" : "allOf"
-                    case .flag(let wanted): "\(wanted)"
-                    case .withinDays: "withinDays"
-                    }
-                }())
+                forms.insert(
+                    "\(condition.item.kind) "
+                        + {
+                            switch condition.form {
+                            case .range(let min, let max): min == nil ? "max" : max == nil ? "min" : "min max"
+                            case .anyOf(let codes): codes.contains(0) ? "anyOf with 0" : "anyOf"
+                            case .allOf(let codes): codes.count == 1 ? "allOf one" : "allOf"
+                            case .flag(let wanted): "\(wanted)"
+                            case .withinDays: "withinDays"
+                            }
+                        }())
             }
             if pair % 10 == 0 {
                 #expect(try FilterConditions.decode(json: conditions.canonicalJSON) == conditions, "\(json)")
@@ -415,12 +449,15 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
         #expect(matched > 10_000, "only \(matched) pairs matched")
         for item in MasterItem.all {
             #expect(passes[item.key, default: 0] > 100, "\(item.key) passed \(passes[item.key, default: 0]) times")
-            #expect(decisiveFailures[item.key, default: 0] > 100, "\(item.key) alone failed \(decisiveFailures[item.key, default: 0]) times")
+            #expect(
+                decisiveFailures[item.key, default: 0] > 100,
+                "\(item.key) alone failed \(decisiveFailures[item.key, default: 0]) times")
         }
-        #expect(forms == [
-            "range min", "range max", "range min max", "single anyOf", "single anyOf with 0", "multi anyOf",
-            "multi allOf", "multi allOf one", "flag true", "flag false", "recency withinDays",
-        ])
+        #expect(
+            forms == [
+                "range min", "range max", "range min max", "single anyOf", "single anyOf with 0", "multi anyOf",
+                "multi allOf", "multi allOf one", "flag true", "flag false", "recency withinDays",
+            ])
     }
 
     /// The whole eligibility rule, and `explain`, agree with the plain rule on random pairs.
@@ -430,11 +467,14 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
         for pair in 0..<10_000 {
             let now = generator.nowMicros()
             let (plain, loginDays, createdDays) = generator.profile(nowMicros: now)
-            let plainFilter = generator.filter(for: plain, nowMicros: now, loginDays: loginDays, createdDays: createdDays)
+            let plainFilter = generator.filter(
+                for: plain, nowMicros: now, loginDays: loginDays, createdDays: createdDays)
             let valid = !generator.chance(0.1)
             let json = valid ? generator.json(plainFilter) : generator.pick(["[]", #"{"age": {}}"#, #"{"x": 1}"#, "{"])
             let ownerId = generator.int64(1...60)
-            let owner = generator.chance(0.05) ? nil
+            let owner =
+                generator.chance(0.05)
+                ? nil
                 : FilterOwner(id: ownerId, status: generator.chance(0.9) ? 1 : 3, plan: Int16(generator.int(0...1)))
             let deleted = generator.chance(0.05)
             let filter = SavedFilter(
@@ -442,8 +482,12 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
                 createdAt: Timestamp(microsecondsSinceEpoch: 0), updatedAt: Timestamp(microsecondsSinceEpoch: 0),
                 deletedAt: deleted ? Timestamp(microsecondsSinceEpoch: now) : nil)
             let blocked = generator.chance(0.05)
-            let blocks = blocked
-                ? BlockSet([generator.chance(0.5) ? (blocker: plain.id, blocked: ownerId) : (blocker: ownerId, blocked: plain.id)])
+            let blocks =
+                blocked
+                ? BlockSet([
+                    generator.chance(0.5)
+                        ? (blocker: plain.id, blocked: ownerId) : (blocker: ownerId, blocked: plain.id)
+                ])
                 : BlockSet([(blocker: plain.id, blocked: ownerId + 1000)])
             let clock = EvaluationClock(now: Timestamp(microsecondsSinceEpoch: now))
             let profile = makeProfile(plain, plan: 0)
@@ -451,7 +495,8 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
             let outcomes = plainOutcomes(plain, plainFilter, nowMicros: now, ownerPaid: owner?.plan == 1)
             // Every condition paid, owner without the plan: suspended, matches nothing (filter-language.md).
             let suspended = valid && owner?.plan != 1 && plainFilter.communities != nil && outcomes.isEmpty
-            let expected = plain.status == 1 && owner?.status == 1 && !deleted && valid && plain.id != ownerId
+            let expected =
+                plain.status == 1 && owner?.status == 1 && !deleted && valid && plain.id != ownerId
                 && !blocked && !suspended && outcomes.values.allSatisfy { $0 }
             let actual = ReferenceEvaluator.matches(profile, filter, owner: owner, blocks: blocks, clock: clock)
             #expect(actual == expected, "pair \(pair): \(json)")
@@ -465,7 +510,9 @@ private func makeProfile(_ plain: PlainProfile, plan: Int16) -> Profile {
                 for line in lines {
                     #expect((line.outcome == .pass) == outcomes[line.itemKey], "pair \(pair): \(line)")
                 }
-                #expect(explanation.conditions.contains { $0.outcome == .ignoredNotOnPlan } == (!paid && plainFilter.communities != nil))
+                #expect(
+                    explanation.conditions.contains { $0.outcome == .ignoredNotOnPlan }
+                        == (!paid && plainFilter.communities != nil))
             } else {
                 #expect(explanation.conditions.isEmpty)
             }

@@ -1,6 +1,7 @@
 import Chronology
 import Foundation
 import Testing
+
 @testable import Matching
 
 /// Builds profiles, filters and clocks for evaluator tests.
@@ -18,7 +19,8 @@ struct EvaluatorFixture {
     }
 
     static func profile(
-        id: Int64 = 10, status: Int16 = 1, plan: Int16 = 0, lastLoginAt: Timestamp = Timestamp(microsecondsSinceEpoch: 0),
+        id: Int64 = 10, status: Int16 = 1, plan: Int16 = 0,
+        lastLoginAt: Timestamp = Timestamp(microsecondsSinceEpoch: 0),
         createdAt: Timestamp = Timestamp(microsecondsSinceEpoch: 0), _ values: [String: ItemValue] = [:]
     ) -> Profile {
         Profile.make(id: id, status: status, plan: plan, lastLoginAt: lastLoginAt, createdAt: createdAt, values)
@@ -31,7 +33,9 @@ struct EvaluatorFixture {
             deletedAt: deletedAt)
     }
 
-    static func satisfies(_ profile: Profile, _ json: String, clock: EvaluationClock, ownerPlan: Int16 = 1) throws -> Bool {
+    static func satisfies(
+        _ profile: Profile, _ json: String, clock: EvaluationClock, ownerPlan: Int16 = 1
+    ) throws -> Bool {
         let conditions = try FilterConditions.decode(json: json).effective(forOwnerPlan: ownerPlan).conditions
         return ReferenceEvaluator.satisfies(profile, conditions, clock: clock)
     }
@@ -72,7 +76,10 @@ struct EvaluatorFixture {
         #expect(try F.satisfies(birthday, #"{"age": {"min": 30}}"#, clock: clock))
     }
 
-    @Test(arguments: [("2023-02-28", Int32(22)), ("2023-03-01", 23), ("2024-02-28", 23), ("2024-02-29", 24), ("2025-02-28", 24), ("2025-03-01", 25)])
+    @Test(arguments: [
+        ("2023-02-28", Int32(22)), ("2023-03-01", 23), ("2024-02-28", 23), ("2024-02-29", 24), ("2025-02-28", 24),
+        ("2025-03-01", 25),
+    ])
     func leapDayBirthdaysTurnOnFirstOfMarch(runDate: String, age: Int32) throws {
         // Noon in Tokyo on the run date.
         let clock = try F.clock(runDate + "T03:00:00Z")
@@ -149,7 +156,8 @@ struct EvaluatorFixture {
     @Test(arguments: [(true, "true", true), (true, "false", false), (false, "false", true), (false, "true", false)])
     func flagsEqualTheirCondition(value: Bool, json: String, passes: Bool) throws {
         let clock = try F.clock("2026-03-01T00:00:00Z")
-        #expect(try F.satisfies(F.profile(["verified": .flag(value)]), #"{"verified": \#(json)}"#, clock: clock) == passes)
+        #expect(
+            try F.satisfies(F.profile(["verified": .flag(value)]), #"{"verified": \#(json)}"#, clock: clock) == passes)
     }
 
     @Test func withinDaysIncludesItsBoundaryExactly() throws {
@@ -157,12 +165,20 @@ struct EvaluatorFixture {
         let boundary = try F.at("2026-03-01T12:00:00Z")  // exactly 7 × 24 h before
         let justBefore = boundary.adding(microseconds: -1)
         #expect(try F.satisfies(F.profile(lastLoginAt: boundary), #"{"last_login": {"withinDays": 7}}"#, clock: clock))
-        #expect(try F.satisfies(F.profile(lastLoginAt: justBefore), #"{"last_login": {"withinDays": 7}}"#, clock: clock) == false)
-        #expect(try F.satisfies(F.profile(lastLoginAt: justBefore), #"{"last_login": {"withinDays": 8}}"#, clock: clock))
+        #expect(
+            try F.satisfies(F.profile(lastLoginAt: justBefore), #"{"last_login": {"withinDays": 7}}"#, clock: clock)
+                == false)
+        #expect(
+            try F.satisfies(F.profile(lastLoginAt: justBefore), #"{"last_login": {"withinDays": 8}}"#, clock: clock))
         #expect(try F.satisfies(F.profile(createdAt: boundary), #"{"registered": {"withinDays": 7}}"#, clock: clock))
-        #expect(try F.satisfies(F.profile(createdAt: justBefore), #"{"registered": {"withinDays": 7}}"#, clock: clock) == false)
+        #expect(
+            try F.satisfies(F.profile(createdAt: justBefore), #"{"registered": {"withinDays": 7}}"#, clock: clock)
+                == false)
         // A timestamp after the clock (a later login replayed with an earlier --now) is within any window.
-        #expect(try F.satisfies(F.profile(lastLoginAt: try F.at("2026-03-09T00:00:00Z")), #"{"last_login": {"withinDays": 1}}"#, clock: clock))
+        #expect(
+            try F.satisfies(
+                F.profile(lastLoginAt: try F.at("2026-03-09T00:00:00Z")), #"{"last_login": {"withinDays": 1}}"#,
+                clock: clock))
     }
 
     @Test func withinDaysIsTwentyFourHourDaysWhateverTheZone() throws {
@@ -171,7 +187,10 @@ struct EvaluatorFixture {
         let clock = try F.clock("2026-03-09T12:00:00Z", timeZone: newYork)  // the day after DST began there
         let boundary = try F.at("2026-03-08T12:00:00Z")
         #expect(try F.satisfies(F.profile(lastLoginAt: boundary), #"{"last_login": {"withinDays": 1}}"#, clock: clock))
-        #expect(try F.satisfies(F.profile(lastLoginAt: boundary.adding(microseconds: -1)), #"{"last_login": {"withinDays": 1}}"#, clock: clock) == false)
+        #expect(
+            try F.satisfies(
+                F.profile(lastLoginAt: boundary.adding(microseconds: -1)), #"{"last_login": {"withinDays": 1}}"#,
+                clock: clock) == false)
     }
 
     @Test func emptyConditionsAcceptEveryProfile() throws {
@@ -182,8 +201,13 @@ struct EvaluatorFixture {
     @Test func everyConditionMustHold() throws {
         let clock = try F.clock("2026-03-01T00:00:00Z")
         let profile = F.profile(["gender": .code(2), "residence": .code(13), "has_photo": .flag(true)])
-        #expect(try F.satisfies(profile, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}, "has_photo": true}"#, clock: clock))
-        #expect(try F.satisfies(profile, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [14]}, "has_photo": true}"#, clock: clock) == false)
+        #expect(
+            try F.satisfies(
+                profile, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}, "has_photo": true}"#, clock: clock))
+        #expect(
+            try F.satisfies(
+                profile, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [14]}, "has_photo": true}"#, clock: clock)
+                == false)
     }
 
     @Test func paidConditionIsIgnoredForAFreeOwnerAndAppliedForAPaidOne() throws {
@@ -212,8 +236,12 @@ struct EvaluatorFixture {
         }
         #expect(matches(profile, filter, owner: owner))
         for status: Int16 in [0, 2, 3, 4, 5] {
-            #expect(!matches(F.profile(id: 10, status: status, ["gender": .code(2)]), filter, owner: owner), "profile status \(status)")
-            #expect(!matches(profile, filter, owner: FilterOwner(id: 99, status: status, plan: 0)), "owner status \(status)")
+            #expect(
+                !matches(F.profile(id: 10, status: status, ["gender": .code(2)]), filter, owner: owner),
+                "profile status \(status)")
+            #expect(
+                !matches(profile, filter, owner: FilterOwner(id: 99, status: status, plan: 0)), "owner status \(status)"
+            )
         }
         #expect(!matches(profile, filter, owner: nil), "no owner")
         #expect(!matches(profile, filter, owner: FilterOwner(id: 98, status: 1, plan: 0)), "another member's record")
@@ -221,9 +249,16 @@ struct EvaluatorFixture {
         #expect(!matches(profile, F.filter(#"{"gender": {"anyOf": [3]}}"#), owner: owner), "invalid")
         #expect(!matches(profile, F.filter("not json"), owner: owner), "not JSON")
         #expect(!matches(F.profile(id: 99, ["gender": .code(2)]), filter, owner: owner), "self-match")
-        #expect(!matches(profile, filter, owner: owner, blocks: BlockSet([(blocker: 99, blocked: 10)])), "owner blocked profile")
-        #expect(!matches(profile, filter, owner: owner, blocks: BlockSet([(blocker: 10, blocked: 99)])), "profile blocked owner")
-        #expect(matches(profile, filter, owner: owner, blocks: BlockSet([(blocker: 10, blocked: 98), (blocker: 97, blocked: 99)])), "unrelated blocks")
+        #expect(
+            !matches(profile, filter, owner: owner, blocks: BlockSet([(blocker: 99, blocked: 10)])),
+            "owner blocked profile")
+        #expect(
+            !matches(profile, filter, owner: owner, blocks: BlockSet([(blocker: 10, blocked: 99)])),
+            "profile blocked owner")
+        #expect(
+            matches(
+                profile, filter, owner: owner,
+                blocks: BlockSet([(blocker: 10, blocked: 98), (blocker: 97, blocked: 99)])), "unrelated blocks")
         #expect(!matches(F.profile(id: 10, ["gender": .code(1)]), filter, owner: owner), "conditions")
     }
 
@@ -232,18 +267,26 @@ struct EvaluatorFixture {
         let filter = F.filter(#"{"has_photo": true}"#)
         let owner = FilterOwner(id: 99, status: 1, plan: 0)
         let decoded = Result { () throws(FilterValidationError) in try filter.decodedConditions() }
-        #expect(ReferenceEvaluator.matches(F.profile(["has_photo": .flag(true)]), filter, conditions: decoded, owner: owner, blocks: BlockSet.none, clock: clock))
-        let invalid = Result<FilterConditions, FilterValidationError>.failure(FilterValidationError(itemKey: nil, problem: "not a JSON object"))
-        #expect(!ReferenceEvaluator.matches(F.profile(["has_photo": .flag(true)]), filter, conditions: invalid, owner: owner, blocks: BlockSet.none, clock: clock))
+        #expect(
+            ReferenceEvaluator.matches(
+                F.profile(["has_photo": .flag(true)]), filter, conditions: decoded, owner: owner, blocks: BlockSet.none,
+                clock: clock))
+        let invalid = Result<FilterConditions, FilterValidationError>.failure(
+            FilterValidationError(itemKey: nil, problem: "not a JSON object"))
+        #expect(
+            !ReferenceEvaluator.matches(
+                F.profile(["has_photo": .flag(true)]), filter, conditions: invalid, owner: owner, blocks: BlockSet.none,
+                clock: clock))
     }
 
     @Test func sqlPredicateDerivesFromColumns() throws {
-        let decoded = try FilterConditions.decode(json: #"""
-            {"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}, "height": {"max": 180},
-             "residence": {"anyOf": [0, 13]}, "personality": {"anyOf": [2, 9]}, "languages": {"allOf": [1]},
-             "communities": {"allOf": [7, 2147483647]}, "has_photo": true, "verified": false,
-             "last_login": {"withinDays": 7}, "registered": {"withinDays": 1}}
-            """#)
+        let decoded = try FilterConditions.decode(
+            json: #"""
+                {"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}, "height": {"max": 180},
+                 "residence": {"anyOf": [0, 13]}, "personality": {"anyOf": [2, 9]}, "languages": {"allOf": [1]},
+                 "communities": {"allOf": [7, 2147483647]}, "has_photo": true, "verified": false,
+                 "last_login": {"withinDays": 7}, "registered": {"withinDays": 1}}
+                """#)
         let expected = [
             "(gender IN (2))",
             "(birth_date IS NOT NULL AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) >= 25 AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 32)",

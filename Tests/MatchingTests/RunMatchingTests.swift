@@ -1,8 +1,9 @@
 import Chronology
 import Foundation
-import Testing
-@testable import Matching
 import MatchingTestSupport
+import Testing
+
+@testable import Matching
 
 @Suite struct RunMatchingTests {
     /// Owner 1 (a man) searches women in Tokyo; profiles 10... are candidates.
@@ -13,9 +14,9 @@ import MatchingTestSupport
             World.profile(10, loginHoursAgo: 5),
             World.profile(11, loginHoursAgo: 1),
             World.profile(12, loginHoursAgo: 1),
-            World.profile(13, residence: 27),       // Osaka: no match
-            World.profile(14, status: 2),           // hidden: not a candidate
-            World.profile(15, gender: 1),           // a man: no match
+            World.profile(13, residence: 27),  // Osaka: no match
+            World.profile(14, status: 2),  // hidden: not a candidate
+            World.profile(15, gender: 1),  // a man: no match
         ])
         store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}}"#)])
         return store
@@ -97,11 +98,13 @@ import MatchingTestSupport
         store.save([World.filter(101, owner: 15, #"{"gender": {"anyOf": [2]}}"#)])
         let summary = try World.run(store, now: World.day2)
         #expect(summary.counters.candidates == 1)
-        #expect(Set(World.pairs(store)) == Set([
-            MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11),
-            MatchPair(filterId: 100, profileId: 12), MatchPair(filterId: 100, profileId: 13),
-            MatchPair(filterId: 101, profileId: 13),
-        ]))
+        #expect(
+            Set(World.pairs(store))
+                == Set([
+                    MatchPair(filterId: 100, profileId: 10), MatchPair(filterId: 100, profileId: 11),
+                    MatchPair(filterId: 100, profileId: 12), MatchPair(filterId: 100, profileId: 13),
+                    MatchPair(filterId: 101, profileId: 13),
+                ]))
         // A day has passed since filter 100's notification: a new digest with the one new match.
         let notes = try store.notifications(filterId: 100)
         #expect(notes.count == 2)
@@ -133,7 +136,9 @@ import MatchingTestSupport
         store.save([World.filter(100, owner: 1, every: NotifyInterval(months: 0, days: 7, microseconds: 0))])
         _ = try World.run(store)
         // Day 2: two new matches, one hidden before the notification is due, one blocked.
-        store.save([World.profile(20, at: World.day2), World.profile(21, at: World.day2), World.profile(22, at: World.day2)])
+        store.save([
+            World.profile(20, at: World.day2), World.profile(21, at: World.day2), World.profile(22, at: World.day2),
+        ])
         _ = try World.run(store, now: World.day2)
         #expect(try store.notifications(filterId: 100).count == 1)
         let day9 = World.day1.adding(days: 8)
@@ -169,8 +174,8 @@ import MatchingTestSupport
     @Test func eligibilityExcludesOwnerBlocksInactiveOwnersDeletedAndNotifyOff() throws {
         let store = InMemoryStore(now: World.day1)
         store.save([
-            World.profile(1, gender: 2),                 // owner searching women, is one
-            World.profile(2, gender: 1, status: 3),      // suspended owner
+            World.profile(1, gender: 2),  // owner searching women, is one
+            World.profile(2, gender: 1, status: 3),  // suspended owner
             World.profile(3, gender: 1),
             World.profile(10), World.profile(11), World.profile(12),
         ])
@@ -203,7 +208,8 @@ import MatchingTestSupport
         #expect(summary.counters.filtersEvaluated == 1)
         let recorded = try store.recordedInvalidFilters()
         #expect(recorded.map(\.filterId) == [101, 102])
-        #expect(recorded.map(\.error.description) == ["age: min 40 is greater than max 30", "favorite_color: unknown item"])
+        #expect(
+            recorded.map(\.error.description) == ["age: min 40 is greater than max 30", "favorite_color: unknown item"])
         #expect(World.pairs(store).allSatisfy { $0.filterId == 100 })
         // Fixed, it is evaluated again (on changed profiles) and forgotten as invalid.
         store.save([World.filter(101, owner: 1, #"{"age": {"min": 20, "max": 40}}"#)])
@@ -255,15 +261,19 @@ import MatchingTestSupport
         let store = InMemoryStore(now: World.day1)
         var profiles: [Profile] = []
         for id in Int64(1)...40 {
-            profiles.append(World.profile(id, gender: Int16(id % 2 + 1), residence: Int16(id % 3 == 0 ? 27 : 13),
-                                          loginHoursAgo: Int(id % 7)))
+            profiles.append(
+                World.profile(
+                    id, gender: Int16(id % 2 + 1), residence: Int16(id % 3 == 0 ? 27 : 13),
+                    loginHoursAgo: Int(id % 7)))
         }
         store.save(profiles)
         var filters: [SavedFilter] = []
         for id in Int64(100)..<124 {
             let gender = id % 2 + 1
-            filters.append(World.filter(id, owner: id - 99, #"{"gender": {"anyOf": [\#(gender)]}, "residence": {"anyOf": [13]}}"#,
-                                        notify: id % 5 != 0))
+            filters.append(
+                World.filter(
+                    id, owner: id - 99, #"{"gender": {"anyOf": [\#(gender)]}, "residence": {"anyOf": [13]}}"#,
+                    notify: id % 5 != 0))
         }
         store.save(filters)
         return store
@@ -281,7 +291,9 @@ import MatchingTestSupport
             let resumed = try World.run(crashed, maxPerFilter: 3, unitFilterLimit: 4)
             #expect(resumed.resumedRunId == crashed.allRuns.first?.id)
             #expect(World.rows(crashed).matches == World.rows(clean).matches, "failing after \(failAfter) units")
-            #expect(World.rows(crashed).notifications == World.rows(clean).notifications, "failing after \(failAfter) units")
+            #expect(
+                World.rows(crashed).notifications == World.rows(clean).notifications, "failing after \(failAfter) units"
+            )
             let first = try #require(crashed.allRuns.first)
             #expect(first.status == .succeeded)
             #expect(first.counters.matchesWritten == clean.allRuns.first?.counters.matchesWritten)
@@ -312,8 +324,9 @@ import MatchingTestSupport
         let store = manyFilters()
         let stop = StopRequest()
         stop.request("SIGTERM")
-        let useCase = RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                                  stop: stop, unitFilterLimit: 4)
+        let useCase = RunMatching(
+            profiles: store, filters: store, blocks: store, matches: store, runs: store,
+            stop: stop, unitFilterLimit: 4)
         #expect(throws: RunStopped.self) { try useCase.execute(.init(now: World.day1, maxPerFilter: 3)) }
         #expect(store.allMatches.isEmpty)
         _ = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
@@ -335,7 +348,8 @@ import MatchingTestSupport
         // The first backfill's pair is silent for good; with --notify, the new match is notified, alone.
         #expect(store.silentPairs == [MatchPair(filterId: 100, profileId: 10)])
         store.save([World.profile(12)])
-        let notifying = try World.backfill(store, .init(filters: .owners([1]), writesNotifications: true, now: World.day1))
+        let notifying = try World.backfill(
+            store, .init(filters: .owners([1]), writesNotifications: true, now: World.day1))
         #expect(notifying.counters.notificationsWritten == 1)
         #expect(store.allNotifications.first?.profileIds == [12])
     }
@@ -346,8 +360,11 @@ import MatchingTestSupport
         store.save([World.profile(10)], updatedAt: World.day1.adding(days: -5))
         store.save([World.profile(11)], updatedAt: World.day1.adding(days: -1))
         store.save([World.filter(100, owner: 1)])
-        _ = try World.backfill(store, .init(profiles: .changed(from: World.day1.adding(days: -2), to: World.day1),
-                                            now: World.day1))
+        _ = try World.backfill(
+            store,
+            .init(
+                profiles: .changed(from: World.day1.adding(days: -2), to: World.day1),
+                now: World.day1))
         #expect(World.pairs(store).map(\.profileId) == [11])
     }
 }
@@ -377,11 +394,13 @@ import MatchingTestSupport
 
 @Suite struct ReportTests {
     @Test func runSummaryRendersAsTextAndJSON() throws {
-        let summary = RunSummary(runId: 7, kind: .run, shard: try Shard(index: 1, count: 4), clock: World.day1,
-                                 dryRun: false, resumedRunId: nil,
-                                 counters: RunCounters(candidates: 5, filtersEvaluated: 3, filtersInvalid: 1,
-                                                       matchesWritten: 9, notificationsWritten: 2),
-                                 matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75)
+        let summary = RunSummary(
+            runId: 7, kind: .run, shard: try Shard(index: 1, count: 4), clock: World.day1,
+            dryRun: false, resumedRunId: nil,
+            counters: RunCounters(
+                candidates: 5, filtersEvaluated: 3, filtersInvalid: 1,
+                matchesWritten: 9, notificationsWritten: 2),
+            matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75)
         let report = Report.runSummary(summary)
         #expect(report.section("Counts")?.value("Matches written") == .integer(9))
         let text = ReportRenderer.render(report, as: .text)
@@ -394,9 +413,15 @@ import MatchingTestSupport
     }
 
     @Test func tablesAlignJapaneseByDisplayWidth() {
-        let report = Report(title: "t", sections: [.table("T", columns: ["item", "value"], rows: [
-            [.text("residence"), .text("13 (東京都)")], [.text("x"), .text("1")],
-        ])])
+        let report = Report(
+            title: "t",
+            sections: [
+                .table(
+                    "T", columns: ["item", "value"],
+                    rows: [
+                        [.text("residence"), .text("13 (東京都)")], [.text("x"), .text("1")],
+                    ])
+            ])
         let lines = ReportRenderer.render(report, as: .text).split(separator: "\n").map(String.init)
         // "13 (東京都)" takes 11 columns: "13 (" and ")" are 5, the three kanji 2 each.
         #expect(ReportRenderer.displayWidth("13 (東京都)") == 11)
@@ -415,9 +440,11 @@ import MatchingTestSupport
         let shard = try Shard(parsing: "3/4")
         #expect(shard.index == 3 && shard.count == 4)
         #expect(shard.owns(ownerId: 7) && !shard.owns(ownerId: 8) && Shard.all.owns(ownerId: -5))
-        #expect(try Shard(index: 1, count: 4).owns(ownerId: -3))   // -3 mod 4 = 1
-        for (text, problem) in [("4/4", "K must satisfy 0 <= K < N"), ("0/0", "N must be at least 1"),
-                                ("1/40000", "N must be at most 32767"), ("a/b", "expected K/N, for example 0/4")] {
+        #expect(try Shard(index: 1, count: 4).owns(ownerId: -3))  // -3 mod 4 = 1
+        for (text, problem) in [
+            ("4/4", "K must satisfy 0 <= K < N"), ("0/0", "N must be at least 1"),
+            ("1/40000", "N must be at most 32767"), ("a/b", "expected K/N, for example 0/4"),
+        ] {
             #expect(throws: ShardError(text: text, problem: problem)) { try Shard(parsing: text) }
         }
     }

@@ -1,8 +1,9 @@
 import Chronology
 import Foundation
-import Testing
-@testable import Matching
 import MatchingTestSupport
+import Testing
+
+@testable import Matching
 
 /// `matcher status` as people and scripts read it: golden text and JSON for a healthy service, a failed shard,
 /// a paused service and a lagging shard, from the in-memory store on a fixed clock (`Golden/`; set
@@ -15,9 +16,11 @@ import MatchingTestSupport
             World.profile(1, gender: 1), World.profile(2, gender: 1),
             World.profile(10, loginHoursAgo: 5), World.profile(11), World.profile(12, residence: 27),
         ])
-        store.save([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#),
-                    World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, notify: false),
-                    World.filter(300, owner: 2, #"{"age": {"min": 40, "max": 30}}"#)])
+        store.save([
+            World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#),
+            World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, notify: false),
+            World.filter(300, owner: 2, #"{"age": {"min": 40, "max": 30}}"#),
+        ])
         return store
     }
 
@@ -57,7 +60,8 @@ import MatchingTestSupport
         store.setClock(World.day1.adding(microseconds: 5 * Self.hour))
         let status = try store.serviceStatus()
         #expect(status.notificationPause?.reason == "APNs outage, INC-123")
-        #expect(status.digests.matches == 3 && status.digests.filters == 1 && status.digests.oldestMatchedAt == World.day1)
+        #expect(
+            status.digests.matches == 3 && status.digests.filters == 1 && status.digests.oldestMatchedAt == World.day1)
         try Self.golden("paused", status)
     }
 
@@ -82,9 +86,13 @@ import MatchingTestSupport
     }
 
     /// Compares the text and the JSON with `Golden/NAME.txt` and `Golden/NAME.json`.
-    static func golden(_ name: String, _ status: ServiceStatus, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func golden(
+        _ name: String, _ status: ServiceStatus, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Golden")
-        let outputs = [("txt", ReportRenderer.render(.serviceStatus(status), as: .text) + "\n"), ("json", status.json + "\n")]
+        let outputs = [
+            ("txt", ReportRenderer.render(.serviceStatus(status), as: .text) + "\n"), ("json", status.json + "\n"),
+        ]
         for (ext, actual) in outputs {
             let file = folder.appendingPathComponent("\(name).\(ext)")
             if ProcessInfo.processInfo.environment["MATCHER_UPDATE_GOLDEN"] == "1" {

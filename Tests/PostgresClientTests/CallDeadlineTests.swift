@@ -10,8 +10,10 @@ import Testing
     @Test func aFrozenProxyFailsTheCallWithinItsDeadline() throws {
         let database = try TestDatabase.create()
         let socketDirectory = try #require(Self.value(of: "host", in: database.conninfo))
-        let proxy = try FreezableProxy(unixSocket: socketDirectory + "/.s.PGSQL.\(Self.value(of: "port", in: database.conninfo) ?? "5432")")
-        let conninfo = try PostgresConnection.conninfo(database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
+        let proxy = try FreezableProxy(
+            unixSocket: socketDirectory + "/.s.PGSQL.\(Self.value(of: "port", in: database.conninfo) ?? "5432")")
+        let conninfo = try PostgresConnection.conninfo(
+            database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
         let connection = try PostgresConnection(conninfo, options: ["connect_timeout": "5"])
         connection.callTimeout = .seconds(2)
         let before = try connection.query("SELECT 41 + 1").rows[0].int32(0)
@@ -40,9 +42,13 @@ import Testing
         connection.callTimeout = .seconds(2)
         // A COPY that streams for longer than the deadline keeps going: every chunk is progress.
         let started = ContinuousClock.now
-        let rows = try connection.copyOut("""
+        let rows = try connection.copyOut(
+            """
             COPY (SELECT g, pg_sleep(0.001) FROM generate_series(1, 3000) g) TO STDOUT (FORMAT binary)
-            """) { row in _ = try row.int32(); try row.skip() }
+            """
+        ) { row in
+            _ = try row.int32(); try row.skip()
+        }
         #expect(rows == 3_000)
         #expect(ContinuousClock.now - started > .seconds(2))
         #expect(try connection.query("SELECT pg_sleep(1), 7").rows[0].int32(1) == 7)
@@ -74,9 +80,13 @@ final class FreezableProxy: @unchecked Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         guard bound == 0, listen(fd, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         listener = fd
         port = UInt16(bigEndian: address.sin_port)
         Thread.detachNewThread { [self] in
@@ -89,7 +99,9 @@ final class FreezableProxy: @unchecked Sendable {
                 for (i, byte) in path.utf8.prefix(buffer.count - 1).enumerated() { buffer[i] = byte }
             }
             let connected = withUnsafePointer(to: &target) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
             }
             guard connected == 0 else { return }
             lock.lock(); sockets = [client, server]; lock.unlock()

@@ -43,7 +43,8 @@ struct ConnectionTests {
     }
 
     @Test func conninfoOverridingQuotesValues() throws {
-        let text = try PostgresConnection.conninfo("host=/tmp/x dbname=a", overriding: ["dbname": "it's b", "user": "u"])
+        let text = try PostgresConnection.conninfo(
+            "host=/tmp/x dbname=a", overriding: ["dbname": "it's b", "user": "u"])
         #expect(text == #"dbname='it\'s b' host='/tmp/x' user='u'"#)
         let fromURI = try PostgresConnection.conninfo("postgresql://me@localhost:6543/base", overriding: [:])
         #expect(fromURI == "user='me' dbname='base' host='localhost' port='6543'")
@@ -73,7 +74,10 @@ struct ConnectionTests {
         #expect(error?.sqlState == "23505")
         #expect(error?.isUniqueViolation == true)
         #expect(error?.detail == "Key (id)=(1) already exists.")
-        #expect(error?.description == #"ERROR 23505: duplicate key value violates unique constraint "t_pkey" (detail: Key (id)=(1) already exists.)"#)
+        #expect(
+            error?.description
+                == #"ERROR 23505: duplicate key value violates unique constraint "t_pkey" (detail: Key (id)=(1) already exists.)"#
+        )
     }
 
     @Test(arguments: [
@@ -249,19 +253,22 @@ struct ConnectionTests {
     @Test func executeRunsSeveralStatementsAndQueryCountsRows() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE TABLE t (id int PRIMARY KEY, name text);
             INSERT INTO t SELECT g, 'n' || g FROM generate_series(1, 10) g;
             """)
         let updated = try connection.query("UPDATE t SET name = $1 WHERE id <= $2", [.text("x"), .int4(4)])
         #expect(updated.affectedRows == 4)
         #expect(updated.rows.isEmpty)
-        let selected = try connection.query("SELECT id, name FROM t WHERE name = $1 ORDER BY id", ["x"].map(PostgresValue.text))
+        let selected = try connection.query(
+            "SELECT id, name FROM t WHERE name = $1 ORDER BY id", ["x"].map(PostgresValue.text))
         #expect(selected.columns == ["id", "name"])
         #expect(selected.columnTypes == [PostgresOID.int4, PostgresOID.text])
         #expect(try selected.rows.map { try $0.int32("id") } == [1, 2, 3, 4])
         #expect(selected.affectedRows == 4)
-        let null = try connection.query("SELECT $1::text IS NULL, $2::int IS NULL", [.null, PostgresValue(nil as Int32?)])
+        let null = try connection.query(
+            "SELECT $1::text IS NULL, $2::int IS NULL", [.null, PostgresValue(nil as Int32?)])
         #expect(null.rows[0].values == [.bool(true), .bool(true)])
         try connection.execute("")
     }

@@ -1,5 +1,6 @@
-@testable import PostgresClient
 import Testing
+
+@testable import PostgresClient
 
 /// The parser on hand-made binary COPY data, fed in chunks of every size, as libpq could hand it over.
 @Suite("Binary COPY parser")
@@ -49,7 +50,10 @@ struct CopyParserTests {
                 let end = min(offset + chunkSize, all.count)
                 try parser.feed(UnsafeRawBufferPointer(rebasing: all[offset..<end])) { row in
                     #expect(row.fieldCount == 4)
-                    rows.append(Row(id: try row.int32(), text: try row.string(), null: try row.int64(), array: try row.int16Array()))
+                    rows.append(
+                        Row(
+                            id: try row.int32(), text: try row.string(), null: try row.int64(),
+                            array: try row.int16Array()))
                 }
                 offset = end
             }

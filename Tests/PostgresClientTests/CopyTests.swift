@@ -20,9 +20,10 @@ private struct BulkRow: Equatable {
     init(_ id: Int64) {
         self.id = id
         gender = Int16(id % 3)
-        score = Int32(truncatingIfNeeded: id &* 2_654_435_761) // negative and positive
+        score = Int32(truncatingIfNeeded: id &* 2_654_435_761)  // negative and positive
         birthDate = CalendarDate(daysSinceEpoch: Int32(id % 40_000) - 20_000)
-        updatedAt = Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + id * 1_000_003 - 900_000_000_000_000 * (id % 3))
+        updatedAt = Timestamp(
+            microsecondsSinceEpoch: 1_700_000_000_000_000 + id * 1_000_003 - 900_000_000_000_000 * (id % 3))
         name = id % 10 == 0 ? "名前\(id) 🎉" : "name\(id)"
         hobbies = (0..<Int16(id % 4)).map { Int16(id % 50) + $0 }
         verified = id % 2 == 0
@@ -184,7 +185,9 @@ struct CopyTests {
         #expect(try connection.query("SELECT count(*) FROM bulk").rows[0].int64(0) == 0)
 
         let wrongType = #expect(throws: PostgresError.self) {
-            try connection.copyIn("COPY bulk (id, gender, score, birth_date, updated_at, name, hobbies, verified, income) FROM STDIN (FORMAT binary)") { writer in
+            try connection.copyIn(
+                "COPY bulk (id, gender, score, birth_date, updated_at, name, hobbies, verified, income) FROM STDIN (FORMAT binary)"
+            ) { writer in
                 writer.beginRow(fieldCount: 9)
                 writer.write(Int32(1))  // int4 where int8 is expected
                 for _ in 0..<8 { writer.writeNull() }
@@ -214,7 +217,9 @@ struct CopyTests {
         let connection = try db.connect()
         var seen = 0
         #expect(throws: Failure(reason: "enough")) {
-            try connection.copyOut("COPY (SELECT g, repeat('x', 100) FROM generate_series(1, 2000000) g) TO STDOUT (FORMAT binary)") { _ in
+            try connection.copyOut(
+                "COPY (SELECT g, repeat('x', 100) FROM generate_series(1, 2000000) g) TO STDOUT (FORMAT binary)"
+            ) { _ in
                 seen += 1
                 if seen == 5 { throw Failure(reason: "enough") }
             }

@@ -1,6 +1,7 @@
 import Chronology
-@testable import PostgresClient
 import Testing
+
+@testable import PostgresClient
 
 /// Issue 14: decoding is total over what a server may send for the app's rows, and bounded whatever a
 /// broken or hostile peer claims in a length field.
@@ -60,9 +61,12 @@ import Testing
         }
         // Dimensions whose product overflows, negative sizes, too many or negative dimensions.
         #expect(throws: PostgresError.self) {
-            try Self.scan(Self.array(oid: PostgresOID.int2, dims: Array(repeating: (Int32.max, 1), count: 6), elements: []))
+            try Self.scan(
+                Self.array(oid: PostgresOID.int2, dims: Array(repeating: (Int32.max, 1), count: 6), elements: []))
         }
-        #expect(throws: PostgresError.self) { try Self.scan(Self.array(oid: PostgresOID.int2, dims: [(-1, 1)], elements: [])) }
+        #expect(throws: PostgresError.self) {
+            try Self.scan(Self.array(oid: PostgresOID.int2, dims: [(-1, 1)], elements: []))
+        }
         #expect(throws: PostgresError.self) {
             try Self.scan(Self.array(oid: PostgresOID.int2, dims: Array(repeating: (1, 1), count: 7), elements: [1]))
         }
@@ -75,7 +79,9 @@ import Testing
         #expect(throws: PostgresError.self) {
             try Self.scan(Self.array(oid: PostgresOID.int2, dims: [(1, 1)], elements: [1], width: 4))
         }
-        #expect(throws: PostgresError.self) { try Self.scan(Self.array(oid: PostgresOID.text, dims: [(1, 1)], elements: [1])) }
+        #expect(throws: PostgresError.self) {
+            try Self.scan(Self.array(oid: PostgresOID.text, dims: [(1, 1)], elements: [1]))
+        }
     }
 
     /// A COPY stream of one row per field list, fed whole.
@@ -133,7 +139,7 @@ import Testing
         bytes.appendBigEndian(UInt32(0))
         bytes.appendBigEndian(UInt32(0))
         bytes.appendBigEndian(Int16(1))
-        bytes.appendBigEndian(Int32.max)   // 2 GiB claimed
+        bytes.appendBigEndian(Int32.max)  // 2 GiB claimed
         var parser = BinaryCopyParser()
         let error = #expect(throws: PostgresError.self) {
             try bytes.withUnsafeBytes { try parser.feed($0) { _ in } }

@@ -38,7 +38,10 @@ struct ValueTests {
             (.timestamptz(try timestamp("1900-02-28T00:00:00.000001Z")), "1900-02-28 00:00:00.000001+00"),
             (.timestamptz(Timestamp(microsecondsSinceEpoch: .max)), "infinity"),
             (.timestamptz(Timestamp(microsecondsSinceEpoch: .min)), "-infinity"),
-            (.interval(PostgresInterval(months: 14, days: -3, microseconds: 3_723_000_001)), "1 year 2 mons -3 days +01:02:03.000001"),
+            (
+                .interval(PostgresInterval(months: 14, days: -3, microseconds: 3_723_000_001)),
+                "1 year 2 mons -3 days +01:02:03.000001"
+            ),
             (.int2Array([-1, 0, 1]), "{-1,0,1}"),
             (.int8Array([]), "{}"),
             (.textArray(["a b", "日本"]), "{\"a b\",日本}"),
@@ -60,15 +63,18 @@ struct ValueTests {
     @Test func resultsMeanWhatTheServerWrote() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()
-        let row = try #require(try connection.query("""
-            SELECT DATE '1900-02-28' AS d1, DATE '2400-02-29' AS d2, 'infinity'::date AS d3, '-infinity'::date AS d4,
-                   TIMESTAMPTZ '1969-12-31 23:59:59.999999+00' AS t1, TIMESTAMPTZ '2400-02-29 12:34:56.789012+09' AS t2,
-                   'infinity'::timestamptz AS t3, '-infinity'::timestamptz AS t4,
-                   INTERVAL '1 year 2 mons -3 days 01:02:03.000001' AS i,
-                   ARRAY[1, 2, 3]::smallint[] AS a2, '{}'::bigint[] AS a8, ARRAY['x', '', 'z'] AS at,
-                   'x'::varchar(5) AS vc, 'ab'::char(3) AS bp, '{"b": 1, "a": [true]}'::json AS js,
-                   1.5::float4 AS f4, 12.5::numeric AS num
-            """).rows.first)
+        let row = try #require(
+            try connection.query(
+                """
+                SELECT DATE '1900-02-28' AS d1, DATE '2400-02-29' AS d2, 'infinity'::date AS d3, '-infinity'::date AS d4,
+                       TIMESTAMPTZ '1969-12-31 23:59:59.999999+00' AS t1, TIMESTAMPTZ '2400-02-29 12:34:56.789012+09' AS t2,
+                       'infinity'::timestamptz AS t3, '-infinity'::timestamptz AS t4,
+                       INTERVAL '1 year 2 mons -3 days 01:02:03.000001' AS i,
+                       ARRAY[1, 2, 3]::smallint[] AS a2, '{}'::bigint[] AS a8, ARRAY['x', '', 'z'] AS at,
+                       'x'::varchar(5) AS vc, 'ab'::char(3) AS bp, '{"b": 1, "a": [true]}'::json AS js,
+                       1.5::float4 AS f4, 12.5::numeric AS num
+                """
+            ).rows.first)
         #expect(try row.date("d1") == date(1900, 2, 28))
         #expect(try row.date("d2") == date(2400, 2, 29))
         #expect(try row.date("d3") == CalendarDate(daysSinceEpoch: .max))
@@ -141,7 +147,8 @@ struct ValueTests {
     @Test func everyTypeRoundTripsThroughTableAndCopy() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()
-        try connection.execute("""
+        try connection.execute(
+            """
             CREATE TABLE by_params \(TypedRow.tableDefinition);
             CREATE TABLE by_copy \(TypedRow.tableDefinition);
             CREATE TABLE by_values \(TypedRow.tableDefinition);
@@ -167,7 +174,8 @@ struct ValueTests {
             let selected = try connection.query("SELECT * FROM \(table) ORDER BY id").rows.map(TypedRow.init(result:))
             #expect(selected == samples, "SELECT from \(table)")
             var copied: [TypedRow] = []
-            let count = try connection.copyOut("COPY (SELECT * FROM \(table) ORDER BY id) TO STDOUT (FORMAT binary)") { row in
+            let count = try connection.copyOut("COPY (SELECT * FROM \(table) ORDER BY id) TO STDOUT (FORMAT binary)") {
+                row in
                 #expect(row.fieldCount == 15)
                 copied.append(try TypedRow(copy: &row))
             }
@@ -175,7 +183,8 @@ struct ValueTests {
             #expect(copied == samples, "COPY out of \(table)")
         }
         // The same values, compared by the server.
-        let differences = try connection.query("""
+        let differences = try connection.query(
+            """
             SELECT count(*) FROM ((TABLE by_params EXCEPT TABLE by_copy) UNION ALL (TABLE by_copy EXCEPT TABLE by_params)) d
             """)
         #expect(try differences.rows[0].int64(0) == 0)
@@ -185,9 +194,11 @@ struct ValueTests {
         let db = try TestDatabase.create()
         let connection = try db.connect()
         var seen: [[PostgresValue]] = []
-        try connection.copyOut("""
+        try connection.copyOut(
+            """
             COPY (SELECT NULL::int, 7::int, 'skip me'::text, ARRAY[1,2]::int8[], 8::int2 ) TO STDOUT (FORMAT binary)
-            """) { row in
+            """
+        ) { row in
             #expect(row.isNull())
             #expect(try row.int32() == nil)
             #expect(!row.isNull())

@@ -23,7 +23,8 @@ public enum MigratedDatabase {
         let name = "matcher_template_\(String(hash, radix: 16))"
         let admin = try PostgresConnection(try TestDatabase.adminConninfo)
         defer { admin.close() }
-        let exists = try admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [.text(name)]).rows.isEmpty == false
+        let exists =
+            try admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [.text(name)]).rows.isEmpty == false
         if exists { return name }
         // Migrate a scratch database, then rename it into place (a rename is atomic).
         let scratch = try TestDatabase.create("template")

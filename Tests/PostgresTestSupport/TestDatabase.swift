@@ -66,7 +66,8 @@ public final class TestDatabase: Sendable {
     }
 
     /// Resolved once per process (Swift Testing runs tests in parallel; `static let` is initialised once).
-    private static let resolvedAdminConninfo: Result<String, TestDatabaseError> = Result { () throws(TestDatabaseError) -> String in
+    private static let resolvedAdminConninfo: Result<String, TestDatabaseError> = Result {
+        () throws(TestDatabaseError) -> String in
         if let url = ProcessInfo.processInfo.environment["MATCHER_TEST_DATABASE_URL"], !url.isEmpty {
             return url
         }

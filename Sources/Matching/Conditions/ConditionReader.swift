@@ -23,12 +23,15 @@ struct ConditionReader {
     }
 
     /// An integer within `domain`, such as a range bound or `withinDays`.
-    func integer(_ json: JSONValue, named name: String, in domain: ClosedRange<Int32>) throws(FilterValidationError) -> Int32 {
+    func integer(
+        _ json: JSONValue, named name: String, in domain: ClosedRange<Int32>
+    ) throws(FilterValidationError) -> Int32 {
         guard case .number(let number) = json, number.isInteger else {
             throw problem("\(name) is not an integer (\(json.briefDescription))")
         }
         guard let value = number.int64, value >= Int64(domain.lowerBound), value <= Int64(domain.upperBound) else {
-            throw problem("\(name) \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
+            throw problem(
+                "\(name) \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
         }
         return Int32(value)
     }
@@ -54,7 +57,8 @@ struct ConditionReader {
                 continue
             }
             guard let value, value >= Int64(domain.lowerBound), value <= Int64(domain.upperBound) else {
-                throw problem("code \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
+                throw problem(
+                    "code \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
             }
             codes.append(Int32(value))
         }

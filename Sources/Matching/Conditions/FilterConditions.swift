@@ -117,15 +117,17 @@ public struct FilterConditions: Sendable, Hashable {
     /// `decode(json: canonicalJSON)` gives back these conditions.
     public var canonicalJSON: String {
         let members = conditions.map { condition -> String in
-            let value = switch condition.form {
-            case .range(let min, let max):
-                "{" + [min.map { "\"min\":\($0)" }, max.map { "\"max\":\($0)" }].compactMap { $0 }
-                    .joined(separator: ",") + "}"
-            case .anyOf(let codes): "{\"anyOf\":[\(codes.map(String.init).joined(separator: ","))]}"
-            case .allOf(let codes): "{\"allOf\":[\(codes.map(String.init).joined(separator: ","))]}"
-            case .flag(let wanted): "\(wanted)"
-            case .withinDays(let days): "{\"withinDays\":\(days)}"
-            }
+            let value =
+                switch condition.form {
+                case .range(let min, let max):
+                    "{"
+                        + [min.map { "\"min\":\($0)" }, max.map { "\"max\":\($0)" }].compactMap { $0 }
+                        .joined(separator: ",") + "}"
+                case .anyOf(let codes): "{\"anyOf\":[\(codes.map(String.init).joined(separator: ","))]}"
+                case .allOf(let codes): "{\"allOf\":[\(codes.map(String.init).joined(separator: ","))]}"
+                case .flag(let wanted): "\(wanted)"
+                case .withinDays(let days): "{\"withinDays\":\(days)}"
+                }
             return "\"\(condition.item.key)\":\(value)"
         }
         return "{" + members.joined(separator: ",") + "}"

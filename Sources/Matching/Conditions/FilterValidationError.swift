@@ -25,7 +25,8 @@ enum MessageText {
 
     /// A key as it appears before the colon: plain when it is a short identifier, else quoted.
     static func key(_ key: String) -> String {
-        let plain = !key.isEmpty && key.unicodeScalars.dropFirst(quoteLimit).isEmpty
+        let plain =
+            !key.isEmpty && key.unicodeScalars.dropFirst(quoteLimit).isEmpty
             && key.unicodeScalars.allSatisfy {
                 ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_"
             }
@@ -43,7 +44,8 @@ enum MessageText {
             case "\n": result += "\\n"
             case "\r": result += "\\r"
             case "\t": result += "\\t"
-            case _ where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+            case _
+            where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
                 || scalar == "\u{2028}" || scalar == "\u{2029}":
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex

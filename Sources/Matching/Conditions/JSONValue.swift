@@ -298,7 +298,8 @@ struct JSONParser {
         let literal = String(decoding: bytes[start..<position], as: UTF8.self)
         // Fraction digits left after the exponent: PostgreSQL's numeric display scale.
         let isInteger = exponent >= fractionDigits.count
-        let value = isInteger
+        let value =
+            isInteger
             ? integerValue(
                 negative: negative, digits: bytes[integerDigits] + bytes[fractionDigits],
                 zeros: exponent - fractionDigits.count)
@@ -345,8 +346,9 @@ struct JSONParser {
 
     private mutating func skipWhitespace() {
         while let byte = peek(),
-              byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
-                || byte == UInt8(ascii: "\t") {
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+                || byte == UInt8(ascii: "\t")
+        {
             position += 1
         }
     }

@@ -18,7 +18,8 @@ extension FilterConditions {
         let storage = condition.item.storage
         switch condition.form {
         case .range(let min, let max):
-            let value = storage == .nullableDate
+            let value =
+                storage == .nullableDate
                 ? "date_part('year', age($2::date::timestamp, \(column)::timestamp))"
                 : column
             let bounds = [min.map { "\(value) >= \($0)" }, max.map { "\(value) <= \($0)" }].compactMap { $0 }

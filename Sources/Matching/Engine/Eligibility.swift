@@ -45,7 +45,7 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             if case .success = conditions { return true }
             return false
         case .filterNotSuspended:
-            guard case .success(let decoded) = conditions else { return true }   // invalid: its own check fails
+            guard case .success(let decoded) = conditions else { return true }  // invalid: its own check fails
             return !decoded.isSuspended(forOwnerPlan: owner?.plan ?? Profile.Plan.free)
         case .notTheOwner:
             guard let profile else { return false }
@@ -64,7 +64,8 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             return "profile \(profile.id) status \(Profile.Status.describe(profile.status))"
         case .ownerActive:
             guard let owner else { return "owner \(filter.ownerId) not found" }
-            return "owner \(owner.id) status \(Profile.Status.describe(owner.status)), plan \(Profile.Plan.describe(owner.plan))"
+            return
+                "owner \(owner.id) status \(Profile.Status.describe(owner.status)), plan \(Profile.Plan.describe(owner.plan))"
         case .filterNotDeleted:
             guard let deletedAt = filter.deletedAt else { return "filter \(filter.id) not deleted" }
             return "filter \(filter.id) deleted at \(deletedAt.iso8601)"

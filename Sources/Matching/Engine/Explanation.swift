@@ -56,11 +56,12 @@ public struct Explanation: Sendable, Hashable, CustomStringConvertible {
         }
         lines.append(conditions.isEmpty ? "conditions: none" : "conditions:")
         for line in conditions {
-            let outcome = switch line.outcome {
-            case .pass: "pass"
-            case .fail: "FAIL"
-            case .ignoredNotOnPlan: "ignored (not on the owner's plan)"
-            }
+            let outcome =
+                switch line.outcome {
+                case .pass: "pass"
+                case .fail: "FAIL"
+                case .ignoredNotOnPlan: "ignored (not on the owner's plan)"
+                }
             lines.append("  \(outcome)  \(line.itemKey): \(line.profileValue); wants \(line.condition)")
         }
         return lines.joined(separator: "\n")

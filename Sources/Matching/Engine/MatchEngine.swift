@@ -68,8 +68,10 @@ public struct MatchExclusions: Sendable {
 
 /// Finds, for each filter, its first `limit` new candidates in the cap's order.
 public protocol MatchEngine: Sendable {
-    func evaluate(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
-                  clock: EvaluationClock, exclusions: MatchExclusions) -> [FilterResult]
+    func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult]
 }
 
 /// The plainly correct engine: the reference evaluator over every (filter, candidate) pair, filters
@@ -77,8 +79,10 @@ public protocol MatchEngine: Sendable {
 public struct ReferenceMatchEngine: MatchEngine {
     public init() {}
 
-    public func evaluate(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
-                         clock: EvaluationClock, exclusions: MatchExclusions) -> [FilterResult] {
+    public func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
         let results = ResultSlots<FilterResult>(count: filters.count)
         // Each candidate rebuilt once from the columns, shared by every filter.
         let profiles = filters.isEmpty || limit <= 0 ? [] : batch.profiles
@@ -88,7 +92,8 @@ public struct ReferenceMatchEngine: MatchEngine {
             if limit > 0 {
                 for profile in profiles
                 where ReferenceEvaluator.satisfies(profile, prepared.conditions, clock: clock)
-                    && !exclusions.excludes(prepared, profileId: profile.id) {
+                    && !exclusions.excludes(prepared, profileId: profile.id)
+                {
                     found.append(profile.id)
                     if found.count == limit { break }
                 }

@@ -11,8 +11,10 @@ public struct WaitingMatch: Sendable, Hashable {
     /// Whether the filter's owner and the profile have blocked each other, either way, by now.
     public let blockedEitherWay: Bool
 
-    public init(filterId: Int64, profileId: Int64, profileStatus: Int16?, profileLastLoginAt: Timestamp?,
-                blockedEitherWay: Bool) {
+    public init(
+        filterId: Int64, profileId: Int64, profileStatus: Int16?, profileLastLoginAt: Timestamp?,
+        blockedEitherWay: Bool
+    ) {
         self.filterId = filterId
         self.profileId = profileId
         self.profileStatus = profileStatus
@@ -32,8 +34,10 @@ public struct PlannedNotification: Sendable, Hashable {
     /// How many of the counted matches are mutual (runs.md "Mutual matches").
     public let mutualCount: Int
 
-    public init(filterId: Int64, recipientId: Int64, countedProfileIds: [Int64], shownProfileIds: [Int64],
-                mutualCount: Int = 0) {
+    public init(
+        filterId: Int64, recipientId: Int64, countedProfileIds: [Int64], shownProfileIds: [Int64],
+        mutualCount: Int = 0
+    ) {
         self.filterId = filterId
         self.recipientId = recipientId
         self.countedProfileIds = countedProfileIds
@@ -76,17 +80,21 @@ public struct NotificationPlanner: Sendable {
         return next.adding(microseconds: -filter.notifyEvery.dueTolerance) <= clock.now
     }
 
-    public func plan(filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
-                     lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock) -> [PlannedNotification] {
+    public func plan(
+        filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
+        lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock
+    ) -> [PlannedNotification] {
         decide(filters: filters, waiting: waiting, lastNotifiedAt: lastNotifiedAt, clock: clock).planned
     }
 
     /// The rule, with the run's findings: `qualifies` tells the pairs that still satisfy their filter's
     /// current conditions (by default every one); `mutual` holds the pairs found mutual.
-    public func decide(filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
-                       lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock,
-                       qualifies: (MatchPair) -> Bool = { _ in true },
-                       mutual: Set<MatchPair> = []) -> NotificationDecision {
+    public func decide(
+        filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
+        lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock,
+        qualifies: (MatchPair) -> Bool = { _ in true },
+        mutual: Set<MatchPair> = []
+    ) -> NotificationDecision {
         var waitingByFilter: [Int64: [WaitingMatch]] = [:]
         for match in waiting { waitingByFilter[match.filterId, default: []].append(match) }
         var planned: [PlannedNotification] = []
@@ -94,7 +102,7 @@ public struct NotificationPlanner: Sendable {
         for candidate in filters {
             let filter = candidate.filter
             guard filter.notify, !filter.isDeleted, candidate.owner.isActive,
-                  let matches = waitingByFilter[filter.id], !matches.isEmpty
+                let matches = waitingByFilter[filter.id], !matches.isEmpty
             else { continue }
             guard Self.isDue(filter, lastNotifiedAt: lastNotifiedAt[filter.id], clock: clock) else { continue }
             let eligible = matches.filter { match in
@@ -112,11 +120,14 @@ public struct NotificationPlanner: Sendable {
                 let lb = b.profileLastLoginAt.flatMap { $0.isMissingOrInfinite ? nil : $0 } ?? .missing
                 return la != lb ? la > lb : a.profileId < b.profileId
             }.map(\.profileId)
-            let mutualCount = mutual.isEmpty ? 0
+            let mutualCount =
+                mutual.isEmpty
+                ? 0
                 : ordered.count { mutual.contains(MatchPair(filterId: filter.id, profileId: $0)) }
-            planned.append(PlannedNotification(
-                filterId: filter.id, recipientId: filter.ownerId, countedProfileIds: ordered,
-                shownProfileIds: Array(ordered.prefix(Self.digestSize)), mutualCount: mutualCount))
+            planned.append(
+                PlannedNotification(
+                    filterId: filter.id, recipientId: filter.ownerId, countedProfileIds: ordered,
+                    shownProfileIds: Array(ordered.prefix(Self.digestSize)), mutualCount: mutualCount))
         }
         return NotificationDecision(planned: planned, heldBack: heldBack)
     }
@@ -127,7 +138,8 @@ extension NotifyInterval {
     /// interval that is not positive. The interval's length counts a month as 30 days and a day as 24 hours,
     /// as PostgreSQL compares and divides intervals.
     public var dueTolerance: Int64 {
-        let length = Int128(months) * 30 * Int128(Timestamp.microsecondsPerDay)
+        let length =
+            Int128(months) * 30 * Int128(Timestamp.microsecondsPerDay)
             + Int128(days) * Int128(Timestamp.microsecondsPerDay) + Int128(microseconds)
         guard length > 0 else { return 0 }
         return Int64(min(length / 10, 3_600_000_000))
@@ -155,7 +167,7 @@ extension NotifyInterval {
             let year = totalMonths >= 0 ? totalMonths / 12 : (totalMonths - 11) / 12
             let month = Int(totalMonths - year * 12 + 1)
             guard let narrowYear = Int(exactly: year), (-4713...294_276).contains(narrowYear),
-                  let shifted = CalendarDate(
+                let shifted = CalendarDate(
                     year: narrowYear, month: month,
                     day: min(c.day, CalendarDate.daysIn(month: month, year: narrowYear)))
             else {

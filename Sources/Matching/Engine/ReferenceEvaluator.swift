@@ -9,8 +9,10 @@ public enum ReferenceEvaluator {
     }
 
     /// `satisfies` for row `row` of `columns`, reading only the items the conditions name.
-    public static func satisfies(_ columns: ProfileColumns, row: Int, _ conditions: FilterConditions,
-                                 clock: EvaluationClock) -> Bool {
+    public static func satisfies(
+        _ columns: ProfileColumns, row: Int, _ conditions: FilterConditions,
+        clock: EvaluationClock
+    ) -> Bool {
         conditions.conditions.allSatisfy { condition in
             condition.item.evaluate(condition.form, on: columns.value(of: condition.item, at: row), clock: clock)
         }
@@ -32,7 +34,8 @@ public enum ReferenceEvaluator {
         _ profile: Profile, _ filter: SavedFilter, conditions: Result<FilterConditions, FilterValidationError>,
         owner: FilterOwner?, blocks: some BlockLookup, clock: EvaluationClock
     ) -> Bool {
-        let facts = EligibilityFacts(profile: profile, filter: filter, owner: owner, conditions: conditions, blocks: blocks)
+        let facts = EligibilityFacts(
+            profile: profile, filter: filter, owner: owner, conditions: conditions, blocks: blocks)
         guard facts.eligible, let effective = facts.effectiveConditions else { return false }
         return satisfies(profile, effective.conditions, clock: clock)
     }
@@ -45,7 +48,8 @@ public enum ReferenceEvaluator {
         _ profile: Profile?, _ filter: SavedFilter, owner: FilterOwner?, blocks: some BlockLookup,
         clock: EvaluationClock
     ) -> Explanation {
-        let facts = EligibilityFacts(profile: profile, filter: filter, owner: owner, conditions: decode(filter), blocks: blocks)
+        let facts = EligibilityFacts(
+            profile: profile, filter: filter, owner: owner, conditions: decode(filter), blocks: blocks)
         let checks = EligibilityRule.allCases.map { rule in
             Explanation.Check(name: rule.rawValue, passed: facts.passes(rule), detail: facts.detail(rule))
         }
@@ -63,9 +67,10 @@ public enum ReferenceEvaluator {
                 } else {
                     outcome = .fail
                 }
-                lines.append(Explanation.ConditionLine(
-                    itemKey: item.key, profileValue: value,
-                    condition: item.describe(condition: condition.form, clock: clock), outcome: outcome))
+                lines.append(
+                    Explanation.ConditionLine(
+                        itemKey: item.key, profileValue: value,
+                        condition: item.describe(condition: condition.form, clock: clock), outcome: outcome))
             }
         }
         let matches = checks.allSatisfy(\.passed) && lines.allSatisfy { $0.outcome != .fail }

@@ -33,7 +33,9 @@ public struct Coverage: Sendable, Hashable, Codable {
     public static let none = Coverage(entries: [])
 
     public init(entries: [CoverageEntry]) {
-        self.entries = entries.sorted { $0.takenAt != $1.takenAt ? $0.takenAt > $1.takenAt : $0.shard.count > $1.shard.count }
+        self.entries = entries.sorted {
+            $0.takenAt != $1.takenAt ? $0.takenAt > $1.takenAt : $0.shard.count > $1.shard.count
+        }
     }
 
     /// The position in `entries` of the newest entry covering `ownerId`; nil when none does.
@@ -75,7 +77,8 @@ public struct Coverage: Sendable, Hashable, Codable {
             guard entry.shard.intersects(shard), ahead.contains(entry.mark) else { return entry }
             return CoverageEntry(shard: entry.shard, mark: reset, takenAt: entry.takenAt, timeZone: entry.timeZone)
         }
-        return Coverage(entries: kept).recording(CoverageEntry(shard: shard, mark: reset, takenAt: takenAt, timeZone: zone))
+        return Coverage(entries: kept).recording(
+            CoverageEntry(shard: shard, mark: reset, takenAt: takenAt, timeZone: zone))
     }
 
     /// Whether the union of `shards` contains every owner of `target`. Exact when the least common

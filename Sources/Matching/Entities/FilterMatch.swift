@@ -25,8 +25,10 @@ public struct FilterMatch: Sendable, Hashable {
     /// The latest finding of runs.md "Mutual matches": set when the pair is recorded and again when notified.
     public let mutual: Bool
 
-    public init(filterId: Int64, profileId: Int64, matchedAt: Timestamp, runId: Int64?, notificationId: Int64? = nil,
-                mutual: Bool = false) {
+    public init(
+        filterId: Int64, profileId: Int64, matchedAt: Timestamp, runId: Int64?, notificationId: Int64? = nil,
+        mutual: Bool = false
+    ) {
         self.filterId = filterId
         self.profileId = profileId
         self.matchedAt = matchedAt
@@ -38,8 +40,9 @@ public struct FilterMatch: Sendable, Hashable {
     public var pair: MatchPair { MatchPair(filterId: filterId, profileId: profileId) }
 
     public func notified(by notificationId: Int64, mutual: Bool) -> FilterMatch {
-        FilterMatch(filterId: filterId, profileId: profileId, matchedAt: matchedAt, runId: runId,
-                    notificationId: notificationId, mutual: mutual)
+        FilterMatch(
+            filterId: filterId, profileId: profileId, matchedAt: matchedAt, runId: runId,
+            notificationId: notificationId, mutual: mutual)
     }
 }
 
@@ -56,8 +59,10 @@ public struct MatchNotification: Sendable, Hashable {
     /// How many of the counted matches are mutual.
     public let mutualCount: Int
 
-    public init(id: Int64, recipientId: Int64, filterId: Int64, matchCount: Int, profileIds: [Int64],
-                createdAt: Timestamp, sentAt: Timestamp? = nil, runId: Int64?, mutualCount: Int = 0) {
+    public init(
+        id: Int64, recipientId: Int64, filterId: Int64, matchCount: Int, profileIds: [Int64],
+        createdAt: Timestamp, sentAt: Timestamp? = nil, runId: Int64?, mutualCount: Int = 0
+    ) {
         self.mutualCount = mutualCount
         self.id = id
         self.recipientId = recipientId

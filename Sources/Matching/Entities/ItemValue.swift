@@ -19,7 +19,7 @@ public enum ItemValue: Sendable, Hashable {
     public func fits(_ storage: ColumnStorage) -> Bool {
         switch (self, storage) {
         case (.integer, .nullableSmallint), (.date, .nullableDate), (.code, .smallint),
-             (.codes, .smallintArray), (.codes, .integerArray), (.flag, .boolean), (.timestamp, .timestamptz):
+            (.codes, .smallintArray), (.codes, .integerArray), (.flag, .boolean), (.timestamp, .timestamptz):
             return true
         default:
             return false

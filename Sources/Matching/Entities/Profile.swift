@@ -28,9 +28,10 @@ public struct Profile: Sendable, Hashable {
     /// Whether going from `old` to this profile is a change for matching (runs.md "Incremental run"): its
     /// status or a value of a non-recency item differs. A login, a plan change or a recency value alone is not.
     public func isMatchingChange(from old: Profile) -> Bool {
-        id != old.id || status != old.status || MasterItem.all.contains { item in
-            item.kind != .recency && values[item.index] != old.values[item.index]
-        }
+        id != old.id || status != old.status
+            || MasterItem.all.contains { item in
+                item.kind != .recency && values[item.index] != old.values[item.index]
+            }
     }
 
     public func value(of item: AnyMasterItem) -> ItemValue {
@@ -77,13 +78,14 @@ extension Profile {
 
         /// "1 (active)", "7 (unknown)".
         public static func describe(_ status: Int16) -> String {
-            let name = switch status {
-            case active: "active"
-            case hidden: "hidden"
-            case suspended: "suspended"
-            case deleted: "deleted"
-            default: "unknown"
-            }
+            let name =
+                switch status {
+                case active: "active"
+                case hidden: "hidden"
+                case suspended: "suspended"
+                case deleted: "deleted"
+                default: "unknown"
+                }
             return "\(status) (\(name))"
         }
     }
@@ -95,11 +97,12 @@ extension Profile {
 
         /// "0 (free)", "1 (paid)", "5 (unknown)".
         public static func describe(_ plan: Int16) -> String {
-            let name = switch plan {
-            case free: "free"
-            case paid: "paid"
-            default: "unknown"
-            }
+            let name =
+                switch plan {
+                case free: "free"
+                case paid: "paid"
+                default: "unknown"
+                }
             return "\(plan) (\(name))"
         }
     }

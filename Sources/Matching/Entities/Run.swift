@@ -76,10 +76,12 @@ public struct RunCounters: Sendable, Hashable, Codable {
     /// New matches recorded as mutual (runs.md "Mutual matches").
     public let matchesMutual: Int
 
-    public init(candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
-                matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0,
-                profilesQuarantined: Int = 0, filtersQuarantined: Int = 0, oddValues: Int = 0,
-                filtersSuspended: Int = 0, digestsHeldBack: Int = 0, matchesMutual: Int = 0) {
+    public init(
+        candidates: Int = 0, filtersEvaluated: Int = 0, filtersInvalid: Int = 0, filtersPaidIgnored: Int = 0,
+        matchesWritten: Int = 0, notificationsWritten: Int = 0, matchesForgotten: Int = 0,
+        profilesQuarantined: Int = 0, filtersQuarantined: Int = 0, oddValues: Int = 0,
+        filtersSuspended: Int = 0, digestsHeldBack: Int = 0, matchesMutual: Int = 0
+    ) {
         self.filtersSuspended = filtersSuspended
         self.digestsHeldBack = digestsHeldBack
         self.matchesMutual = matchesMutual
@@ -98,31 +100,33 @@ public struct RunCounters: Sendable, Hashable, Codable {
     public static let zero = RunCounters()
 
     public static func + (a: RunCounters, b: RunCounters) -> RunCounters {
-        RunCounters(candidates: a.candidates + b.candidates,
-                    filtersEvaluated: a.filtersEvaluated + b.filtersEvaluated,
-                    filtersInvalid: a.filtersInvalid + b.filtersInvalid,
-                    filtersPaidIgnored: a.filtersPaidIgnored + b.filtersPaidIgnored,
-                    matchesWritten: a.matchesWritten + b.matchesWritten,
-                    notificationsWritten: a.notificationsWritten + b.notificationsWritten,
-                    matchesForgotten: a.matchesForgotten + b.matchesForgotten,
-                    profilesQuarantined: a.profilesQuarantined + b.profilesQuarantined,
-                    filtersQuarantined: a.filtersQuarantined + b.filtersQuarantined,
-                    oddValues: a.oddValues + b.oddValues,
-                    filtersSuspended: a.filtersSuspended + b.filtersSuspended,
-                    digestsHeldBack: a.digestsHeldBack + b.digestsHeldBack,
-                    matchesMutual: a.matchesMutual + b.matchesMutual)
+        RunCounters(
+            candidates: a.candidates + b.candidates,
+            filtersEvaluated: a.filtersEvaluated + b.filtersEvaluated,
+            filtersInvalid: a.filtersInvalid + b.filtersInvalid,
+            filtersPaidIgnored: a.filtersPaidIgnored + b.filtersPaidIgnored,
+            matchesWritten: a.matchesWritten + b.matchesWritten,
+            notificationsWritten: a.notificationsWritten + b.notificationsWritten,
+            matchesForgotten: a.matchesForgotten + b.matchesForgotten,
+            profilesQuarantined: a.profilesQuarantined + b.profilesQuarantined,
+            filtersQuarantined: a.filtersQuarantined + b.filtersQuarantined,
+            oddValues: a.oddValues + b.oddValues,
+            filtersSuspended: a.filtersSuspended + b.filtersSuspended,
+            digestsHeldBack: a.digestsHeldBack + b.digestsHeldBack,
+            matchesMutual: a.matchesMutual + b.matchesMutual)
     }
 
     /// These counters with the read-issue counts replaced by `issues`' (kept as the larger of the two,
     /// so that a resumed run, which reads again, never counts a row twice nor forgets one).
     public func withReadIssues(_ issues: RunCounters) -> RunCounters {
-        RunCounters(candidates: candidates, filtersEvaluated: filtersEvaluated, filtersInvalid: filtersInvalid,
-                    filtersPaidIgnored: filtersPaidIgnored, matchesWritten: matchesWritten,
-                    notificationsWritten: notificationsWritten, matchesForgotten: matchesForgotten,
-                    profilesQuarantined: max(profilesQuarantined, issues.profilesQuarantined),
-                    filtersQuarantined: max(filtersQuarantined, issues.filtersQuarantined),
-                    oddValues: max(oddValues, issues.oddValues), filtersSuspended: filtersSuspended,
-                    digestsHeldBack: digestsHeldBack, matchesMutual: matchesMutual)
+        RunCounters(
+            candidates: candidates, filtersEvaluated: filtersEvaluated, filtersInvalid: filtersInvalid,
+            filtersPaidIgnored: filtersPaidIgnored, matchesWritten: matchesWritten,
+            notificationsWritten: notificationsWritten, matchesForgotten: matchesForgotten,
+            profilesQuarantined: max(profilesQuarantined, issues.profilesQuarantined),
+            filtersQuarantined: max(filtersQuarantined, issues.filtersQuarantined),
+            oddValues: max(oddValues, issues.oddValues), filtersSuspended: filtersSuspended,
+            digestsHeldBack: digestsHeldBack, matchesMutual: matchesMutual)
     }
 }
 
@@ -150,10 +154,12 @@ public struct RunRecord: Sendable, Hashable {
     public let parameters: String
     public let counters: RunCounters
 
-    public init(id: Int64, kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
-                status: RunStatus, coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp? = nil,
-                timeZone: String? = nil, retentionDays: Int? = nil, resumeAfterFilter: Int64?,
-                parameters: String, counters: RunCounters) {
+    public init(
+        id: Int64, kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
+        status: RunStatus, coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp? = nil,
+        timeZone: String? = nil, retentionDays: Int? = nil, resumeAfterFilter: Int64?,
+        parameters: String, counters: RunCounters
+    ) {
         self.id = id
         self.kind = kind
         self.shard = shard

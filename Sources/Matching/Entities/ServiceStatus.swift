@@ -20,9 +20,11 @@ public struct ServiceStatus: Sendable, Hashable {
     /// The pause in force (`matcher notifications pause`), nil when notifications flow.
     public let notificationPause: NotificationPause?
 
-    public init(now: Timestamp, shards: [ShardStatus], digests: WaitingDigests, invalidFilters: Int,
-                quarantinedProfiles: Int, quarantinedFilters: Int, retention: RetentionState,
-                notificationPause: NotificationPause?) {
+    public init(
+        now: Timestamp, shards: [ShardStatus], digests: WaitingDigests, invalidFilters: Int,
+        quarantinedProfiles: Int, quarantinedFilters: Int, retention: RetentionState,
+        notificationPause: NotificationPause?
+    ) {
         self.now = now
         self.shards = shards.sorted { ($0.shard.count, $0.shard.index) < ($1.shard.count, $1.shard.index) }
         self.digests = digests
@@ -41,7 +43,8 @@ public struct ServiceStatus: Sendable, Hashable {
 
     /// Whole seconds from `earlier` to `now` (negative when `earlier` is ahead of the store's clock).
     public func seconds(since earlier: Timestamp) -> Int64 {
-        let (difference, overflow) = now.microsecondsSinceEpoch.subtractingReportingOverflow(earlier.microsecondsSinceEpoch)
+        let (difference, overflow) = now.microsecondsSinceEpoch.subtractingReportingOverflow(
+            earlier.microsecondsSinceEpoch)
         if overflow { return earlier.microsecondsSinceEpoch < 0 ? .max : .min }
         return difference / 1_000_000
     }
@@ -68,7 +71,9 @@ public struct ServiceStatus: Sendable, Hashable {
     public func lagSeconds(of shard: ShardStatus) -> Int64? { shard.lastSuccess.map { seconds(since: $0.clock) } }
 
     /// Seconds from when the shard's progress mark was taken (or reset) to now.
-    public func progressAgeSeconds(of shard: ShardStatus) -> Int64? { shard.progress.map { seconds(since: $0.takenAt) } }
+    public func progressAgeSeconds(of shard: ShardStatus) -> Int64? {
+        shard.progress.map { seconds(since: $0.takenAt) }
+    }
 }
 
 public enum ShardState: String, Sendable, Hashable, CaseIterable {
@@ -119,8 +124,10 @@ public struct RunBrief: Sendable, Hashable {
     /// For a `running` run: whether a process holds its shard's run lock now (false: it died). nil otherwise.
     public let lockHeld: Bool?
 
-    public init(id: Int64, kind: RunKind, shard: Shard, status: RunStatus, clock: Timestamp, startedAt: Timestamp?,
-                finishedAt: Timestamp?, error: String?, lockHeld: Bool?) {
+    public init(
+        id: Int64, kind: RunKind, shard: Shard, status: RunStatus, clock: Timestamp, startedAt: Timestamp?,
+        finishedAt: Timestamp?, error: String?, lockHeld: Bool?
+    ) {
         self.id = id
         self.kind = kind
         self.shard = shard

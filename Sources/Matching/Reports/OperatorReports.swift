@@ -13,19 +13,25 @@ extension Report {
         }
         let run = outcome.run
         let c = run.counters
-        let title = outcome.alreadyAbandoned
+        let title =
+            outcome.alreadyAbandoned
             ? "matcher runs abandon: run #\(run.id) was abandoned already; nothing changed"
             : "matcher runs abandon: run #\(run.id) abandoned: it will never be resumed; what it committed stays; "
                 + "the next run of shard \(run.shard) starts from the shard's last successful progress"
-        return Report(title: title, sections: [
-            .fields("Run", [
-                ("Run", .integer(Int(run.id))), ("Kind", .text(run.kind.rawValue)), ("Shard", .text(run.shard.description)),
-                ("Clock", .text(run.clock.iso8601)), ("Status before", .text(run.status.rawValue)),
-                ("Resume after filter", run.resumeAfterFilter.map { .integer(Int($0)) } ?? .none),
-                ("Matches committed", .integer(c.matchesWritten)),
-                ("Notifications committed", .integer(c.notificationsWritten)),
-            ]),
-        ])
+        return Report(
+            title: title,
+            sections: [
+                .fields(
+                    "Run",
+                    [
+                        ("Run", .integer(Int(run.id))), ("Kind", .text(run.kind.rawValue)),
+                        ("Shard", .text(run.shard.description)),
+                        ("Clock", .text(run.clock.iso8601)), ("Status before", .text(run.status.rawValue)),
+                        ("Resume after filter", run.resumeAfterFilter.map { .integer(Int($0)) } ?? .none),
+                        ("Matches committed", .integer(c.matchesWritten)),
+                        ("Notifications committed", .integer(c.notificationsWritten)),
+                    ])
+            ])
     }
 
     /// What `matcher progress reset` did: the coverage before and after.
@@ -45,7 +51,8 @@ extension Report {
         ]
         if let id = outcome.abandonedRunId { run.append(("Interrupted run abandoned", .integer(Int(id)))) }
         return Report(
-            title: "matcher progress reset: shard \(outcome.shard) reset to \(outcome.time.iso8601); its next run takes "
+            title:
+                "matcher progress reset: shard \(outcome.shard) reset to \(outcome.time.iso8601); its next run takes "
                 + "profile changes recorded at or after that time as new",
             sections: [
                 .fields("Reset", run),

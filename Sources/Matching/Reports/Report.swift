@@ -88,7 +88,8 @@ public enum ReportRenderer {
                 }
             case .table(let columns):
                 let cells = [columns] + section.rows.map { $0.map(\.description) }
-                let widths = columns.indices.map { i in cells.map { i < $0.count ? displayWidth($0[i]) : 0 }.max() ?? 0 }
+                let widths = columns.indices.map { i in cells.map { i < $0.count ? displayWidth($0[i]) : 0 }.max() ?? 0
+                }
                 for row in cells {
                     let padded = columns.indices.map { i in pad(i < row.count ? row[i] : "", to: widths[i]) }
                     lines.append(("  " + padded.joined(separator: "  ")).trimmingTrailingSpaces())
@@ -105,15 +106,20 @@ public enum ReportRenderer {
             let body: String
             switch section.layout {
             case .fields:
-                body = "{" + section.rows.map { row in
-                    jsonString(key(row.first?.description ?? "")) + ": " + jsonValue(row.count > 1 ? row[1] : .none)
-                }.joined(separator: ", ") + "}"
-            case .table(let columns):
-                body = "[" + section.rows.map { row in
-                    "{" + columns.indices.map { i in
-                        jsonString(key(columns[i])) + ": " + jsonValue(i < row.count ? row[i] : .none)
+                body =
+                    "{"
+                    + section.rows.map { row in
+                        jsonString(key(row.first?.description ?? "")) + ": " + jsonValue(row.count > 1 ? row[1] : .none)
                     }.joined(separator: ", ") + "}"
-                }.joined(separator: ", ") + "]"
+            case .table(let columns):
+                body =
+                    "["
+                    + section.rows.map { row in
+                        "{"
+                            + columns.indices.map { i in
+                                jsonString(key(columns[i])) + ": " + jsonValue(i < row.count ? row[i] : .none)
+                            }.joined(separator: ", ") + "}"
+                    }.joined(separator: ", ") + "]"
             }
             sections.append(jsonString(key(section.title)) + ": " + body)
         }
@@ -126,10 +132,10 @@ public enum ReportRenderer {
         text.unicodeScalars.reduce(0) { width, scalar in
             switch scalar.value {
             case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
-                 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+                0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
                 return width + 2
             case 0x0300...0x036F, 0x200B...0x200F:
-                return width   // combining marks and zero-width characters
+                return width  // combining marks and zero-width characters
             default:
                 return width + 1
             }

@@ -35,14 +35,17 @@ extension Report {
             counts.append(("Digests held back", .integer(c.digestsHeldBack)))
             counts.append(("Matches forgotten", .integer(c.matchesForgotten)))
         }
-        let phases = RunPhase.allCases.map { phase in
-            (phase.rawValue.capitalized, ReportValue.seconds(summary.phaseSeconds[phase] ?? 0))
-        } + [("Total", ReportValue.seconds(summary.totalSeconds))]
-        return Report(title: title, sections: [
-            .fields("Run", run),
-            .fields("Counts", counts),
-            .fields("Time", phases),
-        ])
+        let phases =
+            RunPhase.allCases.map { phase in
+                (phase.rawValue.capitalized, ReportValue.seconds(summary.phaseSeconds[phase] ?? 0))
+            } + [("Total", ReportValue.seconds(summary.totalSeconds))]
+        return Report(
+            title: title,
+            sections: [
+                .fields("Run", run),
+                .fields("Counts", counts),
+                .fields("Time", phases),
+            ])
     }
 
     /// `matcher explain`: eligibility checks and each condition with the profile's value.
@@ -71,10 +74,12 @@ extension Report {
             }
             return [.text(line.itemKey), .text(line.profileValue), .text(line.condition), .text(outcome)]
         }
-        return Report(title: title, sections: [
-            .fields("Context", context),
-            .table("Eligibility", columns: ["check", "result", "detail"], rows: checks),
-            .table("Conditions", columns: ["item", "profile value", "condition", "result"], rows: conditions),
-        ])
+        return Report(
+            title: title,
+            sections: [
+                .fields("Context", context),
+                .table("Eligibility", columns: ["check", "result", "detail"], rows: checks),
+                .table("Conditions", columns: ["item", "profile value", "condition", "result"], rows: conditions),
+            ])
     }
 }

@@ -22,10 +22,14 @@ extension Report {
         let since = status.shards.flatMap { shard in
             shard.runsSince.map { run -> [ReportValue] in
                 var state = run.status.rawValue
-                if run.status == .running { state += run.lockHeld == true ? " (lock held)" : " (no process: interrupted)" }
-                return [.text(shard.shard.description), .text("#\(run.id)"), .text(state), .text(run.clock.iso8601),
-                        run.startedAt.map { .text($0.iso8601) } ?? .none,
-                        run.error.map { .text(Self.oneLine($0, limit: 100)) } ?? .none]
+                if run.status == .running {
+                    state += run.lockHeld == true ? " (lock held)" : " (no process: interrupted)"
+                }
+                return [
+                    .text(shard.shard.description), .text("#\(run.id)"), .text(state), .text(run.clock.iso8601),
+                    run.startedAt.map { .text($0.iso8601) } ?? .none,
+                    run.error.map { .text(Self.oneLine($0, limit: 100)) } ?? .none,
+                ]
             }
         }
         let digests = status.digests
@@ -33,35 +37,54 @@ extension Report {
         var notifications: [(String, ReportValue)] = [("Paused", .flag(status.notificationPause != nil))]
         if let pause = status.notificationPause {
             notifications += [
-                ("Since", .text("\(pause.pausedAt.iso8601) (\(Self.duration(status.seconds(since: pause.pausedAt))) ago)")),
+                (
+                    "Since",
+                    .text("\(pause.pausedAt.iso8601) (\(Self.duration(status.seconds(since: pause.pausedAt))) ago)")
+                ),
                 ("By", .text(pause.pausedBy)), ("Reason", .text(pause.reason)),
             ]
         }
-        return Report(title: "matcher status at \(status.now.iso8601)", sections: [
-            .table("Shards", columns: ["shard", "state", "last success", "clock", "lag", "progress", "progress age"],
-                   rows: shards),
-            .table("Runs since the last success", columns: ["shard", "run", "status", "clock", "started", "error"],
-                   rows: since),
-            .fields("Digests waiting", [
-                ("Matches waiting", .integer(digests.matches)),
-                ("Filters with waiting matches", .integer(digests.filters)),
-                ("Oldest waiting", digests.oldestMatchedAt.map {
-                    .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
-                } ?? .none),
-                ("Listed, never to be notified", .integer(digests.notNotifiable)),
-            ]),
-            .fields("Rows set aside", [
-                ("Invalid filters", .integer(status.invalidFilters)),
-                ("Quarantined profiles", .integer(status.quarantinedProfiles)),
-                ("Quarantined filters", .integer(status.quarantinedFilters)),
-            ]),
-            .fields("Retention", [
-                ("filter_matches rows", .text((retention.rowsEstimated ? "about " : "") + String(retention.rows))),
-                ("Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
-                ("Retention days (last run)", retention.retentionDays.map { .integer($0) } ?? .none),
-            ]),
-            .fields("Notifications", notifications),
-        ])
+        return Report(
+            title: "matcher status at \(status.now.iso8601)",
+            sections: [
+                .table(
+                    "Shards", columns: ["shard", "state", "last success", "clock", "lag", "progress", "progress age"],
+                    rows: shards),
+                .table(
+                    "Runs since the last success", columns: ["shard", "run", "status", "clock", "started", "error"],
+                    rows: since),
+                .fields(
+                    "Digests waiting",
+                    [
+                        ("Matches waiting", .integer(digests.matches)),
+                        ("Filters with waiting matches", .integer(digests.filters)),
+                        (
+                            "Oldest waiting",
+                            digests.oldestMatchedAt.map {
+                                .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
+                            } ?? .none
+                        ),
+                        ("Listed, never to be notified", .integer(digests.notNotifiable)),
+                    ]),
+                .fields(
+                    "Rows set aside",
+                    [
+                        ("Invalid filters", .integer(status.invalidFilters)),
+                        ("Quarantined profiles", .integer(status.quarantinedProfiles)),
+                        ("Quarantined filters", .integer(status.quarantinedFilters)),
+                    ]),
+                .fields(
+                    "Retention",
+                    [
+                        (
+                            "filter_matches rows",
+                            .text((retention.rowsEstimated ? "about " : "") + String(retention.rows))
+                        ),
+                        ("Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
+                        ("Retention days (last run)", retention.retentionDays.map { .integer($0) } ?? .none),
+                    ]),
+                .fields("Notifications", notifications),
+            ])
     }
 
     /// `12s`, `5m 3s`, `26h 5m`, `3d 2h`; a negative span (a clock ahead of the store's) keeps its sign.
@@ -95,15 +118,16 @@ extension ServiceStatus {
             ])
         }
         let shards = shards.map { shard -> JSONOutput in
-            let progress: JSONOutput = shard.progress.map { entry in
-                let resetTo: Timestamp?
-                if case .time(let t) = ChangeMark.Form(entry.mark) { resetTo = t } else { resetTo = nil }
-                return .object([
-                    ("mark", .string(resetTo == nil ? "snapshot" : "reset")), ("reset_to", time(resetTo)),
-                    ("taken_at", time(entry.takenAt)), ("age_seconds", int(seconds(since: entry.takenAt))),
-                    ("time_zone", entry.timeZone.map { .string($0) } ?? .null),
-                ])
-            } ?? .null
+            let progress: JSONOutput =
+                shard.progress.map { entry in
+                    let resetTo: Timestamp?
+                    if case .time(let t) = ChangeMark.Form(entry.mark) { resetTo = t } else { resetTo = nil }
+                    return .object([
+                        ("mark", .string(resetTo == nil ? "snapshot" : "reset")), ("reset_to", time(resetTo)),
+                        ("taken_at", time(entry.takenAt)), ("age_seconds", int(seconds(since: entry.takenAt))),
+                        ("time_zone", entry.timeZone.map { .string($0) } ?? .null),
+                    ])
+                } ?? .null
             return .object([
                 ("shard", .string(shard.shard.description)), ("shard_index", .integer(Int64(shard.shard.index))),
                 ("shard_count", .integer(Int64(shard.shard.count))), ("state", .string(state(of: shard).rawValue)),
@@ -115,26 +139,40 @@ extension ServiceStatus {
         let document = JSONOutput.object([
             ("now", time(now)),
             ("shards", .array(shards)),
-            ("digests_waiting", .object([
-                ("matches", .integer(Int64(digests.matches))), ("filters", .integer(Int64(digests.filters))),
-                ("oldest_matched_at", time(digests.oldestMatchedAt)),
-                ("oldest_age_seconds", int(digests.oldestMatchedAt.map { seconds(since: $0) })),
-                ("not_notifiable", .integer(Int64(digests.notNotifiable))),
-            ])),
+            (
+                "digests_waiting",
+                .object([
+                    ("matches", .integer(Int64(digests.matches))), ("filters", .integer(Int64(digests.filters))),
+                    ("oldest_matched_at", time(digests.oldestMatchedAt)),
+                    ("oldest_age_seconds", int(digests.oldestMatchedAt.map { seconds(since: $0) })),
+                    ("not_notifiable", .integer(Int64(digests.notNotifiable))),
+                ])
+            ),
             ("invalid_filters", .integer(Int64(invalidFilters))),
-            ("quarantined", .object([
-                ("profiles", .integer(Int64(quarantinedProfiles))), ("filters", .integer(Int64(quarantinedFilters))),
-            ])),
-            ("retention", .object([
-                ("filter_matches_rows", .integer(Int64(retention.rows))), ("rows_estimated", .bool(retention.rowsEstimated)),
-                ("oldest_matched_at", time(retention.oldestMatchedAt)),
-                ("retention_days", int(retention.retentionDays.map(Int64.init))),
-            ])),
-            ("notifications", .object([
-                ("paused", .bool(pause != nil)), ("paused_at", time(pause?.pausedAt)),
-                ("paused_by", pause.map { .string($0.pausedBy) } ?? .null),
-                ("reason", pause.map { .string($0.reason) } ?? .null),
-            ])),
+            (
+                "quarantined",
+                .object([
+                    ("profiles", .integer(Int64(quarantinedProfiles))),
+                    ("filters", .integer(Int64(quarantinedFilters))),
+                ])
+            ),
+            (
+                "retention",
+                .object([
+                    ("filter_matches_rows", .integer(Int64(retention.rows))),
+                    ("rows_estimated", .bool(retention.rowsEstimated)),
+                    ("oldest_matched_at", time(retention.oldestMatchedAt)),
+                    ("retention_days", int(retention.retentionDays.map(Int64.init))),
+                ])
+            ),
+            (
+                "notifications",
+                .object([
+                    ("paused", .bool(pause != nil)), ("paused_at", time(pause?.pausedAt)),
+                    ("paused_by", pause.map { .string($0.pausedBy) } ?? .null),
+                    ("reason", pause.map { .string($0.reason) } ?? .null),
+                ])
+            ),
         ])
         return document.rendered(indent: 0)
     }
@@ -155,11 +193,13 @@ enum JSONOutput {
         switch self {
         case .object(let members):
             guard !members.isEmpty else { return "{}" }
-            return "{\n" + members.map { pad + ReportRenderer.jsonString($0.0) + ": " + $0.1.rendered(indent: indent + 1) }
+            return "{\n"
+                + members.map { pad + ReportRenderer.jsonString($0.0) + ": " + $0.1.rendered(indent: indent + 1) }
                 .joined(separator: ",\n") + "\n" + close + "}"
         case .array(let elements):
             guard !elements.isEmpty else { return "[]" }
-            return "[\n" + elements.map { pad + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n" + close + "]"
+            return "[\n" + elements.map { pad + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n"
+                + close + "]"
         case .string(let s): return ReportRenderer.jsonString(s)
         case .integer(let n): return String(n)
         case .bool(let b): return b ? "true" : "false"

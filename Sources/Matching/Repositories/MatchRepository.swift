@@ -45,10 +45,12 @@ public struct WorkUnit: Sendable {
     /// The pairs found mutual by the run (runs.md "Mutual matches"), new or waiting.
     public let mutual: Set<MatchPair>
 
-    public init(runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
-                notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
-                lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
-                qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = []) {
+    public init(
+        runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
+        notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
+        lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
+        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = []
+    ) {
         self.qualifyingWaiting = qualifyingWaiting
         self.mutual = mutual
         self.runId = runId
@@ -74,8 +76,9 @@ public struct WorkUnit: Sendable {
         return matches.flatMap { result -> [WaitingMatch] in
             guard let owner = owners[result.filterId] else { return [] }
             return result.profileIds.map { id in
-                WaitingMatch(filterId: result.filterId, profileId: id, profileStatus: facts.statuses[id],
-                             profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id))
+                WaitingMatch(
+                    filterId: result.filterId, profileId: id, profileStatus: facts.statuses[id],
+                    profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id))
             }
         }
     }

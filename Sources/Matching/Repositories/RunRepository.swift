@@ -20,9 +20,11 @@ public struct NewRun: Sendable, Hashable {
     public let parameters: String
     public let candidates: Int
 
-    public init(kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
-                coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp?, timeZone: String,
-                retentionDays: Int, parameters: String, candidates: Int) {
+    public init(
+        kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
+        coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp?, timeZone: String,
+        retentionDays: Int, parameters: String, candidates: Int
+    ) {
         self.kind = kind
         self.shard = shard
         self.clock = clock

@@ -18,9 +18,11 @@ public struct Backfill: Sendable {
         public let dryRun: Bool
         public let retentionDays: Int
 
-        public init(profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
-                    now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
-                    dryRun: Bool = false, retentionDays: Int = Retention.defaultDays) {
+        public init(
+            profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
+            now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
+            dryRun: Bool = false, retentionDays: Int = Retention.defaultDays
+        ) {
             self.profiles = profiles
             self.filters = filters
             self.writesNotifications = writesNotifications
@@ -48,7 +50,8 @@ public struct Backfill: Sendable {
             case .ids(let ids): filterPart = "ids " + ids.sorted().map(String.init).joined(separator: ",")
             case .owners(let ids): filterPart = "owners " + ids.sorted().map(String.init).joined(separator: ",")
             }
-            return "{\"profiles\": \"\(profilePart)\", \"filters\": \"\(filterPart)\", \"notify\": \(writesNotifications)}"
+            return
+                "{\"profiles\": \"\(profilePart)\", \"filters\": \"\(filterPart)\", \"notify\": \(writesNotifications)}"
         }
     }
 
@@ -65,13 +68,16 @@ public struct Backfill: Sendable {
     private let runs: any RunRepository
     private let output: any RunOutputHandler
 
-    public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-                output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-                unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
-        self.pass = MatchingPass(filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-                                 engine: engine, output: output, stop: stop,
-                                 unitFilterLimit: max(1, unitFilterLimit), unitMatchLimit: max(1, unitMatchLimit))
+    public init(
+        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
+        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
+        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+    ) {
+        self.pass = MatchingPass(
+            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
+            engine: engine, output: output, stop: stop,
+            unitFilterLimit: max(1, unitFilterLimit), unitMatchLimit: max(1, unitMatchLimit))
         self.profiles = profiles
         self.runs = runs
         self.output = output
@@ -88,16 +94,22 @@ public struct Backfill: Sendable {
         let zone = input.timeZone.identifier
 
         if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
-           Self.sameParameters(interrupted.parameters, input.parameters) {
-            output.handle(.started(kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
-                                   resumed: true, dryRun: false))
-            return try pass.finishing(interrupted, timer: timer, resumedId: interrupted.id,
-                                      retentionDays: interrupted.retentionDays ?? input.retentionDays) { timer in
+            Self.sameParameters(interrupted.parameters, input.parameters)
+        {
+            output.handle(
+                .started(
+                    kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
+                    resumed: true, dryRun: false))
+            return try pass.finishing(
+                interrupted, timer: timer, resumedId: interrupted.id,
+                retentionDays: interrupted.retentionDays ?? input.retentionDays
+            ) { timer in
                 try pass.execute(
-                    .init(run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: input.timeZone),
-                          shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
-                          writesNotifications: interrupted.writesNotifications,
-                          resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all),
+                    .init(
+                        run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: input.timeZone),
+                        shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
+                        writesNotifications: interrupted.writesNotifications,
+                        resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all),
                     candidates: candidates, timings: &timer)
             }
         }
@@ -105,27 +117,34 @@ public struct Backfill: Sendable {
         let now = try input.now ?? profiles.currentTime()
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
         if input.dryRun {
-            output.handle(.started(kind: .backfill, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
+            output.handle(
+                .started(kind: .backfill, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
             let outcome = try pass.execute(
-                .init(run: nil, clock: clock, shard: input.shard, selection: input.filters,
-                      maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                      resumeAfterFilter: nil, windows: .all),
+                .init(
+                    run: nil, clock: clock, shard: input.shard, selection: input.filters,
+                    maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
+                    resumeAfterFilter: nil, windows: .all),
                 candidates: candidates, timings: &timer)
-            return pass.summarize(runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
-                                  resumedId: nil, counters: outcome.counters + RunCounters(candidates: candidates.count),
-                                  found: outcome.matchesFound, timer: timer)
+            return pass.summarize(
+                runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
+                resumedId: nil, counters: outcome.counters + RunCounters(candidates: candidates.count),
+                found: outcome.matchesFound, timer: timer)
         }
 
-        let run = try runs.start(NewRun(
-            kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,
-            writesNotifications: input.writesNotifications, coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: zone,
-            retentionDays: input.retentionDays, parameters: input.parameters, candidates: candidates.count))
-        output.handle(.started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
+        let run = try runs.start(
+            NewRun(
+                kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,
+                writesNotifications: input.writesNotifications, coverage: nil, upTo: nil, upToTakenAt: nil,
+                timeZone: zone,
+                retentionDays: input.retentionDays, parameters: input.parameters, candidates: candidates.count))
+        output.handle(
+            .started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
         return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: input.retentionDays) { timer in
             try pass.execute(
-                .init(run: run, clock: clock, shard: input.shard, selection: input.filters,
-                      maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                      resumeAfterFilter: nil, windows: .all),
+                .init(
+                    run: run, clock: clock, shard: input.shard, selection: input.filters,
+                    maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
+                    resumeAfterFilter: nil, windows: .all),
                 candidates: candidates, timings: &timer)
         }
     }

@@ -11,10 +11,12 @@ struct DigestFindings: Sendable {
     /// Among the run's new pairs and the qualifying waiting matches, those found mutual.
     let mutual: Set<MatchPair>
 
-    static func gather(prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
-                       plan: MatchingPass.Plan, blocks: BlockSet, matches: any MatchRepository,
-                       profiles: any ProfileRepository, filters: any FilterRepository,
-                       engine: any MatchEngine) throws -> DigestFindings {
+    static func gather(
+        prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
+        plan: MatchingPass.Plan, blocks: BlockSet, matches: any MatchRepository,
+        profiles: any ProfileRepository, filters: any FilterRepository,
+        engine: any MatchEngine
+    ) throws -> DigestFindings {
         var pairs: [(pair: MatchPair, ownerId: Int64)] = []
         for (filterId, ids) in found {
             guard let filter = prepared.byId[filterId] else { continue }
@@ -23,7 +25,8 @@ struct DigestFindings: Sendable {
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
             let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter.id).sorted()
-            let waiting = notifying.isEmpty
+            let waiting =
+                notifying.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty) : try matches.waitingProfiles(filterIds: notifying)
             let kept = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
             for pair in kept.sorted() {
@@ -31,16 +34,19 @@ struct DigestFindings: Sendable {
             }
             qualifying = kept
         }
-        let finder = MutualFinder(engine: engine, profiles: profiles, filters: filters, blocks: blocks,
-                                  clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
+        let finder = MutualFinder(
+            engine: engine, profiles: profiles, filters: filters, blocks: blocks,
+            clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
         return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
     }
 
     /// The waiting pairs whose profile is still a candidate of the filter as it is now: the profile exists
     /// and is active, is not the owner, no block either way (as the run read them; checked again at commit),
     /// and satisfies the filter's current conditions (owner's current plan applied) at the run's clock.
-    static func qualifying(_ waiting: WaitingProfiles, prepared: [Int64: PreparedFilter], blocks: BlockSet,
-                           clock: EvaluationClock) -> Set<MatchPair> {
+    static func qualifying(
+        _ waiting: WaitingProfiles, prepared: [Int64: PreparedFilter], blocks: BlockSet,
+        clock: EvaluationClock
+    ) -> Set<MatchPair> {
         let pairs = waiting.pairs
         guard !pairs.isEmpty else { return [] }
         let columns = waiting.profiles
@@ -52,9 +58,9 @@ struct DigestFindings: Sendable {
             var kept: [MatchPair] = []
             for pair in pairs[lower..<upper] {
                 guard let filter = prepared[pair.filterId], let row = rowOf[pair.profileId],
-                      columns.statuses[row] == Profile.Status.active, pair.profileId != filter.owner.id,
-                      !blocks.blocksEitherWay(filter.owner.id, pair.profileId),
-                      ReferenceEvaluator.satisfies(columns, row: row, filter.conditions, clock: clock)
+                    columns.statuses[row] == Profile.Status.active, pair.profileId != filter.owner.id,
+                    !blocks.blocksEitherWay(filter.owner.id, pair.profileId),
+                    ReferenceEvaluator.satisfies(columns, row: row, filter.conditions, clock: clock)
                 else { continue }
                 kept.append(pair)
             }
@@ -97,11 +103,13 @@ struct MutualFinder {
                 continue
             }
             guard !knownIneligible.contains(filter.id), filter.quarantineReason == nil, !filter.isDeleted,
-                  let owner = theirOwners[filter.ownerId], owner.isActive,
-                  let conditions = try? filter.decodedConditions(), !conditions.isSuspended(forOwnerPlan: owner.plan)
+                let owner = theirOwners[filter.ownerId], owner.isActive,
+                let conditions = try? filter.decodedConditions(), !conditions.isSuspended(forOwnerPlan: owner.plan)
             else { continue }
-            reverse.append(PreparedFilter(filter: filter, owner: owner,
-                                          conditions: conditions.effective(forOwnerPlan: owner.plan).conditions))
+            reverse.append(
+                PreparedFilter(
+                    filter: filter, owner: owner,
+                    conditions: conditions.effective(forOwnerPlan: owner.plan).conditions))
         }
         guard !reverse.isEmpty else { return [] }
 
@@ -132,7 +140,8 @@ struct MutualFinder {
             let batch = CandidateBatch(ownerColumns.selecting(rows: rows.sorted()))
             guard batch.count > 0 else { continue }
             let byId = Dictionary(block.map { ($0.filter.id, $0) }, uniquingKeysWith: { a, _ in a })
-            for result in engine.evaluate(block, against: batch, limit: batch.count, clock: clock, exclusions: exclusions)
+            for result in engine.evaluate(
+                block, against: batch, limit: batch.count, clock: clock, exclusions: exclusions)
             where !result.profileIds.isEmpty {
                 guard let filter = byId[result.filterId] else { continue }
                 let liked = Set(result.profileIds)

@@ -45,8 +45,10 @@ public struct ExplainMatch: Sendable {
     private let blocks: any BlockRepository
     private let matches: any MatchRepository
 
-    public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-                matches: any MatchRepository) {
+    public init(
+        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
+        matches: any MatchRepository
+    ) {
         self.profiles = profiles
         self.filters = filters
         self.blocks = blocks
@@ -63,14 +65,18 @@ public struct ExplainMatch: Sendable {
         let clock = EvaluationClock(now: try input.now ?? profiles.currentTime(), timeZone: input.timeZone)
         let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: blockSet, clock: clock)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
-        return Result(filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
-                      explanation: explanation, recorded: recorded,
-                      mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
+        return Result(
+            filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
+            explanation: explanation, recorded: recorded,
+            mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
     }
 
     /// The reverse direction, with the reference evaluator: the profile's filters against the filter's owner.
-    private func mutualVia(filter: SavedFilter, profileId: Int64, blocks: BlockSet, clock: EvaluationClock) throws
-        -> Int64? {
+    private func mutualVia(
+        filter: SavedFilter, profileId: Int64, blocks: BlockSet, clock: EvaluationClock
+    ) throws
+        -> Int64?
+    {
         guard profileId != filter.ownerId, let owner = try profiles.profile(id: filter.ownerId) else { return nil }
         let theirs = try filters.filters(ownedBy: [profileId])
         guard !theirs.isEmpty else { return nil }

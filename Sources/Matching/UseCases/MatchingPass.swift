@@ -18,7 +18,7 @@ struct MatchingPass {
     let unitMatchLimit: Int
 
     struct Plan {
-        let run: RunRecord?           // nil for a dry run
+        let run: RunRecord?  // nil for a dry run
         let clock: EvaluationClock
         let shard: Shard
         let selection: FilterSelection
@@ -50,16 +50,20 @@ struct MatchingPass {
         timings.begin(.evaluate, output)
         let prepared = PreparedFilters(chosen, owners: owners, windows: plan.windows)
         for record in prepared.invalid { output.handle(.invalidFilter(record)) }
-        output.handle(.filtersLoaded(total: chosen.count, invalid: prepared.invalid.count,
-                                     paidIgnored: prepared.paidIgnored, ownerInactive: prepared.ownerInactive))
-        let evaluation = WindowedEvaluation(engine: engine, candidates: candidates, clock: plan.clock,
-                                            limit: plan.maxPerFilter, blocks: blockSet)
+        output.handle(
+            .filtersLoaded(
+                total: chosen.count, invalid: prepared.invalid.count,
+                paidIgnored: prepared.paidIgnored, ownerInactive: prepared.ownerInactive))
+        let evaluation = WindowedEvaluation(
+            engine: engine, candidates: candidates, clock: plan.clock,
+            limit: plan.maxPerFilter, blocks: blockSet)
         let results = try NewPairSelection(evaluation: evaluation, matches: matches).select(prepared.byWindow)
         timings.end(.evaluate, output)
         let found = results.values.reduce(0) { $0 + $1.count }
 
         guard let run = plan.run else {
-            return Outcome(counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
+            return Outcome(
+                counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
         }
 
         // What the digests need: the waiting matches that still qualify, and which pairs are mutual.
@@ -74,12 +78,14 @@ struct MatchingPass {
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
-        let writer = UnitWriter(matches: matches, output: output, stop: stop, run: run, plan: plan,
-                                lastLogins: candidates.lastLogins, filtersTotal: chosen.count, findings: findings)
+        let writer = UnitWriter(
+            matches: matches, output: output, stop: stop, run: run, plan: plan,
+            lastLogins: candidates.lastLogins, filtersTotal: chosen.count, findings: findings)
         var unit = UnitWriter.Pending()
         for filter in chosen {
-            unit.add(filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
-                     prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
+            unit.add(
+                filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
+                prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
             if unit.filterCount >= unitFilterLimit || unit.matchCount >= unitMatchLimit {
                 try writer.commit(&unit, lastFilterId: filter.id)
             }
@@ -169,7 +175,7 @@ struct PreparedFilters {
 
     init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
         for filter in chosen {
-            if filter.quarantineReason != nil { continue }   // unreadable: in readIssues, never evaluated
+            if filter.quarantineReason != nil { continue }  // unreadable: in readIssues, never evaluated
             let conditions: FilterConditions
             do {
                 conditions = try FilterConditions.decode(json: filter.conditionsJSON)
@@ -184,7 +190,7 @@ struct PreparedFilters {
                 continue
             }
             if conditions.isSuspended(forOwnerPlan: owner.plan) {
-                suspended += 1   // matches nothing, sends nothing, until the owner pays again
+                suspended += 1  // matches nothing, sends nothing, until the owner pays again
                 counted[filter.id] = RunCounters(filtersSuspended: 1)
                 continue
             }
@@ -211,8 +217,9 @@ struct WindowedEvaluation {
     func evaluate(_ byWindow: [Int: [PreparedFilter]], recorded: Set<MatchPair> = []) -> [Int64: [Int64]] {
         var found: [Int64: [Int64]] = [:]
         for (window, filters) in byWindow.sorted(by: { $0.key < $1.key }) where !filters.isEmpty {
-            let results = engine.evaluate(filters, against: candidates.batch(forWindow: window), limit: limit,
-                                          clock: clock, exclusions: MatchExclusions(existing: recorded, blocks: blocks))
+            let results = engine.evaluate(
+                filters, against: candidates.batch(forWindow: window), limit: limit,
+                clock: clock, exclusions: MatchExclusions(existing: recorded, blocks: blocks))
             for result in results { found[result.filterId] = result.profileIds }
         }
         return found
@@ -233,8 +240,8 @@ struct NewPairSelection {
         var results = evaluation.evaluate(byWindow)
         var placed: [Int64: (window: Int, filter: PreparedFilter)] = [:]
         for (window, filters) in byWindow { for filter in filters { placed[filter.filter.id] = (window, filter) } }
-        var recorded = Set<MatchPair>()               // found recorded so far: the day's re-matches, few
-        var probed: [Int64: Set<Int64>] = [:]         // for filters evaluated again: what was probed already
+        var recorded = Set<MatchPair>()  // found recorded so far: the day's re-matches, few
+        var probed: [Int64: Set<Int64>] = [:]  // for filters evaluated again: what was probed already
         var toCheck = results.keys.sorted()
         while !toCheck.isEmpty {
             let found = try probe(toCheck, results, probed)
@@ -259,8 +266,11 @@ struct NewPairSelection {
     }
 
     /// The recorded pairs among the answers of `filterIds`, leaving out what was probed before.
-    private func probe(_ filterIds: [Int64], _ results: [Int64: [Int64]], _ probed: [Int64: Set<Int64>]) throws
-        -> Set<MatchPair> {
+    private func probe(
+        _ filterIds: [Int64], _ results: [Int64: [Int64]], _ probed: [Int64: Set<Int64>]
+    ) throws
+        -> Set<MatchPair>
+    {
         var found = Set<MatchPair>()
         var chunk: [MatchPair] = []
         chunk.reserveCapacity(probeChunk)
@@ -313,8 +323,10 @@ final class UnitWriter {
     private(set) var written = RunCounters.zero
     private var done = 0
 
-    init(matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
-         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int, findings: DigestFindings) {
+    init(
+        matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
+        plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int, findings: DigestFindings
+    ) {
         self.findings = findings
         self.matches = matches
         self.output = output
@@ -334,18 +346,24 @@ final class UnitWriter {
             }
         }
         let outcome = try committer.commit(
-            WorkUnit(runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unit.matches,
-                     notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
-                     lastLoginAt: logins, silent: !plan.writesNotifications,
-                     qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual),
+            WorkUnit(
+                runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unit.matches,
+                notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
+                lastLoginAt: logins, silent: !plan.writesNotifications,
+                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual),
             to: matches)
-        written = written + unit.counters + RunCounters(matchesWritten: outcome.matchesWritten,
-                                                        notificationsWritten: outcome.notificationsWritten,
-                                                        digestsHeldBack: outcome.digestsHeldBack,
-                                                        matchesMutual: outcome.mutualWritten)
+        written =
+            written + unit.counters
+            + RunCounters(
+                matchesWritten: outcome.matchesWritten,
+                notificationsWritten: outcome.notificationsWritten,
+                digestsHeldBack: outcome.digestsHeldBack,
+                matchesMutual: outcome.mutualWritten)
         done += unit.filterCount
-        output.handle(.unitCommitted(filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
-                                     notifications: written.notificationsWritten))
+        output.handle(
+            .unitCommitted(
+                filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
+                notifications: written.notificationsWritten))
         unit = Pending()
     }
 }
@@ -354,8 +372,10 @@ extension MatchingPass {
     /// Runs `body` for a recorded run, then forgets the pairs past retention: marks the run succeeded when
     /// both return, failed (resumable by the next run) when either throws, and summarizes it with the
     /// counters of all its attempts.
-    func finishing(_ run: RunRecord, timer: PhaseTimer, resumedId: Int64?, retentionDays: Int,
-                   _ body: (inout PhaseTimer) throws -> Outcome) throws -> RunSummary {
+    func finishing(
+        _ run: RunRecord, timer: PhaseTimer, resumedId: Int64?, retentionDays: Int,
+        _ body: (inout PhaseTimer) throws -> Outcome
+    ) throws -> RunSummary {
         var timer = timer
         let outcome: Outcome
         var forgotten = 0
@@ -370,25 +390,30 @@ extension MatchingPass {
             throw error
         }
         let counters = (try runs.run(id: run.id)?.counters ?? outcome.counters)
-        return summarize(runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
-                         resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer)
+        return summarize(
+            runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
+            resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer)
     }
 
     /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
     /// in bounded batches; a service-wide backlog is left to the next runs rather than growing one.
     private func forgetExpired(clock: Timestamp, retentionDays: Int) throws -> Int {
         let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
-        let outcome = try matches.forgetExpired(before: cutoff, batchSize: Retention.batchSize,
-                                                maxBatches: Retention.maxBatchesPerRun)
+        let outcome = try matches.forgetExpired(
+            before: cutoff, batchSize: Retention.batchSize,
+            maxBatches: Retention.maxBatchesPerRun)
         if let outcome { output.handle(.forgotten(outcome)) }
         return outcome?.forgotten ?? 0
     }
 
-    func summarize(runId: Int64?, kind: RunKind, shard: Shard, clock: Timestamp, dryRun: Bool,
-                   resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer) -> RunSummary {
-        let summary = RunSummary(runId: runId, kind: kind, shard: shard, clock: clock, dryRun: dryRun,
-                                 resumedRunId: resumedId, counters: counters, matchesFound: found,
-                                 phaseSeconds: timer.seconds, totalSeconds: timer.total)
+    func summarize(
+        runId: Int64?, kind: RunKind, shard: Shard, clock: Timestamp, dryRun: Bool,
+        resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer
+    ) -> RunSummary {
+        let summary = RunSummary(
+            runId: runId, kind: kind, shard: shard, clock: clock, dryRun: dryRun,
+            resumedRunId: resumedId, counters: counters, matchesFound: found,
+            phaseSeconds: timer.seconds, totalSeconds: timer.total)
         output.handle(.finished(summary))
         return summary
     }

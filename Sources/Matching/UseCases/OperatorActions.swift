@@ -31,7 +31,9 @@ public struct AbandonRun: Sendable {
         case .shard(let shard):
             found = try runs.interruptedRun(kind: .run, shard: shard)
         case .run(let id):
-            guard let run = try runs.run(id: id) else { throw OperatorRefusal("there is no run #\(id) in matcher_runs") }
+            guard let run = try runs.run(id: id) else {
+                throw OperatorRefusal("there is no run #\(id) in matcher_runs")
+            }
             found = run
         }
         guard let run = found else { return nil }

@@ -13,8 +13,10 @@ public struct ReadIssues: Sendable, Hashable {
     /// Ids of every profile read (likewise).
     public let profileIdsRead: [Int64]
 
-    public init(quarantined: [QuarantinedRow] = [], oddProfileIds: [Int64] = [], oddFilterIds: [Int64] = [],
-                filterIdsRead: [Int64] = [], profileIdsRead: [Int64] = []) {
+    public init(
+        quarantined: [QuarantinedRow] = [], oddProfileIds: [Int64] = [], oddFilterIds: [Int64] = [],
+        filterIdsRead: [Int64] = [], profileIdsRead: [Int64] = []
+    ) {
         self.quarantined = quarantined
         self.oddProfileIds = oddProfileIds
         self.oddFilterIds = oddFilterIds
@@ -33,15 +35,17 @@ public struct ReadIssues: Sendable, Hashable {
                 oddFilters.append(filter.id)
             }
         }
-        self.init(quarantined: quarantined, oddProfileIds: candidates.readReport.oddIds, oddFilterIds: oddFilters,
-                  filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
+        self.init(
+            quarantined: quarantined, oddProfileIds: candidates.readReport.oddIds, oddFilterIds: oddFilters,
+            filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
     }
 
     /// The counts for `RunCounters`.
     public var counters: RunCounters {
-        RunCounters(profilesQuarantined: quarantined.count { $0.kind == .profile },
-                    filtersQuarantined: quarantined.count { $0.kind == .filter },
-                    oddValues: oddProfileIds.count + oddFilterIds.count)
+        RunCounters(
+            profilesQuarantined: quarantined.count { $0.kind == .profile },
+            filtersQuarantined: quarantined.count { $0.kind == .filter },
+            oddValues: oddProfileIds.count + oddFilterIds.count)
     }
 
     public var isEmpty: Bool { quarantined.isEmpty && oddProfileIds.isEmpty && oddFilterIds.isEmpty }

@@ -22,9 +22,11 @@ public struct RunMatching: Sendable {
         /// The operator accepts a time zone other than the one the shard's previous runs used.
         public let timeZoneChange: Bool
 
-        public init(now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all,
-                    maxPerFilter: Int = 100, dryRun: Bool = false, retentionDays: Int = Retention.defaultDays,
-                    timeZoneChange: Bool = false) {
+        public init(
+            now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all,
+            maxPerFilter: Int = 100, dryRun: Bool = false, retentionDays: Int = Retention.defaultDays,
+            timeZoneChange: Bool = false
+        ) {
             self.now = now
             self.timeZone = timeZone
             self.shard = shard
@@ -46,10 +48,12 @@ public struct RunMatching: Sendable {
     private let unitFilterLimit: Int
     private let unitMatchLimit: Int
 
-    public init(profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-                matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-                output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-                unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
+    public init(
+        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
+        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
+        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+    ) {
         self.profiles = profiles
         self.filters = filters
         self.blocks = blocks
@@ -63,9 +67,10 @@ public struct RunMatching: Sendable {
     }
 
     private var pass: MatchingPass {
-        MatchingPass(filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-                     engine: engine, output: output, stop: stop, unitFilterLimit: unitFilterLimit,
-                     unitMatchLimit: unitMatchLimit)
+        MatchingPass(
+            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
+            engine: engine, output: output, stop: stop, unitFilterLimit: unitFilterLimit,
+            unitMatchLimit: unitMatchLimit)
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
@@ -94,25 +99,32 @@ public struct RunMatching: Sendable {
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
         let candidates = CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks)
         let plan = { (run: RunRecord?) in
-            MatchingPass.Plan(run: run, clock: clock, shard: input.shard, selection: .all,
-                              maxPerFilter: input.maxPerFilter, writesNotifications: true, resumeAfterFilter: nil,
-                              windows: windows)
+            MatchingPass.Plan(
+                run: run, clock: clock, shard: input.shard, selection: .all,
+                maxPerFilter: input.maxPerFilter, writesNotifications: true, resumeAfterFilter: nil,
+                windows: windows)
         }
 
         if input.dryRun {
-            output.handle(.started(kind: .run, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
+            output.handle(
+                .started(kind: .run, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
             let outcome = try pass.execute(plan(nil), candidates: candidates, timings: &timer)
-            return pass.summarize(runId: nil, kind: .run, shard: input.shard, clock: now, dryRun: true, resumedId: nil,
-                                  counters: outcome.counters + RunCounters(candidates: changed.profiles.count),
-                                  found: outcome.matchesFound, timer: timer)
+            return pass.summarize(
+                runId: nil, kind: .run, shard: input.shard, clock: now, dryRun: true, resumedId: nil,
+                counters: outcome.counters + RunCounters(candidates: changed.profiles.count),
+                found: outcome.matchesFound, timer: timer)
         }
 
-        let run = try runs.start(NewRun(
-            kind: .run, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter, writesNotifications: true,
-            coverage: coverage, upTo: changed.mark, upToTakenAt: changed.takenAt, timeZone: input.timeZone.identifier,
-            retentionDays: input.retentionDays, parameters: "{}", candidates: changed.profiles.count))
-        output.handle(.started(kind: .run, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: input.retentionDays) { timer in
+        let run = try runs.start(
+            NewRun(
+                kind: .run, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter, writesNotifications: true,
+                coverage: coverage, upTo: changed.mark, upToTakenAt: changed.takenAt,
+                timeZone: input.timeZone.identifier,
+                retentionDays: input.retentionDays, parameters: "{}", candidates: changed.profiles.count))
+        output.handle(
+            .started(kind: .run, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
+        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: input.retentionDays) {
+            timer in
             try pass.execute(plan(run), candidates: candidates, timings: &timer)
         }
     }
@@ -124,14 +136,18 @@ public struct RunMatching: Sendable {
         let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
         let changed = try profiles.changedProfiles(windows: windows.marks, upTo: run.upTo)
         timer.end(.read, output)
-        output.handle(.started(kind: .run, shard: run.shard, clock: run.clock, runId: run.id, resumed: true, dryRun: false))
+        output.handle(
+            .started(kind: .run, shard: run.shard, clock: run.clock, runId: run.id, resumed: true, dryRun: false))
         let zone = run.timeZone.flatMap(TimeZone.init(identifier:)) ?? timeZone
-        return try pass.finishing(run, timer: timer, resumedId: nil,
-                                  retentionDays: run.retentionDays ?? retentionDays) { timer in
+        return try pass.finishing(
+            run, timer: timer, resumedId: nil,
+            retentionDays: run.retentionDays ?? retentionDays
+        ) { timer in
             try pass.execute(
-                .init(run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
-                      selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
-                      resumeAfterFilter: run.resumeAfterFilter, windows: windows),
+                .init(
+                    run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
+                    selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
+                    resumeAfterFilter: run.resumeAfterFilter, windows: windows),
                 candidates: CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks), timings: &timer)
         }
     }

@@ -18,11 +18,14 @@ public struct UnitCommitter: Sendable {
     public func commit(_ unit: WorkUnit, to store: any MatchRepository) throws -> WorkUnitOutcome {
         try store.withUnitTransaction { tx in
             let written = try write(unit, tx)
-            try tx.advanceRun(unit.runId, pastFilter: unit.lastFilterId,
-                              adding: unit.filterCounters + RunCounters(matchesWritten: written.matchesWritten,
-                                                                        notificationsWritten: written.notificationsWritten,
-                                                                        digestsHeldBack: written.digestsHeldBack,
-                                                                        matchesMutual: written.mutualWritten))
+            try tx.advanceRun(
+                unit.runId, pastFilter: unit.lastFilterId,
+                adding: unit.filterCounters
+                    + RunCounters(
+                        matchesWritten: written.matchesWritten,
+                        notificationsWritten: written.notificationsWritten,
+                        digestsHeldBack: written.digestsHeldBack,
+                        matchesMutual: written.mutualWritten))
             return written
         }
     }
@@ -54,8 +57,9 @@ public struct UnitCommitter: Sendable {
             let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0)) }
             let inserted = try insertSkippingConflicts(rows, unit, tx)
             try tx.addWaiting(inserted.filter(waits), at: now)
-            return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: 0,
-                                   mutualWritten: unit.mutualCount(inserted))
+            return WorkUnitOutcome(
+                matchesWritten: inserted.count, notificationsWritten: 0,
+                mutualWritten: unit.mutualCount(inserted))
         }
         let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
         // A waiting match counts only if the run found it still qualifies; the unit's new ones do.
@@ -73,10 +77,13 @@ public struct UnitCommitter: Sendable {
         }
         let dueIds = Set(dueUnderLock.map(\.filter.id))
         let dueProfiles = Set(unit.matches.filter { dueIds.contains($0.filterId) }.flatMap(\.profileIds))
-        let fresh = dueProfiles.isEmpty ? []
+        let fresh =
+            dueProfiles.isEmpty
+            ? []
             : unit.newMatchesAsWaiting(of: dueUnderLock, facts: try tx.profileFacts(dueProfiles.sorted()))
-        let decision = planner.decide(filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
-                                      clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+        let decision = planner.decide(
+            filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
+            clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
         let planned = decision.planned
         let ids = try tx.writeNotifications(planned, at: now, runId: unit.runId)
         let marks = Self.marks(planned, ids)
@@ -86,8 +93,9 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(marks.filter { waitingPairs.contains($0.key) }, mutual: unit.mutual)
             try tx.addWaiting(pairs.filter { marks[$0] == nil && waits($0) }, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            return WorkUnitOutcome(matchesWritten: inserted, notificationsWritten: planned.count,
-                                   mutualWritten: unit.mutualCount(pairs), digestsHeldBack: decision.heldBack.count)
+            return WorkUnitOutcome(
+                matchesWritten: inserted, notificationsWritten: planned.count,
+                mutualWritten: unit.mutualCount(pairs), digestsHeldBack: decision.heldBack.count)
         }
 
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
@@ -96,19 +104,24 @@ public struct UnitCommitter: Sendable {
             pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
-        let redecided = planner.decide(filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
-                                       clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+        let redecided = planner.decide(
+            filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
+            clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
         let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
         try tx.markNotified(Self.marks(replanned, newIds), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
-        return WorkUnitOutcome(matchesWritten: inserted.count, notificationsWritten: replanned.count,
-                               mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
+        return WorkUnitOutcome(
+            matchesWritten: inserted.count, notificationsWritten: replanned.count,
+            mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
     }
 
     /// Inserts in one go; on a conflict, again skipping the pairs already recorded.
-    private func insertSkippingConflicts(_ rows: [NewMatch], _ unit: WorkUnit, _ tx: any UnitTransaction) throws
-        -> [MatchPair] {
+    private func insertSkippingConflicts(
+        _ rows: [NewMatch], _ unit: WorkUnit, _ tx: any UnitTransaction
+    ) throws
+        -> [MatchPair]
+    {
         guard !rows.isEmpty else { return [] }
         try tx.savepoint()
         if try tx.insertMatches(rows, at: unit.clock.now, runId: unit.runId) != nil { return rows.map(\.pair) }

@@ -48,20 +48,26 @@ public struct WorldSnapshot: Sendable {
 
     public static func read(_ connection: PostgresConnection) throws -> WorldSnapshot {
         var profiles: [ProfileRow] = []
-        try connection.copyOut("""
+        try connection.copyOut(
+            """
             COPY (SELECT id, status, gender, birth_date, residence, plan, created_at FROM profiles ORDER BY id)
             TO STDOUT (FORMAT binary)
-            """) { row in
-            profiles.append(ProfileRow(
-                id: try row.int64() ?? 0, status: try row.int16() ?? 0, gender: try row.int16() ?? 0,
-                birthDate: try row.date(), residence: try row.int16() ?? 0, plan: try row.int16() ?? 0,
-                createdAt: try row.timestamp() ?? Timestamp(microsecondsSinceEpoch: 0)))
+            """
+        ) { row in
+            profiles.append(
+                ProfileRow(
+                    id: try row.int64() ?? 0, status: try row.int16() ?? 0, gender: try row.int16() ?? 0,
+                    birthDate: try row.date(), residence: try row.int16() ?? 0, plan: try row.int16() ?? 0,
+                    createdAt: try row.timestamp() ?? Timestamp(microsecondsSinceEpoch: 0)))
         }
         var filters: [FilterRow] = []
-        try connection.copyOut("""
+        try connection.copyOut(
+            """
             COPY (SELECT id, owner_id, deleted_at IS NOT NULL FROM saved_filters ORDER BY id) TO STDOUT (FORMAT binary)
-            """) { row in
-            filters.append(FilterRow(id: try row.int64() ?? 0, ownerId: try row.int64() ?? 0, deleted: try row.bool() ?? false))
+            """
+        ) { row in
+            filters.append(
+                FilterRow(id: try row.int64() ?? 0, ownerId: try row.int64() ?? 0, deleted: try row.bool() ?? false))
         }
         return WorldSnapshot(profiles: profiles, filters: filters)
     }
@@ -108,7 +114,8 @@ public struct DailyChangePlan: Sendable {
         /// Whether it sets an item's value (a login or a plan change alone is activity, not a matching change).
         public var setsItems: Bool {
             residence != nil || personality != nil || communities != nil || incomeBand != nil || smoking != nil
-                || drinking != nil || marriageIntent != nil || hasPhoto != nil || hasIntroduction != nil || verified != nil
+                || drinking != nil || marriageIntent != nil || hasPhoto != nil || hasIntroduction != nil
+                || verified != nil
         }
     }
 
@@ -148,8 +155,10 @@ public struct DailyChangePlan: Sendable {
     }
 
     /// Plans `count` profile changes (updates + inserts) and the rest of the day's changes.
-    public static func make(count: Int, seed: UInt64, now: Timestamp, snapshot: WorldSnapshot,
-                            mix: DailyChangeMix = .standard) -> DailyChangePlan {
+    public static func make(
+        count: Int, seed: UInt64, now: Timestamp, snapshot: WorldSnapshot,
+        mix: DailyChangeMix = .standard
+    ) -> DailyChangePlan {
         var plan = DailyChangePlan(now: now)
         let day = UInt64(bitPattern: now.microsecondsSinceEpoch / Timestamp.microsecondsPerDay)
         var random = SeedRandom(seed: seed, stream: .changes, index: day)
@@ -176,13 +185,16 @@ public struct DailyChangePlan: Sendable {
             plan.updates.append(update(row, at: during(&rowRandom), model: model, &rowRandom))
         }
         for index in picked.dropFirst(updateCount).prefix(hideCount) {
-            plan.statusChanges.append(StatusChange(id: active[index].id, status: Profile.Status.hidden, at: during(&random)))
+            plan.statusChanges.append(
+                StatusChange(id: active[index].id, status: Profile.Status.hidden, at: during(&random)))
         }
         for index in picked.dropFirst(updateCount + hideCount) {
-            plan.statusChanges.append(StatusChange(id: active[index].id, status: Profile.Status.deleted, at: during(&random)))
+            plan.statusChanges.append(
+                StatusChange(id: active[index].id, status: Profile.Status.deleted, at: during(&random)))
         }
         for index in random.distinctIndices(reactivateCount, of: hidden.count) {
-            plan.statusChanges.append(StatusChange(id: hidden[index].id, status: Profile.Status.active, at: during(&random)))
+            plan.statusChanges.append(
+                StatusChange(id: hidden[index].id, status: Profile.Status.active, at: during(&random)))
         }
         plan.statusChanges.sort { $0.id < $1.id }
 
@@ -192,7 +204,8 @@ public struct DailyChangePlan: Sendable {
             var rowRandom = SeedRandom(seed: model.seed, stream: .changeRow, index: UInt64(bitPattern: id))
             let member = model.member(id: id, registeredAt: during(&rowRandom))
             // A member who registered today is active.
-            let profile = Profile(id: id, status: Profile.Status.active, plan: member.profile.plan, values: member.profile.values)
+            let profile = Profile(
+                id: id, status: Profile.Status.active, plan: member.profile.plan, values: member.profile.values)
             plan.inserts.append(SeedWorldModel.Member(profile: profile, updatedAt: member.updatedAt))
         }
 
@@ -206,10 +219,12 @@ public struct DailyChangePlan: Sendable {
             let filter = live[index]
             var rowRandom = SeedRandom(seed: model.seed, stream: .filter, index: UInt64(bitPattern: filter.id))
             let at = during(&rowRandom)
-            let owner = snapshot.profile(filter.ownerId).map { Self.owner(of: $0, today: model.today) }
+            let owner =
+                snapshot.profile(filter.ownerId).map { Self.owner(of: $0, today: model.today) }
                 ?? SeedOwner(id: filter.ownerId, gender: 0, age: nil, residence: 0, plan: 0, createdAt: at)
-            plan.filterEdits.append(FilterEdit(
-                id: filter.id, conditionsJSON: generator.editedConditions(owner: owner, &rowRandom), at: at))
+            plan.filterEdits.append(
+                FilterEdit(
+                    id: filter.id, conditionsJSON: generator.editedConditions(owner: owner, &rowRandom), at: at))
         }
         plan.filterEdits.sort { $0.id < $1.id }
         for index in pickedFilters.dropFirst(editCount) {
@@ -234,10 +249,12 @@ public struct DailyChangePlan: Sendable {
             // A filter saved today: created and updated during the day, not deleted.
             let at = max(during(&random), owner.createdAt)
             let f = seeded.filter
-            plan.newFilters.append(SeededFilter(
-                filter: SavedFilter(id: f.id, ownerId: f.ownerId, name: f.name, conditionsJSON: f.conditionsJSON,
-                                    notify: f.notify, notifyEvery: f.notifyEvery, createdAt: at, updatedAt: at),
-                invalidKind: seeded.invalidKind, expectedError: seeded.expectedError))
+            plan.newFilters.append(
+                SeededFilter(
+                    filter: SavedFilter(
+                        id: f.id, ownerId: f.ownerId, name: f.name, conditionsJSON: f.conditionsJSON,
+                        notify: f.notify, notifyEvery: f.notifyEvery, createdAt: at, updatedAt: at),
+                    invalidKind: seeded.invalidKind, expectedError: seeded.expectedError))
         }
 
         // Blocks: made by active members, of someone new today (40 %) or anyone.
@@ -248,7 +265,8 @@ public struct DailyChangePlan: Sendable {
         while plan.blocks.count < blockCount, attempts < blockCount * 10, !eligibleOwners.isEmpty, everyone.count > 1 {
             attempts += 1
             let blocker = eligibleOwners[random.below(eligibleOwners.count)].id
-            let blocked = !plan.inserts.isEmpty && random.chance(0.4)
+            let blocked =
+                !plan.inserts.isEmpty && random.chance(0.4)
                 ? plan.inserts[random.below(plan.inserts.count)].profile.id : everyone[random.below(everyone.count)]
             let block = Block(blockerId: blocker, blockedId: blocked)
             if blocker != blocked, seen.insert(block).inserted { plan.blocks.append(block) }
@@ -257,15 +275,18 @@ public struct DailyChangePlan: Sendable {
     }
 
     static func owner(of row: WorldSnapshot.ProfileRow, today: CalendarDate) -> SeedOwner {
-        SeedOwner(id: row.id, gender: row.gender, age: row.birthDate.map { today.fullYears(since: $0) },
-                  residence: row.residence, plan: row.plan, createdAt: row.createdAt)
+        SeedOwner(
+            id: row.id, gender: row.gender, age: row.birthDate.map { today.fullYears(since: $0) },
+            residence: row.residence, plan: row.plan, createdAt: row.createdAt)
     }
 
     /// A login, and for 45 % of members one or two edits: a move (to a neighbouring prefecture mostly),
     /// personality, communities, income, smoking, drinking, marriage intent, photo, introduction,
     /// verification, plan.
-    static func update(_ row: WorldSnapshot.ProfileRow, at: Timestamp, model: SeedWorldModel,
-                       _ random: inout SeedRandom) -> ProfileUpdate {
+    static func update(
+        _ row: WorldSnapshot.ProfileRow, at: Timestamp, model: SeedWorldModel,
+        _ random: inout SeedRandom
+    ) -> ProfileUpdate {
         var update = ProfileUpdate(id: row.id, at: at)
         guard random.chance(0.45) else { return update }
         let edits = random.chance(0.7) ? 1 : 2
@@ -273,7 +294,8 @@ public struct DailyChangePlan: Sendable {
             switch editKinds.draw(&random) {
             case .moved:
                 let neighbours = JapanGeography.neighbours[row.residence] ?? []
-                update.residence = !neighbours.isEmpty && random.chance(0.6)
+                update.residence =
+                    !neighbours.isEmpty && random.chance(0.6)
                     ? random.element(neighbours) : JapanGeography.residence.draw(&random)
             case .personality:
                 update.personality = model.personality(&random).map { Int16($0) }
@@ -300,7 +322,10 @@ public struct DailyChangePlan: Sendable {
         return update
     }
 
-    enum EditKind: Sendable { case moved, personality, communities, income, smoking, drinking, marriageIntent, photo, introduction, verified, plan }
+    enum EditKind: Sendable {
+        case moved, personality, communities, income, smoking, drinking, marriageIntent, photo, introduction, verified,
+            plan
+    }
 
     static let editKinds = WeightedTable<EditKind>([
         (.moved, 12), (.personality, 20), (.communities, 18), (.income, 8), (.smoking, 6), (.drinking, 5),
@@ -326,7 +351,9 @@ public struct DailyChangeApplier {
     }
 
     /// Reads the world, plans the day and applies it.
-    public func apply(count: Int, seed: UInt64, now: Timestamp, mix: DailyChangeMix = .standard)
+    public func apply(
+        count: Int, seed: UInt64, now: Timestamp, mix: DailyChangeMix = .standard
+    )
         throws -> (plan: DailyChangePlan, summary: SeedSummary)
     {
         let started = DispatchTime.now()
@@ -334,7 +361,8 @@ public struct DailyChangeApplier {
         let plan = try connection.transaction { tx -> DailyChangePlan in
             let snapshot = try WorldSnapshot.read(tx)
             guard !snapshot.profiles.isEmpty else {
-                throw SeedError("the database has no profiles to change: seed a world first (matcher seed --profiles N)")
+                throw SeedError(
+                    "the database has no profiles to change: seed a world first (matcher seed --profiles N)")
             }
             var plan = DailyChangePlan.make(count: count, seed: seed, now: now, snapshot: snapshot, mix: mix)
             plan.blocks = try Self.withoutExisting(plan.blocks, tx)
@@ -373,12 +401,14 @@ public struct DailyChangeApplier {
         let writer = AppTableWriter(connection: tx)
         if !plan.inserts.isEmpty {
             try tx.execute("CREATE TEMP TABLE seed_profile_inserts (LIKE profiles INCLUDING DEFAULTS) ON COMMIT DROP")
-            try writer.copyProfiles(plan.inserts.map(\.profile), updatedAts: plan.inserts.map(\.createdAt),
-                                    into: "seed_profile_inserts")
+            try writer.copyProfiles(
+                plan.inserts.map(\.profile), updatedAts: plan.inserts.map(\.createdAt),
+                into: "seed_profile_inserts")
             try tx.execute("INSERT INTO profiles SELECT * FROM seed_profile_inserts ORDER BY id")
         }
         if !plan.updates.isEmpty {
-            try tx.execute("""
+            try tx.execute(
+                """
                 CREATE TEMP TABLE seed_profile_updates (
                     id bigint PRIMARY KEY, at timestamptz NOT NULL, residence smallint, personality smallint[],
                     communities integer[], income_band smallint, smoking smallint, drinking smallint,
@@ -403,7 +433,8 @@ public struct DailyChangeApplier {
                     w.write(u.plan)
                 }
             }
-            try tx.execute("""
+            try tx.execute(
+                """
                 UPDATE profiles p SET
                     last_login_at = u.at, updated_at = u.at,
                     residence = coalesce(u.residence, p.residence), personality = coalesce(u.personality, p.personality),
@@ -418,21 +449,30 @@ public struct DailyChangeApplier {
                 """)
         }
         if !plan.statusChanges.isEmpty {
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE profiles p SET status = u.status, updated_at = \(fromMicros)
                 FROM unnest($1::bigint[], $2::smallint[], $3::bigint[]) AS u(id, status, us) WHERE p.id = u.id
-                """, [.int8Array(plan.statusChanges.map(\.id)), .int2Array(plan.statusChanges.map(\.status)),
-                      microseconds(plan.statusChanges.map(\.at))])
+                """,
+                [
+                    .int8Array(plan.statusChanges.map(\.id)), .int2Array(plan.statusChanges.map(\.status)),
+                    microseconds(plan.statusChanges.map(\.at)),
+                ])
         }
         if !plan.filterEdits.isEmpty {
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE saved_filters f SET conditions = u.conditions::jsonb, updated_at = \(fromMicros)
                 FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(id, conditions, us) WHERE f.id = u.id
-                """, [.int8Array(plan.filterEdits.map(\.id)), .textArray(plan.filterEdits.map(\.conditionsJSON)),
-                      microseconds(plan.filterEdits.map(\.at))])
+                """,
+                [
+                    .int8Array(plan.filterEdits.map(\.id)), .textArray(plan.filterEdits.map(\.conditionsJSON)),
+                    microseconds(plan.filterEdits.map(\.at)),
+                ])
         }
         if !plan.filterDeletes.isEmpty {
-            try tx.query("""
+            try tx.query(
+                """
                 UPDATE saved_filters f SET deleted_at = \(fromMicros), updated_at = \(fromMicros)
                 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, us) WHERE f.id = u.id
                 """, [.int8Array(plan.filterDeletes.map(\.id)), microseconds(plan.filterDeletes.map(\.at))])
@@ -443,7 +483,8 @@ public struct DailyChangeApplier {
             try tx.execute("INSERT INTO saved_filters SELECT * FROM seed_new_filters ORDER BY id")
         }
         if !plan.blocks.isEmpty {
-            try tx.query("""
+            try tx.query(
+                """
                 INSERT INTO blocks (blocker_id, blocked_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
                 """, [.int8Array(plan.blocks.map(\.blockerId)), .int8Array(plan.blocks.map(\.blockedId))])
         }

@@ -18,8 +18,10 @@ public struct SeedOwner: Sendable, Hashable {
     /// same one when the source says so (OkCupid's orientation).
     public let soughtGenders: [Int16]
 
-    public init(id: Int64, gender: Int16, age: Int?, residence: Int16, plan: Int16, createdAt: Timestamp,
-                soughtGenders: [Int16]? = nil) {
+    public init(
+        id: Int64, gender: Int16, age: Int?, residence: Int16, plan: Int16, createdAt: Timestamp,
+        soughtGenders: [Int16]? = nil
+    ) {
         self.id = id
         self.gender = gender
         self.age = age
@@ -91,11 +93,20 @@ public struct SeedFilterGenerator: Sendable {
     public func filter(id: Int64, owner: SeedOwner) -> SeededFilter {
         var random = SeedRandom(seed: seed, stream: .filter, index: UInt64(bitPattern: id))
         let start = max(owner.createdAt, now.adding(days: -400))
-        let createdAt = start.adding(microseconds: Int64(random.unit() * Double(max(0, now.microsecondsSinceEpoch - start.microsecondsSinceEpoch))))
-        let updatedAt = random.chance(0.6) ? createdAt
-            : createdAt.adding(microseconds: Int64(random.unit() * Double(now.microsecondsSinceEpoch - createdAt.microsecondsSinceEpoch)))
-        let deletedAt = random.chance(Self.deletedShare)
-            ? updatedAt.adding(microseconds: Int64(random.unit() * Double(now.microsecondsSinceEpoch - updatedAt.microsecondsSinceEpoch)))
+        let createdAt = start.adding(
+            microseconds: Int64(
+                random.unit() * Double(max(0, now.microsecondsSinceEpoch - start.microsecondsSinceEpoch))))
+        let updatedAt =
+            random.chance(0.6)
+            ? createdAt
+            : createdAt.adding(
+                microseconds: Int64(
+                    random.unit() * Double(now.microsecondsSinceEpoch - createdAt.microsecondsSinceEpoch)))
+        let deletedAt =
+            random.chance(Self.deletedShare)
+            ? updatedAt.adding(
+                microseconds: Int64(
+                    random.unit() * Double(now.microsecondsSinceEpoch - updatedAt.microsecondsSinceEpoch)))
             : nil
         let notify = random.chance(0.85)
         let every = Self.notifyEvery.draw(&random)
@@ -142,16 +153,21 @@ public struct SeedFilterGenerator: Sendable {
                 let min = 165 + random.below(14)
                 chosen["height"] = random.chance(0.3) ? range(min, 184 + random.below(8)) : range(min, nil)
             } else if seeksWomen {
-                chosen["height"] = random.chance(0.6) ? range(nil, 158 + random.below(13)) : range(148 + random.below(5), 160 + random.below(10))
+                chosen["height"] =
+                    random.chance(0.6)
+                    ? range(nil, 158 + random.below(13)) : range(148 + random.below(5), 160 + random.below(10))
             } else {
                 chosen["height"] = range(150 + random.below(20), nil)
             }
         }
         if random.chance(seeksMen ? 0.15 : 0.03) {
             let min = 3 + random.below(4)
-            chosen["income"] = random.chance(0.1) ? range(min, Swift.min(9, min + 2 + random.below(3))) : range(min, nil)
+            chosen["income"] =
+                random.chance(0.1) ? range(min, Swift.min(9, min + 2 + random.below(3))) : range(min, nil)
         }
-        if random.chance(0.3) { chosen["smoking"] = anyOf(random.element([[1], [1, 5], [1, 5, 6], [1, 3, 5, 6], [0, 1, 5, 6]])) }
+        if random.chance(0.3) {
+            chosen["smoking"] = anyOf(random.element([[1], [1, 5], [1, 5, 6], [1, 3, 5, 6], [0, 1, 5, 6]]))
+        }
         if random.chance(0.12) { chosen["drinking"] = anyOf(random.element([[1, 3], [2, 3], [1], [0, 1, 3]])) }
         if random.chance(0.2) { chosen["marriage_intent"] = anyOf(random.element([[1], [1, 2], [1, 2, 3]])) }
         if random.chance(0.12) {
@@ -166,9 +182,12 @@ public struct SeedFilterGenerator: Sendable {
         if random.chance(owner.plan >= Profile.Plan.paid ? 0.25 : 0.03) {
             // A free owner's communities condition is one kept from a paid period: ignored by runs.
             let count = 1 + random.below(3)
-            chosen["communities"] = anyOf((0..<count).map { _ in Int(Communities.id(rank: Communities.popularity.draw(&random))) })
+            chosen["communities"] = anyOf(
+                (0..<count).map { _ in Int(Communities.id(rank: Communities.popularity.draw(&random))) })
         }
-        if random.chance(0.08) { chosen["body_type"] = anyOf(random.element([[1, 2, 3], [2, 3], [3, 4], [3, 5], [1, 2]])) }
+        if random.chance(0.08) {
+            chosen["body_type"] = anyOf(random.element([[1, 2, 3], [2, 3], [3, 4], [3, 5], [1, 2]]))
+        }
         if random.chance(0.08) { chosen["education"] = anyOf(random.element([[3, 4], [2, 3, 4], [4]])) }
         if random.chance(0.1) { chosen["marital_status"] = anyOf(random.element([[1], [1, 2]])) }
         if random.chance(0.06) { chosen["has_children"] = anyOf(random.element([[1], [0, 1]])) }
@@ -216,7 +235,8 @@ public struct SeedFilterGenerator: Sendable {
 
     /// The owner's prefecture, sometimes with some or all of its neighbours, rarely also "unanswered".
     func residence(_ owner: SeedOwner, _ random: inout SeedRandom) -> String {
-        let home = owner.residence == 0 || owner.residence == JapanGeography.abroad ? JapanGeography.tokyo : owner.residence
+        let home =
+            owner.residence == 0 || owner.residence == JapanGeography.abroad ? JapanGeography.tokyo : owner.residence
         var codes = [Int(home)]
         let neighbours = (JapanGeography.neighbours[home] ?? []).map(Int.init)
         let u = random.unit()
@@ -236,8 +256,10 @@ public struct SeedFilterGenerator: Sendable {
 
     /// Replaces or adds one condition so that the filter is invalid in the way `kind` says, and
     /// returns the error `FilterConditions.decode` must give.
-    static func plant(_ kind: InvalidFilterKind, in members: inout [Member], owner: SeedOwner,
-                      _ random: inout SeedRandom) -> FilterValidationError {
+    static func plant(
+        _ kind: InvalidFilterKind, in members: inout [Member], owner: SeedOwner,
+        _ random: inout SeedRandom
+    ) -> FilterValidationError {
         func set(_ key: String, _ json: String) {
             members.removeAll { $0.key == key }
             if MasterItem.item(forKey: key) == nil {
@@ -324,7 +346,9 @@ public struct SeedFilterGenerator: Sendable {
     static func name(members: [Member], owner: SeedOwner) -> String {
         var parts: [String] = []
         if members.contains(where: { $0.key == "residence" }) {
-            let home = owner.residence == 0 || owner.residence == JapanGeography.abroad ? JapanGeography.tokyo : owner.residence
+            let home =
+                owner.residence == 0 || owner.residence == JapanGeography.abroad
+                ? JapanGeography.tokyo : owner.residence
             parts.append(MasterItem.Residence.item.label(for: Int32(home)) ?? "")
         }
         if let age = members.first(where: { $0.key == "age" })?.json {

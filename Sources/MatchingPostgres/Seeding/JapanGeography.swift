@@ -27,7 +27,9 @@ public enum JapanGeography {
 
     /// Residence: population × urban factor, abroad 0.3 % of members.
     public static let residence: WeightedTable<Int16> = {
-        var pairs = population.enumerated().map { (Int16($0.offset + 1), $0.element * urbanFactor(Int16($0.offset + 1))) }
+        var pairs = population.enumerated().map {
+            (Int16($0.offset + 1), $0.element * urbanFactor(Int16($0.offset + 1)))
+        }
         let total = pairs.reduce(0) { $0 + $1.1 }
         pairs.append((abroad, total * 0.003))
         return WeightedTable(pairs)

@@ -85,10 +85,12 @@ public struct OkCupidRecord: Sendable, Hashable {
     public let speaks: String?
     public let status: String?
 
-    public init(id: Int64, age: Int? = nil, bodyType: String? = nil, drinks: String? = nil, education: String? = nil,
-                height: Double? = nil, income: Int? = nil, job: String? = nil, offspring: String? = nil,
-                orientation: String? = nil, pets: String? = nil, sex: String? = nil, smokes: String? = nil,
-                speaks: String? = nil, status: String? = nil) {
+    public init(
+        id: Int64, age: Int? = nil, bodyType: String? = nil, drinks: String? = nil, education: String? = nil,
+        height: Double? = nil, income: Int? = nil, job: String? = nil, offspring: String? = nil,
+        orientation: String? = nil, pets: String? = nil, sex: String? = nil, smokes: String? = nil,
+        speaks: String? = nil, status: String? = nil
+    ) {
         self.id = id
         self.age = age
         self.bodyType = bodyType
@@ -118,7 +120,8 @@ public struct OkCupidRecord: Sendable, Hashable {
             if let limit, result.count >= limit { break }
             if fields.count == 1, fields[0].isEmpty { continue }
             guard fields.count == header.count else {
-                throw CSV.ParseError(description: "record \(number + 2) has \(fields.count) fields, the header \(header.count)")
+                throw CSV.ParseError(
+                    description: "record \(number + 2) has \(fields.count) fields, the header \(header.count)")
             }
             func text(_ name: String) -> String? {
                 guard let index = column[name] else { return nil }
@@ -128,12 +131,13 @@ public struct OkCupidRecord: Sendable, Hashable {
             guard let id = text("id").flatMap({ Int64($0) }) else {
                 throw CSV.ParseError(description: "record \(number + 2) has no integer id")
             }
-            result.append(OkCupidRecord(
-                id: id, age: text("age").flatMap { Int($0) }, bodyType: text("body_type"), drinks: text("drinks"),
-                education: text("education"), height: text("height").flatMap { Double($0) },
-                income: text("income").flatMap { Int($0) }, job: text("job"), offspring: text("offspring"),
-                orientation: text("orientation"), pets: text("pets"), sex: text("sex"), smokes: text("smokes"),
-                speaks: text("speaks"), status: text("status")))
+            result.append(
+                OkCupidRecord(
+                    id: id, age: text("age").flatMap { Int($0) }, bodyType: text("body_type"), drinks: text("drinks"),
+                    education: text("education"), height: text("height").flatMap { Double($0) },
+                    income: text("income").flatMap { Int($0) }, job: text("job"), offspring: text("offspring"),
+                    orientation: text("orientation"), pets: text("pets"), sex: text("sex"), smokes: text("smokes"),
+                    speaks: text("speaks"), status: text("status")))
         }
         return result
     }
@@ -166,7 +170,9 @@ public struct OkCupidRecord: Sendable, Hashable {
         let message = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw SeedError("gzip -dc \(path) failed: \(String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw SeedError(
+                "gzip -dc \(path) failed: \(String(decoding: message, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
         }
         return Array(data)
     }
@@ -177,7 +183,11 @@ public struct OkCupidRecord: Sendable, Hashable {
 /// the same id, so they are deterministic.
 public enum OkCupidMapping {
     public static func gender(_ sex: String?) -> Int16 {
-        switch sex { case "m": 1; case "f": 2; default: 0 }
+        switch sex {
+        case "m": 1;
+        case "f": 2;
+        default: 0
+        }
     }
 
     /// Whom the member looks for: the other gender (straight), the same (gay), either (bisexual: none).
@@ -287,7 +297,10 @@ public enum OkCupidMapping {
     /// 独身(未婚) 1 for single and available; seeing someone, married and unknown are unanswered (the
     /// catalogue has single statuses only).
     public static func maritalStatus(_ status: String?) -> Int16 {
-        switch status { case "single", "available": 1; default: 0 }
+        switch status {
+        case "single", "available": 1;
+        default: 0
+        }
     }
 
     /// Language codes 1...30 (1 日本語, 2 英語, … 30 その他).
@@ -359,8 +372,10 @@ public struct OkCupidSeeder {
         self.connection = connection
     }
 
-    public func seed(records: [OkCupidRecord], filters filterCount: Int, seed: UInt64, now: Timestamp,
-                     existing: ExistingRows) throws -> SeedSummary {
+    public func seed(
+        records: [OkCupidRecord], filters filterCount: Int, seed: UInt64, now: Timestamp,
+        existing: ExistingRows
+    ) throws -> SeedSummary {
         let started = DispatchTime.now()
         var summary = SeedSummary(title: "okcupid", seed: seed, now: now)
         let model = SeedWorldModel(seed: seed, now: now)
@@ -397,7 +412,9 @@ public struct OkCupidSeeder {
                     var pick = random.below(members.count)
                     for _ in 0..<8 {
                         let p = members[pick].profile
-                        if p.isActive ? (p.plan == Profile.Plan.paid || random.chance(0.8)) : random.chance(0.33) { break }
+                        if p.isActive ? (p.plan == Profile.Plan.paid || random.chance(0.8)) : random.chance(0.33) {
+                            break
+                        }
                         pick = random.below(members.count)
                     }
                     let owner = SeedOwner(members[pick], today: model.today, soughtGenders: sought[pick])

@@ -61,7 +61,9 @@ public struct SeedWorldModel: Sendable {
 
         let residence: Int16 = random.chance(0.005) ? 0 : JapanGeography.residence.draw(&random)
         values[Slots.residence] = .code(residence)
-        let hometown: Int16 = random.chance(0.2) ? 0
+        let hometown: Int16 =
+            random.chance(0.2)
+            ? 0
             : residence != 0 && random.chance(0.55) ? residence : JapanGeography.hometown.draw(&random)
         values[Slots.hometown] = .code(hometown)
 
@@ -75,33 +77,48 @@ public struct SeedWorldModel: Sendable {
             if age >= 35, band < 9, random.chance(0.25) { band += 1 }
             values[Slots.income] = .integer(Int32(band))
         }
-        values[Slots.bodyType] = .code(random.chance(0.1) ? 0 : (male ? Tables.bodyMen : Tables.bodyWomen).draw(&random))
+        values[Slots.bodyType] = .code(
+            random.chance(0.1) ? 0 : (male ? Tables.bodyMen : Tables.bodyWomen).draw(&random))
         values[Slots.bloodType] = .code(random.chance(0.25) ? 0 : Tables.bloodType.draw(&random))
         values[Slots.education] = .code(random.chance(0.15) ? 0 : Tables.education.draw(&random))
-        let occupation: Int16 = random.chance(0.1) ? 0
+        let occupation: Int16 =
+            random.chance(0.1)
+            ? 0
             : age < 23 && random.chance(0.45) ? Occupations.student : Tables.occupation.draw(&random)
         values[Slots.occupation] = .code(occupation)
         values[Slots.holiday] = .code(random.chance(0.15) ? 0 : Tables.holiday.draw(&random))
-        values[Slots.smoking] = .code(random.chance(0.1) ? 0 : (male ? Tables.smokingMen : Tables.smokingWomen).draw(&random))
+        values[Slots.smoking] = .code(
+            random.chance(0.1) ? 0 : (male ? Tables.smokingMen : Tables.smokingWomen).draw(&random))
         values[Slots.drinking] = .code(random.chance(0.1) ? 0 : Tables.drinking.draw(&random))
-        let marital: Int16 = random.chance(0.08) ? 0
+        let marital: Int16 =
+            random.chance(0.08)
+            ? 0
             : (age < 30 ? Tables.maritalYoung : age < 40 ? Tables.maritalMiddle : Tables.maritalOlder).draw(&random)
         values[Slots.maritalStatus] = .code(marital)
-        let children: Int16 = random.chance(0.15) ? 0
+        let children: Int16 =
+            random.chance(0.15)
+            ? 0
             : marital >= 2 ? Tables.childrenAfterMarriage.draw(&random) : (random.chance(0.98) ? 1 : 3)
         values[Slots.hasChildren] = .code(children)
         values[Slots.marriageIntent] = .code(random.chance(0.12) ? 0 : Tables.marriageIntent.draw(&random))
-        values[Slots.wantsChildren] = .code(random.chance(0.2) ? 0
-            : age >= 43 && random.chance(0.5) ? 2 : Tables.wantsChildren.draw(&random))
+        values[Slots.wantsChildren] = .code(
+            random.chance(0.2)
+                ? 0
+                : age >= 43 && random.chance(0.5) ? 2 : Tables.wantsChildren.draw(&random))
         values[Slots.housework] = .code(random.chance(0.3) ? 0 : Tables.housework.draw(&random))
         values[Slots.meetingPreference] = .code(random.chance(0.2) ? 0 : Tables.meetingPreference.draw(&random))
-        values[Slots.dateCost] = .code(random.chance(0.25) ? 0 : (male ? Tables.dateCostMen : Tables.dateCostWomen).draw(&random))
+        values[Slots.dateCost] = .code(
+            random.chance(0.25) ? 0 : (male ? Tables.dateCostMen : Tables.dateCostWomen).draw(&random))
         values[Slots.siblingOrder] = .code(random.chance(0.2) ? 0 : Tables.siblingOrder.draw(&random))
-        values[Slots.housemate] = .code(random.chance(0.2) ? 0
-            : age < 27 && random.chance(0.3) ? 2 : Tables.housemate.draw(&random))
+        values[Slots.housemate] = .code(
+            random.chance(0.2)
+                ? 0
+                : age < 27 && random.chance(0.3) ? 2 : Tables.housemate.draw(&random))
 
-        values[Slots.languages] = .codes(random.chance(0.15) ? []
-            : residence == JapanGeography.abroad && random.chance(0.8) ? [1, 2] : Tables.languages.draw(&random))
+        values[Slots.languages] = .codes(
+            random.chance(0.15)
+                ? []
+                : residence == JapanGeography.abroad && random.chance(0.8) ? [1, 2] : Tables.languages.draw(&random))
         values[Slots.personality] = .codes(personality(&random))
         values[Slots.communities] = .codes(communities(&random))
 
@@ -114,7 +131,8 @@ public struct SeedWorldModel: Sendable {
         let lastLogin = lastLoginAt(createdAt: createdAt, active: status == Profile.Status.active, &random)
         values[Slots.lastLogin] = .timestamp(lastLogin)
         let span = max(0, lastLogin.microsecondsSinceEpoch - createdAt.microsecondsSinceEpoch)
-        let updatedAt = random.chance(0.3)
+        let updatedAt =
+            random.chance(0.3)
             ? createdAt : createdAt.adding(microseconds: Int64(random.unit() * Double(span)))
         return Member(profile: Profile(id: id, status: status, plan: plan, values: values), updatedAt: updatedAt)
     }
@@ -132,8 +150,12 @@ public struct SeedWorldModel: Sendable {
         let u = random.unit()
         let daysAgo: Double
         if active {
-            daysAgo = u < 0.35 ? random.unit() : u < 0.6 ? 1 + 6 * random.unit()
-                : u < 0.8 ? 7 + 23 * random.unit() : 30 + 400 * random.unit() * random.unit()
+            daysAgo =
+                u < 0.35
+                ? random.unit()
+                : u < 0.6
+                    ? 1 + 6 * random.unit()
+                    : u < 0.8 ? 7 + 23 * random.unit() : 30 + 400 * random.unit() * random.unit()
         } else {
             daysAgo = u < 0.2 ? 7 * random.unit() : 7 + 200 * random.unit()
         }
@@ -198,7 +220,8 @@ public struct SeedWorldModel: Sendable {
         var candidate = member(id: population.lowerBound + Int64(random.below(population.count)))
         for _ in 0..<8 {
             let profile = candidate.profile
-            let keep = profile.isActive ? (profile.plan == Profile.Plan.paid || random.chance(0.8)) : random.chance(0.33)
+            let keep =
+                profile.isActive ? (profile.plan == Profile.Plan.paid || random.chance(0.8)) : random.chance(0.33)
             if keep { break }
             candidate = member(id: population.lowerBound + Int64(random.below(population.count)))
         }
@@ -289,21 +312,23 @@ enum Communities {
 /// The distributions of the model.
 enum Tables {
     /// Ages 18...70: few at 18-19, most between 22 and 42, a tail to 70.
-    static let age: WeightedTable<Int16> = WeightedTable((18...70).map { age -> (Int16, Double) in
-        let weight: Double = switch age {
-        case 18...19: 1.2
-        case 20...21: 3
-        case 22...24: 5
-        case 25...29: 7.5
-        case 30...34: 7.5
-        case 35...39: 5.5
-        case 40...45: 3.5
-        case 46...50: 1.5
-        case 51...60: 0.6
-        default: 0.15
-        }
-        return (Int16(age), weight)
-    })
+    static let age: WeightedTable<Int16> = WeightedTable(
+        (18...70).map { age -> (Int16, Double) in
+            let weight: Double =
+                switch age {
+                case 18...19: 1.2
+                case 20...21: 3
+                case 22...24: 5
+                case 25...29: 7.5
+                case 30...34: 7.5
+                case 35...39: 5.5
+                case 40...45: 3.5
+                case 46...50: 1.5
+                case 51...60: 0.6
+                default: 0.15
+                }
+            return (Int16(age), weight)
+        })
 
     // Income bands 1 (<200万) … 9 (3000万以上): men mostly 400-800万, women 200-400万.
     static let incomeMen = WeightedTable(codeWeights: [6, 20, 30, 20, 10, 8, 3, 1.5, 0.8])

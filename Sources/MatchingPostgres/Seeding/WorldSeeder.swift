@@ -56,10 +56,14 @@ public struct WorldSeeder {
     }
 
     /// Seeds `profileCount` profiles and `filterCount` filters of the world (seed, now).
-    public func seedWorld(profiles profileCount: Int, filters filterCount: Int, seed: UInt64, now: Timestamp,
-                          existing: ExistingRows) throws -> SeedSummary {
+    public func seedWorld(
+        profiles profileCount: Int, filters filterCount: Int, seed: UInt64, now: Timestamp,
+        existing: ExistingRows
+    ) throws -> SeedSummary {
         precondition(profileCount >= 0 && filterCount >= 0)
-        if filterCount > 0 && profileCount == 0 { throw SeedError("filters need owners: --profiles must be at least 1") }
+        if filterCount > 0 && profileCount == 0 {
+            throw SeedError("filters need owners: --profiles must be at least 1")
+        }
         let started = DispatchTime.now()
         var summary = SeedSummary(title: "world", seed: seed, now: now)
         let model = SeedWorldModel(seed: seed, now: now)
@@ -137,15 +141,18 @@ public struct WorldSeeder {
 
     /// Refuses, empties or measures the existing world, per `existing`.
     static func prepare(_ tx: PostgresConnection, existing: ExistingRows) throws -> Start {
-        let counts = try tx.query("""
+        let counts = try tx.query(
+            """
             SELECT (SELECT count(*) FROM profiles), (SELECT count(*) FROM saved_filters),
                    (SELECT coalesce(max(id), 0) FROM profiles), (SELECT coalesce(max(id), 0) FROM saved_filters)
-            """).rows[0]
+            """
+        ).rows[0]
         let profiles = try counts.int64(0), filters = try counts.int64(1)
         switch existing {
         case .refuse:
             if profiles > 0 || filters > 0 {
-                throw SeedError("""
+                throw SeedError(
+                    """
                     the database already has \(profiles) profiles and \(filters) saved filters; \
                     pass --append to add to them or --replace to empty the tables first
                     """)
@@ -162,11 +169,13 @@ public struct WorldSeeder {
     /// The tables `--replace` empties: the app's, the worker's outputs and its bookkeeping (every
     /// `matcher_*` table of the schema except the migrations' record).
     static func worldTables(_ tx: PostgresConnection) throws -> [String] {
-        let bookkeeping = try tx.query("""
+        let bookkeeping = try tx.query(
+            """
             SELECT tablename FROM pg_tables
             WHERE schemaname = current_schema() AND tablename LIKE 'matcher\\_%' AND tablename <> 'matcher_schema_migrations'
             ORDER BY tablename
-            """).rows.map { try $0.string(0) }
+            """
+        ).rows.map { try $0.string(0) }
         return ["profiles", "saved_filters", "blocks", "filter_matches", "notifications"] + bookkeeping
     }
 

@@ -94,8 +94,10 @@ struct BitsetIndex: Sendable {
 
     /// Builds the postings of `needs`, and of the groups (OR-groups of two or more needs, by need
     /// number, with how many filters use each) worth sharing.
-    static func build(batch: CandidateBatch, needs: [BitsetNeed], groups: [[Int32]], groupUses: [Int],
-                      clock: EvaluationClock, options: Options) -> BitsetIndex {
+    static func build(
+        batch: CandidateBatch, needs: [BitsetNeed], groups: [[Int32]], groupUses: [Int],
+        clock: EvaluationClock, options: Options
+    ) -> BitsetIndex {
         let rowCount = batch.count
         let wordCount = (rowCount + 63) >> 6
         let columns = batch.columns
@@ -107,8 +109,11 @@ struct BitsetIndex: Sendable {
         let counted = ResultSlots<[Int]>(count: codeItems.count)
         DispatchQueue.concurrentPerform(iterations: codeItems.count) { index in
             let (item, itemNeeds) = codeItems[index]
-            counted.set(index, Self.codePopulations(columns.columns[item], needs: itemNeeds.map { needs[$0] },
-                                                    rowCount: rowCount))
+            counted.set(
+                index,
+                Self.codePopulations(
+                    columns.columns[item], needs: itemNeeds.map { needs[$0] },
+                    rowCount: rowCount))
         }
         var codePopulation = [Int](repeating: -1, count: needs.count)
         for (index, populations) in counted.values().enumerated() {
@@ -157,9 +162,12 @@ struct BitsetIndex: Sendable {
         let filled = ResultSlots<Filled>(count: byItem.count)
         DispatchQueue.concurrentPerform(iterations: byItem.count) { index in
             let (item, itemNeeds) = byItem[index]
-            filled.set(index, Self.fill(
-                itemNeeds, needs: needs, column: columns.columns[item], listed: frozenListed, offsets: frozenOffsets,
-                arena: arena, rowCount: rowCount, clock: clock))
+            filled.set(
+                index,
+                Self.fill(
+                    itemNeeds, needs: needs, column: columns.columns[item], listed: frozenListed,
+                    offsets: frozenOffsets,
+                    arena: arena, rowCount: rowCount, clock: clock))
         }
         var sparseLists: [[Int32]] = []
         for result in filled.values() {
@@ -197,12 +205,15 @@ struct BitsetIndex: Sendable {
             groupPopulations.set(index, population)
         }
         for (index, population) in groupPopulations.values().enumerated() {
-            groupPostings[denseGroups[index]] = population == 0 ? .empty
+            groupPostings[denseGroups[index]] =
+                population == 0
+                ? .empty
                 : .dense(offset: groupBase + index * wordCount, population: population)
         }
         for group in sparseGroups {
-            let rows = mergedRows(groups[group].map { postings[Int($0)] }, lists: sparseLists, arena: arena,
-                                  wordCount: wordCount)
+            let rows = mergedRows(
+                groups[group].map { postings[Int($0)] }, lists: sparseLists, arena: arena,
+                wordCount: wordCount)
             if rows.isEmpty {
                 groupPostings[group] = .empty
             } else {
@@ -218,8 +229,9 @@ struct BitsetIndex: Sendable {
             sparseRanges.append(sparseRows.count..<sparseRows.count + list.count)
             sparseRows.append(contentsOf: list)
         }
-        return BitsetIndex(rowCount: rowCount, wordCount: wordCount, arena: arena, needPostings: postings,
-                           groupPostings: groupPostings, sparseRows: sparseRows, sparseRanges: sparseRanges)
+        return BitsetIndex(
+            rowCount: rowCount, wordCount: wordCount, arena: arena, needPostings: postings,
+            groupPostings: groupPostings, sparseRows: sparseRows, sparseRanges: sparseRanges)
     }
 
     /// The ascending distinct rows of the union of `postings` (small ones: a dense one is expanded).
@@ -287,7 +299,7 @@ struct BitsetIndex: Sendable {
             }
             return populations
         default:
-            return needs.map { _ in 0 }   // a code condition on a column without codes never matches
+            return needs.map { _ in 0 }  // a code condition on a column without codes never matches
         }
     }
 
@@ -307,10 +319,14 @@ struct BitsetIndex: Sendable {
     }
 
     /// The code needs of one item: dense ones set in their bitsets, listed ones as rows.
-    private static func fillCodes(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
-                                  listed: [Bool], offsets: [Int], arena: WordArena, rowCount: Int) -> Filled {
+    private static func fillCodes(
+        _ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
+        listed: [Bool], offsets: [Int], arena: WordArena, rowCount: Int
+    ) -> Filled {
         // Local slot k: needs itemNeeds[k]; a bitset when targets[k] is set, else a list.
-        let targets: [UnsafeMutablePointer<UInt64>?] = itemNeeds.map { offsets[$0] >= 0 ? arena.base + offsets[$0] : nil }
+        let targets: [UnsafeMutablePointer<UInt64>?] = itemNeeds.map {
+            offsets[$0] >= 0 ? arena.base + offsets[$0] : nil
+        }
         var lists = Array(repeating: [Int32](), count: itemNeeds.count)
         var populations = [Int](repeating: 0, count: itemNeeds.count)
         @inline(__always) func take(_ k: Int, _ row: Int) {
@@ -326,7 +342,8 @@ struct BitsetIndex: Sendable {
             var slot = [Int32](repeating: -1, count: 1 << 16)
             for (k, need) in itemNeeds.enumerated() {
                 guard case .code(_, let code) = needs[need], let narrow = Int16(exactly: code),
-                      offsets[need] >= 0 || listed[need] else { continue }
+                    offsets[need] >= 0 || listed[need]
+                else { continue }
                 slot[Int(narrow) + 32768] = Int32(k)
             }
             codes.withUnsafeBufferPointer { codes in
@@ -370,13 +387,18 @@ struct BitsetIndex: Sendable {
     }
 
     /// Fills the bitsets and lists of one item's needs (by number).
-    private static func fill(_ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column, listed: [Bool],
-                             offsets: [Int], arena: WordArena, rowCount: Int, clock: EvaluationClock) -> Filled {
+    private static func fill(
+        _ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column, listed: [Bool],
+        offsets: [Int], arena: WordArena, rowCount: Int, clock: EvaluationClock
+    ) -> Filled {
         let wordCount = (rowCount + 63) >> 6
         let codeNeeds = itemNeeds.filter { needs[$0].isCode }
-        var result = codeNeeds.isEmpty ? Filled()
-            : fillCodes(codeNeeds, needs: needs, column: column, listed: listed, offsets: offsets, arena: arena,
-                        rowCount: rowCount)
+        var result =
+            codeNeeds.isEmpty
+            ? Filled()
+            : fillCodes(
+                codeNeeds, needs: needs, column: column, listed: listed, offsets: offsets, arena: arena,
+                rowCount: rowCount)
         var cuts: [(Int, BitsetNeed)] = []
         for need in itemNeeds {
             switch needs[need] {
@@ -400,8 +422,9 @@ struct BitsetIndex: Sendable {
             }
         }
         if !cuts.isEmpty {
-            result.populations += fillCuts(cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount,
-                                           clock: clock)
+            result.populations += fillCuts(
+                cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount,
+                clock: clock)
         }
         return result
     }
@@ -415,8 +438,10 @@ struct BitsetIndex: Sendable {
 
     /// The bitsets of `atLeast` / `atMost` needs on one ordered column (a range value or a timestamp):
     /// rows sorted into buckets between the bounds, then one sweep up (atMost) and one down (atLeast).
-    private static func fillCuts(_ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, offsets: [Int],
-                                 arena: WordArena, rowCount: Int, clock: EvaluationClock) -> [(Int, Int)] {
+    private static func fillCuts(
+        _ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, offsets: [Int],
+        arena: WordArena, rowCount: Int, clock: EvaluationClock
+    ) -> [(Int, Int)] {
         let wordCount = (rowCount + 63) >> 6
         // The row values, nil when unanswered (never matching a bound).
         var values = [Int64](repeating: 0, count: rowCount)
@@ -474,7 +499,7 @@ struct BitsetIndex: Sendable {
         }
         bucketOf = []
         var atMostBySplit: [Int: Int] = [:]
-        var atLeastBySplit: [Int: Int] = [:]   // keyed by the split just below the bound
+        var atLeastBySplit: [Int: Int] = [:]  // keyed by the split just below the bound
         var everyAnswered: [Int] = []
         let splitIndex = Dictionary(uniqueKeysWithValues: splits.enumerated().map { ($1, $0) })
         for (need, cut) in cuts {
@@ -574,7 +599,7 @@ struct CodeTable {
 
     @inline(__always)
     private func slot(_ key: Int32) -> Int {
-        var x = UInt64(UInt32(bitPattern: key)) ^ seed   // murmur3's fmix64 of the seeded key
+        var x = UInt64(UInt32(bitPattern: key)) ^ seed  // murmur3's fmix64 of the seeded key
         x = (x ^ (x >> 33)) &* 0xFF51_AFD7_ED55_8CCD
         x = (x ^ (x >> 33)) &* 0xC4CE_B9FE_1A85_EC53
         return Int(truncatingIfNeeded: x ^ (x >> 33)) & mask

@@ -56,26 +56,34 @@ public struct BitsetMatchEngine: MatchEngine {
         self.options = options
     }
 
-    public func evaluate(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
-                         clock: EvaluationClock, exclusions: MatchExclusions) -> [FilterResult] {
+    public func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
         run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false).results
     }
 
     /// `evaluate`, and also counts every candidate satisfying each filter's conditions (the scan then
     /// never stops early).
-    public func evaluateCounting(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
-                                 clock: EvaluationClock, exclusions: MatchExclusions) -> CountingEvaluation {
+    public func evaluateCounting(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> CountingEvaluation {
         run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: true)
     }
 
     /// `evaluate` with statistics.
-    public func evaluateWithStatistics(_ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
-                                       clock: EvaluationClock, exclusions: MatchExclusions) -> CountingEvaluation {
+    public func evaluateWithStatistics(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> CountingEvaluation {
         run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false)
     }
 
-    private func run(_ filters: [PreparedFilter], batch: CandidateBatch, limit: Int, clock: EvaluationClock,
-                     exclusions: MatchExclusions, counting: Bool) -> CountingEvaluation {
+    private func run(
+        _ filters: [PreparedFilter], batch: CandidateBatch, limit: Int, clock: EvaluationClock,
+        exclusions: MatchExclusions, counting: Bool
+    ) -> CountingEvaluation {
         var statistics = Statistics()
         let limit = max(limit, 0)
         if filters.isEmpty {
@@ -95,8 +103,9 @@ public struct BitsetMatchEngine: MatchEngine {
         started = ContinuousClock.now
         let index = BitsetIndex.build(
             batch: batch, needs: plans.needs, groups: plans.groups, groupUses: plans.groupUses, clock: clock,
-            options: .init(sparseDivisor: options.sparseDivisor, groupBudgetBytes: options.sharedGroupBudgetBytes,
-                           groupMinimumUses: options.sharedGroupMinimumUses))
+            options: .init(
+                sparseDivisor: options.sparseDivisor, groupBudgetBytes: options.sharedGroupBudgetBytes,
+                groupMinimumUses: options.sharedGroupMinimumUses))
         let skip = ExclusionIndex(exclusions)
         statistics.indexSeconds = Self.seconds(since: started)
         statistics.bitsetBytes = index.arenaBytes
@@ -116,9 +125,11 @@ public struct BitsetMatchEngine: MatchEngine {
         let ownerIds = filters.map(\.owner.id)
         DispatchQueue.concurrentPerform(iterations: blockCount) { block in
             let range = block * blockSize..<min(filters.count, block * blockSize + blockSize)
-            blocks.set(block, Self.scanBlock(
-                range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
-                ownerIds: ownerIds, limit: limit, counting: counting, skip: skip))
+            blocks.set(
+                block,
+                Self.scanBlock(
+                    range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
+                    ownerIds: ownerIds, limit: limit, counting: counting, skip: skip))
         }
         var results: [FilterResult] = []
         var counts: [Int] = []
@@ -143,9 +154,11 @@ public struct BitsetMatchEngine: MatchEngine {
     }
 
     /// The block's filters as flat arrays, then the chunk-major scan.
-    private static func scanBlock(_ range: Range<Int>, plans: CompiledPlans, index: BitsetIndex, logins: [Int64],
-                                  ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Int, counting: Bool,
-                                  skip: ExclusionIndex) -> BlockOutcome {
+    private static func scanBlock(
+        _ range: Range<Int>, plans: CompiledPlans, index: BitsetIndex, logins: [Int64],
+        ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Int, counting: Bool,
+        skip: ExclusionIndex
+    ) -> BlockOutcome {
         let rowCount = index.rowCount
         // Per filter: first group, end of groups, words to scan, rows to scan.
         var filterMeta = [Int](repeating: 0, count: range.count * 4)
@@ -166,7 +179,8 @@ public struct BitsetMatchEngine: MatchEngine {
             filterMeta[local * 4] = groupStart
             filterMeta[local * 4 + 1] = groupStart
             if plans.never[filter] { continue }
-            let prefixRows = plans.login[filter] == Int64.min ? rowCount : Self.prefix(logins, atLeast: plans.login[filter])
+            let prefixRows =
+                plans.login[filter] == Int64.min ? rowCount : Self.prefix(logins, atLeast: plans.login[filter])
             if prefixRows == 0 { continue }
             // Resolve each group to bitsets and lists.
             resolved.removeAll(keepingCapacity: true)
@@ -194,7 +208,8 @@ public struct BitsetMatchEngine: MatchEngine {
                     never = true
                     break
                 }
-                resolved.append((min(estimate, rowCount), denseStart..<denseScratch.count, listStart..<listScratch.count))
+                resolved.append(
+                    (min(estimate, rowCount), denseStart..<denseScratch.count, listStart..<listScratch.count))
             }
             if never { continue }
             // Most selective first.
@@ -233,23 +248,34 @@ public struct BitsetMatchEngine: MatchEngine {
         for group in cursors.indices { cursors[group] = groupMeta[group * 5 + 3] }
         let recorded = range.map { skip.recorded(filterId: filterIds[$0]) }
         filterMeta.withUnsafeBufferPointer { filterMeta in
-        groupMeta.withUnsafeBufferPointer { groupMeta in
-        refs.withUnsafeBufferPointer { refs in
-        localRows.withUnsafeBufferPointer { localRows in
-        index.sparseRows.withUnsafeBufferPointer { indexRows in
-        cursors.withUnsafeMutableBufferPointer { cursors in
-        ids.withUnsafeBufferPointer { ids in
-            let kernel = Kernel(
-                filterMeta: filterMeta, groupMeta: groupMeta, refs: refs, arena: UnsafePointer(index.arena.base),
-                indexRows: indexRows, localRows: localRows, cursors: cursors)
-            kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) { local, row in
-                let id = ids[row]
-                if !skip.excludes(owner: ownerIds[range.lowerBound + local], recorded: recorded[local], profileId: id) {
-                    found[local].append(id)
+            groupMeta.withUnsafeBufferPointer { groupMeta in
+                refs.withUnsafeBufferPointer { refs in
+                    localRows.withUnsafeBufferPointer { localRows in
+                        index.sparseRows.withUnsafeBufferPointer { indexRows in
+                            cursors.withUnsafeMutableBufferPointer { cursors in
+                                ids.withUnsafeBufferPointer { ids in
+                                    let kernel = Kernel(
+                                        filterMeta: filterMeta, groupMeta: groupMeta, refs: refs,
+                                        arena: UnsafePointer(index.arena.base),
+                                        indexRows: indexRows, localRows: localRows, cursors: cursors)
+                                    kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) {
+                                        local, row in
+                                        let id = ids[row]
+                                        if !skip.excludes(
+                                            owner: ownerIds[range.lowerBound + local], recorded: recorded[local],
+                                            profileId: id)
+                                        {
+                                            found[local].append(id)
+                                        }
+                                        return found[local].count
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
-                return found[local].count
             }
-        }}}}}}}
+        }
         let results = range.enumerated().map { local, filter in
             FilterResult(filterId: filterIds[filter], profileIds: found[local])
         }
@@ -340,8 +366,10 @@ private struct Kernel {
 
     /// ANDs the filter's groups over words `chunk ..< chunk + length` into `acc`; false when empty.
     @inline(__always)
-    private func evaluate(_ filter: Int, chunk: Int, length: Int, acc: UnsafeMutablePointer<UInt64>,
-                          tmp: UnsafeMutablePointer<UInt64>) -> Bool {
+    private func evaluate(
+        _ filter: Int, chunk: Int, length: Int, acc: UnsafeMutablePointer<UInt64>,
+        tmp: UnsafeMutablePointer<UInt64>
+    ) -> Bool {
         let groupStart = filterMeta[filter * 4]
         let groupEnd = filterMeta[filter * 4 + 1]
         if groupStart == groupEnd {
@@ -359,7 +387,9 @@ private struct Kernel {
                 let one = arena + refs[groupMeta[group * 5]] + chunk
                 let two = arena + refs[groupMeta[(group + 1) * 5]] + chunk
                 var any: UInt64 = 0
-                for word in 0..<length { let value = acc[word] & one[word] & two[word]; acc[word] = value; any |= value }
+                for word in 0..<length {
+                    let value = acc[word] & one[word] & two[word]; acc[word] = value; any |= value
+                }
                 if any == 0 { return false }
                 group += 1
                 continue
@@ -465,7 +495,8 @@ struct CompiledPlans: Sendable {
             let needMap = part.numbers.needs.map { numbers.number($0) }
             var groupMap: [Int32] = []
             for (group, members) in part.numbers.groups.enumerated() {
-                groupMap.append(numbers.number(group: members.map { needMap[Int($0)] }, uses: part.numbers.groupUses[group]))
+                groupMap.append(
+                    numbers.number(group: members.map { needMap[Int($0)] }, uses: part.numbers.groupUses[group]))
             }
             never += part.never
             login += part.login

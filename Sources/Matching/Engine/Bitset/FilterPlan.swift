@@ -28,7 +28,7 @@ struct FilterPlan: Sendable {
         case (.range, .range(let min, let max)):
             guard item.storage == .nullableSmallint || item.storage == .nullableDate else { never = true; return }
             if min == nil && max == nil {
-                groups.append([.atLeast(item: index, bound: Int64.min)])   // answered
+                groups.append([.atLeast(item: index, bound: Int64.min)])  // answered
             }
             if let min { groups.append([.atLeast(item: index, bound: Int64(min))]) }
             if let max { groups.append([.atMost(item: index, bound: Int64(max))]) }
@@ -44,7 +44,7 @@ struct FilterPlan: Sendable {
             groups.append(Self.codeGroup(index, codes))
         case (.multi, .allOf(let codes)):
             guard item.storage == .smallintArray || item.storage == .integerArray else { never = true; return }
-            for code in Set(codes).sorted() {   // none listed: every set holds them all
+            for code in Set(codes).sorted() {  // none listed: every set holds them all
                 groups.append([.code(item: index, code: code)])
             }
         case (.flag, .flag(let wanted)):
@@ -59,7 +59,7 @@ struct FilterPlan: Sendable {
                 groups.append([.atLeast(item: index, bound: threshold)])
             }
         default:
-            never = true   // a form of another kind never satisfies
+            never = true  // a form of another kind never satisfies
         }
     }
 

@@ -77,7 +77,8 @@ public struct ProfileColumns: Sendable {
             case .dates(let column): .date(column[row].map(CalendarDate.init(daysSinceEpoch:)))
             case .codeSets(let column): .codes(Array(column[row]))
             case .flags(let bits): .flag(bits[row])
-            case .timestamps(let values): .timestamp(Timestamp(microsecondsSinceEpoch: values[row]))  // `.missing` when NULL
+            // `.missing` when NULL
+            case .timestamps(let values): .timestamp(Timestamp(microsecondsSinceEpoch: values[row]))
             }
         }
         return Profile(id: ids[row], status: statuses[row], plan: plans[row], values: values)
@@ -367,8 +368,9 @@ extension ProfileColumns {
 
         /// Starts a row. The previous row must have a value for every item.
         public mutating func beginRow(id: Int64, status: Int16, plan: Int16) {
-            precondition(ids.isEmpty || appendedInRow == storages.count,
-                         "row \(ids.count - 1) lacks values: \(appendedInRow) of \(storages.count) items")
+            precondition(
+                ids.isEmpty || appendedInRow == storages.count,
+                "row \(ids.count - 1) lacks values: \(appendedInRow) of \(storages.count) items")
             ids.append(id)
             statuses.append(status)
             plans.append(plan)
@@ -414,7 +416,7 @@ extension ProfileColumns {
                 report = ReadReport(oddIds: Array(report.oddIds.dropLast()), quarantined: report.quarantined)
             }
             currentRowOdd = false
-            appendedInRow = storages.count   // the previous row, if any, is complete
+            appendedInRow = storages.count  // the previous row, if any, is complete
             report.quarantine(QuarantinedRow(kind: .profile, rowId: id, reason: reason))
         }
 
@@ -488,22 +490,25 @@ extension ProfileColumns {
                 case .date(let date): appendDate(days: date?.daysSinceEpoch, item: item)
                 case .codes(let codes): appendCodes(codes, item: item)
                 case .flag(let flag): appendFlag(flag, item: item)
-                case .timestamp(let timestamp): appendTimestamp(microseconds: timestamp.microsecondsSinceEpoch, item: item)
+                case .timestamp(let timestamp):
+                    appendTimestamp(microseconds: timestamp.microsecondsSinceEpoch, item: item)
                 }
             }
         }
 
         /// The table. Every begun row must have a value for every item.
         public consuming func build() -> ProfileColumns {
-            precondition(ids.isEmpty || appendedInRow == storages.count,
-                         "row \(ids.count - 1) lacks values: \(appendedInRow) of \(storages.count) items")
+            precondition(
+                ids.isEmpty || appendedInRow == storages.count,
+                "row \(ids.count - 1) lacks values: \(appendedInRow) of \(storages.count) items")
             let columns = storages.indices.map { item -> Column in
                 let slot = slots[item]
                 switch storages[item] {
                 case .smallint:
                     return .codes(codeColumns[slot])
                 case .nullableSmallint:
-                    return .integers(NullableInt32Column(values: nullableValues[slot], answered: nullableAnswered[slot]))
+                    return .integers(
+                        NullableInt32Column(values: nullableValues[slot], answered: nullableAnswered[slot]))
                 case .nullableDate:
                     return .dates(NullableInt32Column(values: nullableValues[slot], answered: nullableAnswered[slot]))
                 case .smallintArray, .integerArray:
@@ -530,8 +535,9 @@ extension ProfileColumns {
         /// Checks that `item` is a multi-choice item whose value in the current row is still open.
         private func claimSet(_ item: Int) -> Int {
             precondition(item >= 0 && item < storages.count, "no MasterItem at index \(item)")
-            precondition(storages[item] == .smallintArray || storages[item] == .integerArray,
-                         "item \(item) is stored as \(storages[item]), not as an array")
+            precondition(
+                storages[item] == .smallintArray || storages[item] == .integerArray,
+                "item \(item) is stored as \(storages[item]), not as an array")
             precondition(filled[item] + 1 == ids.count, "item \(item) has no row to fill, or is already filled")
             return slots[item]
         }

@@ -29,7 +29,7 @@ extension RecencyItemDefinition {
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
         guard case .withinDays(let days) = form, case .timestamp(let actual) = value,
-              actual != .missing   // NULL (and infinite, read as NULL) never satisfies withinDays
+            actual != .missing  // NULL (and infinite, read as NULL) never satisfies withinDays
         else { return false }
         return actual >= threshold(days: days, clock: clock)
     }

@@ -78,7 +78,6 @@ public final class InMemoryStore: @unchecked Sendable {
         }
     }
 
-
     public func save(_ filters: [SavedFilter]) {
         locked { for filter in filters { filterRows[filter.id] = filter } }
     }
@@ -126,8 +125,9 @@ extension InMemoryStore: ProfileRepository {
                 if mask != 0 { rows.append((profile, mask)) }
             }
             rows.sort { $0.0.id < $1.0.id }
-            return ChangedProfiles(profiles: ProfileColumns(rows.map(\.0)), windowMasks: rows.map(\.1),
-                                   mark: ChangeMark(String(high)), takenAt: nextMarkTime())
+            return ChangedProfiles(
+                profiles: ProfileColumns(rows.map(\.0)), windowMasks: rows.map(\.1),
+                mark: ChangeMark(String(high)), takenAt: nextMarkTime())
         }
     }
 
@@ -193,7 +193,9 @@ extension InMemoryStore: FilterRepository {
 
     public func filters(ownedBy ownerIds: [Int64]) throws -> [SavedFilter] {
         let owners = Set(ownerIds)
-        return locked { filterRows.values.filter { !$0.isDeleted && owners.contains($0.ownerId) }.sorted { $0.id < $1.id } }
+        return locked {
+            filterRows.values.filter { !$0.isDeleted && owners.contains($0.ownerId) }.sorted { $0.id < $1.id }
+        }
     }
 
     public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
@@ -243,8 +245,9 @@ extension InMemoryStore: MatchRepository {
                 }
                 commitsUntilFailure = remaining - 1
             }
-            let tx = InMemoryUnitTransaction(written: written, profiles: profileRows, filters: filterRows,
-                                             blocks: blockRows, paused: pause != nil)
+            let tx = InMemoryUnitTransaction(
+                written: written, profiles: profileRows, filters: filterRows,
+                blocks: blockRows, paused: pause != nil)
             let result = try body(tx)
             written = tx.written
             return result
@@ -257,8 +260,9 @@ extension InMemoryStore: MatchRepository {
             var forgotten = 0
             for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
                 if let since = written.waiting[pair], let filter = filterRows[pair.filterId], !filter.isDeleted,
-                   filter.notify, (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true) {
-                    continue   // waits for its digest
+                    filter.notify, (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true)
+                {
+                    continue  // waits for its digest
                 }
                 guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
                 written.matchRows[pair] = nil
@@ -288,8 +292,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
     private let blocks: Set<Block>
     private let paused: Bool
 
-    init(written: InMemoryStore.Written, profiles: [Int64: Profile], filters: [Int64: SavedFilter], blocks: Set<Block>,
-         paused: Bool = false) {
+    init(
+        written: InMemoryStore.Written, profiles: [Int64: Profile], filters: [Int64: SavedFilter], blocks: Set<Block>,
+        paused: Bool = false
+    ) {
         self.written = written
         self.profiles = profiles
         self.filters = filters
@@ -317,10 +323,12 @@ final class InMemoryUnitTransaction: UnitTransaction {
         return written.waiting.keys.sorted().compactMap { pair in
             guard let owner = owners[pair.filterId] else { return nil }
             let profile = profiles[pair.profileId]
-            let blocked = blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
+            let blocked =
+                blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
                 || blocks.contains(Block(blockerId: pair.profileId, blockedId: owner))
-            return WaitingMatch(filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status,
-                                profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked)
+            return WaitingMatch(
+                filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status,
+                profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked)
         }
     }
 
@@ -347,9 +355,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
     func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair] {
         var inserted: [MatchPair] = []
         for row in rows.sorted(by: { $0.pair < $1.pair }) where written.matchRows[row.pair] == nil {
-            written.matchRows[row.pair] = FilterMatch(filterId: row.pair.filterId, profileId: row.pair.profileId,
-                                                      matchedAt: time, runId: runId, notificationId: row.notificationId,
-                                                      mutual: row.mutual)
+            written.matchRows[row.pair] = FilterMatch(
+                filterId: row.pair.filterId, profileId: row.pair.profileId,
+                matchedAt: time, runId: runId, notificationId: row.notificationId,
+                mutual: row.mutual)
             if row.silent { written.silentPairs.insert(row.pair) }
             inserted.append(row.pair)
         }
@@ -364,9 +373,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
         planned.map { n in
             let id = written.nextNotificationId
             written.nextNotificationId += 1
-            written.notificationRows.append(MatchNotification(
-                id: id, recipientId: n.recipientId, filterId: n.filterId, matchCount: n.matchCount,
-                profileIds: n.shownProfileIds, createdAt: time, runId: runId, mutualCount: n.mutualCount))
+            written.notificationRows.append(
+                MatchNotification(
+                    id: id, recipientId: n.recipientId, filterId: n.filterId, matchCount: n.matchCount,
+                    profileIds: n.shownProfileIds, createdAt: time, runId: runId, mutualCount: n.mutualCount))
             return id
         }
     }
@@ -436,7 +446,9 @@ extension InMemoryStore: RunRepository {
 
     public func coverage() throws -> Coverage { locked { coverageEntries } }
 
-    public func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage) {
+    public func updateCoverage(
+        _ body: (Coverage, Timestamp) throws -> Coverage
+    ) throws -> (before: Coverage, after: Coverage) {
         try locked {
             let before = coverageEntries
             coverageEntries = try body(before, nextMarkTime())
@@ -464,8 +476,9 @@ extension InMemoryStore: RunRepository {
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
         try locked {
             guard let run = written.runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
-            written.runRows[runId] = run.updating(status: .succeeded,
-                                                  adding: RunCounters(matchesForgotten: completion.matchesForgotten))
+            written.runRows[runId] = run.updating(
+                status: .succeeded,
+                adding: RunCounters(matchesForgotten: completion.matchesForgotten))
             runPhaseSeconds[runId, default: [:]].merge(completion.phaseSeconds, uniquingKeysWith: +)
             runTimes[runId] = (runTimes[runId]?.started ?? clock, clock, nil)
             if run.kind == .run, let mark = run.upTo, let takenAt = run.upToTakenAt {
@@ -486,9 +499,12 @@ extension InMemoryStore: RunRepository {
 
     public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {
         locked {
-            let readFine = Set(issues.filterIdsRead.map { QuarantineKey(kind: .filter, id: $0) }
-                + issues.profileIdsRead.map { QuarantineKey(kind: .profile, id: $0) })
-            quarantineRows.removeAll { row in row.rowId.map { readFine.contains(QuarantineKey(kind: row.kind, id: $0)) } ?? false }
+            let readFine = Set(
+                issues.filterIdsRead.map { QuarantineKey(kind: .filter, id: $0) }
+                    + issues.profileIdsRead.map { QuarantineKey(kind: .profile, id: $0) })
+            quarantineRows.removeAll { row in
+                row.rowId.map { readFine.contains(QuarantineKey(kind: row.kind, id: $0)) } ?? false
+            }
             quarantineRows.append(contentsOf: issues.quarantined)
             if let run = written.runRows[runId] {
                 written.runRows[runId] = run.replacing(counters: run.counters.withReadIssues(issues.counters))
@@ -507,18 +523,20 @@ private struct QuarantineKey: Hashable {
 
 extension RunRecord {
     func replacing(counters: RunCounters) -> RunRecord {
-        RunRecord(id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
-                  writesNotifications: writesNotifications, status: status, coverage: coverage, upTo: upTo,
-                  upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
-                  resumeAfterFilter: resumeAfterFilter, parameters: parameters, counters: counters)
+        RunRecord(
+            id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
+            writesNotifications: writesNotifications, status: status, coverage: coverage, upTo: upTo,
+            upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
+            resumeAfterFilter: resumeAfterFilter, parameters: parameters, counters: counters)
     }
 
     func updating(status: RunStatus? = nil, resumeAfterFilter: Int64? = nil, adding: RunCounters = .zero) -> RunRecord {
-        RunRecord(id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
-                  writesNotifications: writesNotifications, status: status ?? self.status, coverage: coverage,
-                  upTo: upTo, upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
-                  resumeAfterFilter: resumeAfterFilter ?? self.resumeAfterFilter, parameters: parameters,
-                  counters: counters + adding)
+        RunRecord(
+            id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
+            writesNotifications: writesNotifications, status: status ?? self.status, coverage: coverage,
+            upTo: upTo, upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
+            resumeAfterFilter: resumeAfterFilter ?? self.resumeAfterFilter, parameters: parameters,
+            counters: counters + adding)
     }
 }
 
@@ -549,20 +567,24 @@ extension InMemoryStore: StatusRepository {
             let runs = written.runRows.values.filter { $0.kind == .run }.sorted { $0.id < $1.id }
             func brief(_ run: RunRecord) -> RunBrief {
                 let times = runTimes[run.id]
-                return RunBrief(id: run.id, kind: run.kind, shard: run.shard, status: run.status, clock: run.clock,
-                                startedAt: times?.started, finishedAt: times?.finished, error: times?.error,
-                                lockHeld: run.status == .running ? heldLocks.contains("\(run.kind.rawValue) \(run.shard)") : nil)
+                return RunBrief(
+                    id: run.id, kind: run.kind, shard: run.shard, status: run.status, clock: run.clock,
+                    startedAt: times?.started, finishedAt: times?.finished, error: times?.error,
+                    lockHeld: run.status == .running ? heldLocks.contains("\(run.kind.rawValue) \(run.shard)") : nil)
             }
             var shards = Set(coverageEntries.entries.map(\.shard))
             for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
-                if let latest = ofShard.last, latest.status == .running || latest.status == .failed { shards.insert(shard) }
+                if let latest = ofShard.last, latest.status == .running || latest.status == .failed {
+                    shards.insert(shard)
+                }
             }
             let statuses = shards.map { shard -> ShardStatus in
                 let ofShard = runs.filter { $0.shard == shard }
                 let success = ofShard.last { $0.status == .succeeded }
                 let since = ofShard.filter { $0.id > (success?.id ?? 0) && $0.status != .succeeded }
-                return ShardStatus(shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
-                                   lastSuccess: success.map(brief), runsSince: since.map(brief))
+                return ShardStatus(
+                    shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
+                    lastSuccess: success.map(brief), runsSince: since.map(brief))
             }
             // The retention sweep's rule: a listed match waits for a digest while its filter can still notify it.
             let waiting = written.waiting.filter { pair, since in
@@ -572,15 +594,17 @@ extension InMemoryStore: StatusRepository {
             let matches = written.matchRows.values
             return ServiceStatus(
                 now: clock, shards: statuses,
-                digests: WaitingDigests(matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
-                                        oldestMatchedAt: waiting.values.min(),
-                                        notNotifiable: written.waiting.count - waiting.count),
+                digests: WaitingDigests(
+                    matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
+                    oldestMatchedAt: waiting.values.min(),
+                    notNotifiable: written.waiting.count - waiting.count),
                 invalidFilters: invalidRows.count,
                 quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
                 quarantinedFilters: Set(quarantineRows.filter { $0.kind == .filter }.map(\.rowId)).count,
-                retention: RetentionState(rows: matches.count, rowsEstimated: false,
-                                          oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
-                                          retentionDays: runs.last?.retentionDays),
+                retention: RetentionState(
+                    rows: matches.count, rowsEstimated: false,
+                    oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
+                    retentionDays: runs.last?.retentionDays),
                 notificationPause: pause)
         }
     }
