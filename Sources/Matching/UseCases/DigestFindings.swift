@@ -17,26 +17,18 @@ struct DigestFindings: Sendable {
         profiles: any ProfileRepository, filters: any FilterRepository,
         engine: any MatchEngine
     ) throws -> DigestFindings {
-        var pairs: [(pair: MatchPair, ownerId: Int64)] = []
-        for (filterId, ids) in found {
-            guard let filter = prepared.byId[filterId] else { continue }
-            for id in ids { pairs.append((MatchPair(filterId: filterId, profileId: id), filter.owner.id)) }
-        }
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
             let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter.id).sorted()
             let waiting =
                 notifying.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty) : try matches.waitingProfiles(filterIds: notifying)
-            let kept = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
-            for pair in kept.sorted() {
-                if let filter = prepared.byId[pair.filterId] { pairs.append((pair, filter.owner.id)) }
-            }
-            qualifying = kept
+            qualifying = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
         }
         let finder = MutualFinder(
             engine: engine, profiles: profiles, filters: filters, blocks: blocks,
             clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
+        let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared.byId)
         return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
     }
 
@@ -70,6 +62,24 @@ struct DigestFindings: Sendable {
     }
 }
 
+/// The pairs whose mutuality a run judges: its new pairs and the qualifying waiting matches (never both: a
+/// waiting match is recorded, a new pair is not), each with its filter's owner; walked without copying them.
+struct PairsToJudge {
+    let found: [Int64: [Int64]]
+    let waiting: Set<MatchPair>
+    let filters: [Int64: PreparedFilter]
+
+    func forEach(_ body: (_ pair: MatchPair, _ ownerId: Int64) -> Void) {
+        for (filterId, ids) in found {
+            guard let owner = filters[filterId]?.owner.id else { continue }
+            for id in ids { body(MatchPair(filterId: filterId, profileId: id), owner) }
+        }
+        for pair in waiting {
+            if let owner = filters[pair.filterId]?.owner.id { body(pair, owner) }
+        }
+    }
+}
+
 /// Finds which (F, P) pairs are mutual (runs.md "Mutual matches"): P has a filter G (not deleted, valid, not
 /// suspended, P's plan applied, P active) that F's owner O satisfies at the run's clock, O active, no block
 /// either way. Evaluated with the match engine: the matched profiles' filters against their pairs' owners,
@@ -89,9 +99,11 @@ struct MutualFinder {
     static let blockSize = 1_024
 
     /// Among `pairs` (each with its filter's owner), those mutual.
-    func find(_ pairs: [(pair: MatchPair, ownerId: Int64)]) throws -> Set<MatchPair> {
-        guard !pairs.isEmpty else { return [] }
-        let matched = Array(Set(pairs.map(\.pair.profileId))).sorted()
+    func find(_ pairs: PairsToJudge) throws -> Set<MatchPair> {
+        var matchedSet = Set<Int64>()
+        pairs.forEach { pair, _ in matchedSet.insert(pair.profileId) }
+        guard !matchedSet.isEmpty else { return [] }
+        let matched = matchedSet.sorted()
         let theirs = try filters.filters(ownedBy: matched)
         guard !theirs.isEmpty else { return [] }
         let unknownOwners = Set(theirs.filter { known[$0.id] == nil }.map(\.ownerId))
@@ -116,8 +128,8 @@ struct MutualFinder {
         // The pairs of each matched profile that has a filter, and the owners on their other side.
         let withFilters = Set(reverse.map(\.owner.id))
         var byMatched: [Int64: [(pair: MatchPair, ownerId: Int64)]] = [:]
-        for entry in pairs where withFilters.contains(entry.pair.profileId) {
-            byMatched[entry.pair.profileId, default: []].append(entry)
+        pairs.forEach { pair, ownerId in
+            if withFilters.contains(pair.profileId) { byMatched[pair.profileId, default: []].append((pair, ownerId)) }
         }
         guard !byMatched.isEmpty else { return [] }
         let ownerIds = Array(Set(byMatched.values.joined().map(\.ownerId))).sorted()
