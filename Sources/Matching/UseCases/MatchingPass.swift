@@ -135,6 +135,9 @@ struct ChangeWindows {
     let coverage: Coverage
     let includesUncovered: Bool
 
+    /// A read marks each candidate with one bit per window in a 64-bit mask.
+    static let maximumCount = 64
+
     /// A backfill's: one window, every candidate.
     static let all = ChangeWindows(coverage: .none, includesUncovered: true)
 

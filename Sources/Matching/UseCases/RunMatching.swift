@@ -92,6 +92,9 @@ public struct RunMatching: Sendable {
         try checkTimeZone(coverage, input)
         try checkNotAhead(coverage, shard: input.shard)
         let windows = ChangeWindows(coverage: coverage, shard: input.shard)
+        guard windows.marks.count <= ChangeWindows.maximumCount else {
+            throw TooManyChangeWindows(shard: input.shard, count: windows.marks.count)
+        }
         let changed = try profiles.changedProfiles(windows: windows.marks, upTo: nil)
         let now = try input.now ?? profiles.currentTime()
         timer.end(.read, output)
@@ -203,5 +206,17 @@ public struct ProgressAhead: ClassifiedError, Sendable, CustomStringConvertible 
         "the progress of shard(s) \(shards.joined(separator: ", ")) is ahead of this database's transactions "
             + "(restored from a backup, or failed over to a server behind the old one?): a run would find no change; "
             + "run `matcher progress reset --shard \(shard) --to <time the data was current>` and run again"
+    }
+}
+
+/// More shard layouts' progress overlaps this shard than one read can tell apart (exit 78).
+public struct TooManyChangeWindows: ClassifiedError, Sendable, CustomStringConvertible {
+    public let shard: Shard
+    public let count: Int
+    public var failureKind: FailureKind { .configuration }
+    public var description: String {
+        "shard \(shard) would need \(count) change windows (at most \(ChangeWindows.maximumCount)): too many shard "
+            + "layouts ran without covering each other; run every shard of one layout once, or "
+            + "`matcher progress reset --shard \(shard) --to <time>`"
     }
 }
