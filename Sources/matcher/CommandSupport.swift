@@ -333,3 +333,19 @@ final class ProgressThrottle: @unchecked Sendable {
 func printReport(_ report: Report, _ format: ReportFormat) {
     print(ReportRenderer.render(report, as: format))
 }
+
+/// The frame of a command that needs one connection: logs, one clear failure line and its exit status, and a
+/// connection named `matcher <what>` in `pg_stat_activity`, closed at the end.
+func withConnection(
+    _ database: DatabaseOptions, _ what: String,
+    _ body: (PostgresConnection, Logger) throws -> Void
+) throws {
+    Log.bootstrap(.logfmt)
+    let logger = Logger(label: "matcher." + (what.split(separator: " ").first.map(String.init) ?? what))
+    try runReportingFailures(logger, what) {
+        let connection = try Database(database, applicationName: "matcher \(what)").connect()
+        defer { connection.close() }
+        try body(connection, logger)
+        return nil
+    }
+}

@@ -28,11 +28,7 @@ struct Notifications: ParsableCommand {
         }
 
         func run() throws {
-            Log.bootstrap(.logfmt)
-            let logger = Logger(label: "matcher.notifications")
-            try runReportingFailures(logger, "notifications pause") {
-                let connection = try Database(database, applicationName: "matcher notifications").connect()
-                defer { connection.close() }
+            try withConnection(database, "notifications pause") { connection, logger in
                 let pause = try PostgresServiceState(connection: connection)
                     .pauseNotifications(by: by ?? Notifications.operatorName(), reason: reason)
                 logger.notice(
@@ -42,7 +38,6 @@ struct Notifications: ParsableCommand {
                         "reason": "\(pause.reason)",
                     ])
                 Notifications.print(pause, verb: "paused", format: format)
-                return nil
             }
         }
     }
@@ -55,11 +50,7 @@ struct Notifications: ParsableCommand {
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
         func run() throws {
-            Log.bootstrap(.logfmt)
-            let logger = Logger(label: "matcher.notifications")
-            try runReportingFailures(logger, "notifications resume") {
-                let connection = try Database(database, applicationName: "matcher notifications").connect()
-                defer { connection.close() }
+            try withConnection(database, "notifications resume") { connection, logger in
                 let lifted = try PostgresServiceState(connection: connection).resumeNotifications()
                 if let lifted {
                     logger.notice(
@@ -70,7 +61,6 @@ struct Notifications: ParsableCommand {
                         ])
                 }
                 Notifications.print(lifted, verb: lifted == nil ? "were not paused" : "resumed", format: format)
-                return nil
             }
         }
     }
@@ -83,15 +73,10 @@ struct Notifications: ParsableCommand {
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
         func run() throws {
-            Log.bootstrap(.logfmt)
-            let logger = Logger(label: "matcher.notifications")
-            try runReportingFailures(logger, "notifications show") {
-                let connection = try Database(database, applicationName: "matcher notifications").connect()
-                defer { connection.close() }
+            try withConnection(database, "notifications show") { connection, _ in
                 let pause = try PostgresServiceState(connection: connection).notificationsPaused()
                 Notifications.print(
                     pause, verb: pause == nil ? "are flowing (not paused)" : "are paused", format: format)
-                return nil
             }
         }
     }

@@ -16,17 +16,12 @@ struct Status: ParsableCommand {
     @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
     func run() throws {
-        Log.bootstrap(.logfmt)
-        let logger = Logger(label: "matcher.status")
-        try runReportingFailures(logger, "status") {
-            let connection = try Database(database, applicationName: "matcher status").connect()
-            defer { connection.close() }
+        try withConnection(database, "status") { connection, _ in
             let status = try PostgresStatusRepository(connection: connection).serviceStatus()
             switch format {
             case .json: print(status.json)
             case .text: printReport(.serviceStatus(status), .text)
             }
-            return nil
         }
     }
 }
