@@ -4,6 +4,8 @@ import PostgresClient
 /// The change capture on `profiles` (runs.md, "Incremental run"), derived from the MasterItem catalogue.
 ///
 /// - An insert records its profiles, once per statement (a transition table: cheap for bulk loads).
+/// - A delete records its profiles the same way: a unit of work that re-checks the status of profiles changed
+///   since its run read them (`PostgresUnitTransaction.profileFacts`) sees a profile whose row is gone.
 /// - An update records a profile only when a column that matching reads changed: the columns of the
 ///   non-recency items, `status` and `id`. The trigger fires only for updates that name one of those
 ///   columns (`UPDATE OF`), and only for rows where one really changed (`WHEN`), so a login
@@ -60,17 +62,33 @@ public enum ChangeCapture {
             END
             $body$;
 
+            CREATE OR REPLACE FUNCTION \(s).matcher_record_deleted_profiles() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            BEGIN
+                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
+                SELECT r.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp() FROM deleted_rows r
+                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
+                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
+                RETURN NULL;
+            END
+            $body$;
+
             REVOKE ALL ON FUNCTION \(s).matcher_record_inserted_profiles() FROM PUBLIC;
             REVOKE ALL ON FUNCTION \(s).matcher_record_changed_profile() FROM PUBLIC;
+            REVOKE ALL ON FUNCTION \(s).matcher_record_deleted_profiles() FROM PUBLIC;
 
             DROP TRIGGER IF EXISTS matcher_profiles_inserted ON \(s).profiles;
             DROP TRIGGER IF EXISTS matcher_profiles_changed ON \(s).profiles;
+            DROP TRIGGER IF EXISTS matcher_profiles_deleted ON \(s).profiles;
             CREATE TRIGGER matcher_profiles_inserted AFTER INSERT ON \(s).profiles
                 REFERENCING NEW TABLE AS inserted_rows
                 FOR EACH STATEMENT EXECUTE FUNCTION \(s).matcher_record_inserted_profiles();
             CREATE TRIGGER matcher_profiles_changed AFTER UPDATE OF \(columns.joined(separator: ", ")) ON \(s).profiles
                 FOR EACH ROW WHEN ((\(old)) IS DISTINCT FROM (\(new)))
                 EXECUTE FUNCTION \(s).matcher_record_changed_profile();
+            CREATE TRIGGER matcher_profiles_deleted AFTER DELETE ON \(s).profiles
+                REFERENCING OLD TABLE AS deleted_rows
+                FOR EACH STATEMENT EXECUTE FUNCTION \(s).matcher_record_deleted_profiles();
 
             DO $owner$
             BEGIN
@@ -90,6 +108,8 @@ public enum ChangeCapture {
                         'ALTER FUNCTION %I.matcher_record_inserted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
                     EXECUTE pg_catalog.format(
                         'ALTER FUNCTION %I.matcher_record_changed_profile() OWNER TO \(ownerRole)', \(literal(schema)));
+                    EXECUTE pg_catalog.format(
+                        'ALTER FUNCTION %I.matcher_record_deleted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
                 ELSE
                     RAISE WARNING 'role \(ownerRole) is missing or not usable by %: the change-capture functions stay owned by it', current_user;
                 END IF;
@@ -116,10 +136,10 @@ public enum ChangeCapture {
                 """
                 SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
                 WHERE n.nspname = $1 AND c.relname = 'profiles'
-                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed')
+                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
                 """, [.text(schema)]
             ).rows[0].int64(0)
-            guard installed != checksum || triggers != 2 else { return false }
+            guard installed != checksum || triggers != 3 else { return false }
             try tx.execute(sql)
             try tx.execute(
                 "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "

@@ -10,13 +10,24 @@ import PostgresClient
 public final class PostgresMatchingStore: @unchecked Sendable {
     public let connection: PostgresConnection
     let openConnection: @Sendable () throws -> PostgresConnection
+    /// Connections units of work are written on at once (`withUnitWriters`), the work connection included.
+    public let writeConnections: Int
+
+    /// The default number of write connections: the server's insert work, not the worker's, bounds a run's
+    /// write, and two backends use both cores of a small machine (README, "Performance").
+    public static let defaultWriteConnections = 2
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
-    ///   - openConnection: opens another connection to the same database, for run locks.
-    public init(connection: PostgresConnection, openConnection: @escaping @Sendable () throws -> PostgresConnection) {
+    ///   - writeConnections: how many connections write units of work at once (1: the work connection alone).
+    ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
+    public init(
+        connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
+        openConnection: @escaping @Sendable () throws -> PostgresConnection
+    ) {
         self.connection = connection
         self.openConnection = openConnection
+        self.writeConnections = max(1, writeConnections)
     }
 
     /// The columns a profile is read from, in `Profile.values` order after id, status and plan.
@@ -250,7 +261,7 @@ extension PostgresMatchingStore: ProfileRepository {
             ) { masks.append(UInt64(bitPattern: $0)) }
             return ChangedProfiles(
                 profiles: profiles, windowMasks: masks, mark: upTo ?? mark,
-                takenAt: try now.timestamp(1))
+                takenAt: try now.timestamp(1), readAt: mark)
         }
         FaultInjection.reach("after-read")
         return changed
@@ -485,6 +496,20 @@ extension PostgresMatchingStore: MatchRepository {
             let profiles = try copyProfiles(tx, where: "p.id IN (SELECT DISTINCT w.profile_id FROM \(waiting))")
             return WaitingProfiles(pairs: pairs, profiles: profiles)
         }
+    }
+
+    /// This store, and `writeConnections - 1` more on connections of their own. A writer that cannot be opened
+    /// (the server at `max_connections`, say) is simply not used: the units are written by fewer.
+    public func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T {
+        var extra: [PostgresConnection] = []
+        defer { for connection in extra { connection.close() } }
+        for _ in 1..<writeConnections {
+            guard let connection = try? openConnection() else { break }
+            extra.append(connection)
+        }
+        let open = openConnection
+        return try body(
+            [self] + extra.map { PostgresMatchingStore(connection: $0, writeConnections: 1, openConnection: open) })
     }
 
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {

@@ -72,16 +72,39 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
     }
 
-    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts {
+    /// With `readAt` (a snapshot, every profile active in it), only the profiles whose matching state changed
+    /// since are read: the change capture records every update of `status` and every deleted row, so the rest
+    /// are as the run read them. Found by the capture's `changed_by` index from the snapshot's xmin, a handful
+    /// of rows on an ordinary day instead of a probe per profile.
+    func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts {
         guard !profileIds.isEmpty else { return ProfileFacts(statuses: [:], blocks: .none) }
         var statuses: [Int64: Int16] = [:]
-        // Total over the app's odd rows: a NULL or out-of-range status is not active.
-        for row in try tx.query(
-            """
-            SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END FROM profiles WHERE id = ANY($1)
-            """, [.int8Array(profileIds)]
-        ).rows {
-            statuses[try row.int64(0)] = Int16(clamping: try row.optionalInt64(1) ?? 0)
+        let rows: [PostgresRow]
+        // Total over the app's odd rows: a NULL or out-of-range status is not active; no row, absent.
+        if let readAt, case .snapshot(let snapshot) = ChangeMark.Form(readAt) {
+            for id in profileIds { statuses[id] = Profile.Status.active }
+            rows =
+                try tx.query(
+                    """
+                    SELECT c.profile_id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, p.id IS NOT NULL
+                    FROM matcher_profile_changes c LEFT JOIN profiles p ON p.id = c.profile_id
+                    WHERE c.changed_by >= pg_snapshot_xmin($2::pg_snapshot)
+                      AND NOT pg_visible_in_snapshot(c.changed_by, $2::pg_snapshot)
+                      AND c.profile_id = ANY($1)
+                    """, [.int8Array(profileIds), .text(snapshot)]
+                ).rows
+        } else {
+            rows =
+                try tx.query(
+                    """
+                    SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END, true FROM profiles
+                    WHERE id = ANY($1)
+                    """, [.int8Array(profileIds)]
+                ).rows
+        }
+        for row in rows {
+            let id = try row.int64(0)
+            statuses[id] = try row.bool(2) ? Int16(clamping: try row.optionalInt64(1) ?? 0) : nil
         }
         var pairs: [(blocker: Int64, blocked: Int64)] = []
         for row in try tx.query(

@@ -42,7 +42,8 @@ struct Backfill: ParsableCommand {
         let logger = Logger(label: "matcher.backfill")
         let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
         try runReportingFailures(logger, "backfill", metrics: metrics) {
-            let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store()
+            let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store(
+                writeConnections: options.writeConnections)
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let profiles: ProfileSelection
             if changedSince != nil || changedBefore != nil {

@@ -61,8 +61,10 @@ struct Database {
         return connection
     }
 
-    func store() throws -> PostgresMatchingStore {
+    func store(writeConnections: Int = PostgresMatchingStore.defaultWriteConnections) throws -> PostgresMatchingStore {
         let database = self
-        return PostgresMatchingStore(connection: try connect()) { try database.connect() }
+        return PostgresMatchingStore(connection: try connect(), writeConnections: writeConnections) {
+            try database.connect()
+        }
     }
 }

@@ -3,6 +3,7 @@ import Chronology
 import Foundation
 import Logging
 import Matching
+import MatchingPostgres
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
 struct DatabaseOptions: ParsableArguments {
@@ -80,12 +81,22 @@ struct RunOptions: ParsableArguments {
     @Option(help: "At most this many new matches per unit of work.")
     var unitMatches: Int = 50_000
 
+    @Option(
+        help: """
+            Connections that write units of work at once; units still commit in filter-id order (1: one at a \
+            time).
+            """)
+    var writeConnections: Int = PostgresMatchingStore.defaultWriteConnections
+
     @Option(help: "Match engine: bitset (columnar, all cores) or reference (the plain evaluator it is tested against).")
     var engine: EngineChoice = .bitset
 
     func validate() throws {
         guard unitMatches >= 1 else { throw ValidationError("--unit-matches must be at least 1") }
         guard unitFilters >= 1 else { throw ValidationError("--unit-filters must be at least 1") }
+        guard (1...16).contains(writeConnections) else {
+            throw ValidationError("--write-connections must be between 1 and 16")
+        }
         guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
         guard (1...Retention.maximumDays).contains(retentionDays) else {
             throw ValidationError("--retention-days must be between 1 and \(Retention.maximumDays)")

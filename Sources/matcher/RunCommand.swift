@@ -19,7 +19,8 @@ struct Run: ParsableCommand {
         let pause = PauseProbe()
         pause.shard = options.shard
         try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {
-            let store = try Database(database, applicationName: "matcher run \(options.shard)").store()
+            let store = try Database(database, applicationName: "matcher run \(options.shard)").store(
+                writeConnections: options.writeConnections)
             pause.connection = store.connection
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(

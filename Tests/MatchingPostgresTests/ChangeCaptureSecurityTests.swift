@@ -57,10 +57,11 @@ import Testing
             SELECT p.proname, p.prosecdef, r.rolsuper, r.rolname, array_to_string(p.proconfig, ','),
                    has_function_privilege('public', p.oid, 'EXECUTE')
             FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner
-            WHERE p.proname IN ('matcher_record_changed_profile', 'matcher_record_inserted_profiles') ORDER BY 1
+            WHERE p.proname IN ('matcher_record_changed_profile', 'matcher_record_inserted_profiles',
+                                'matcher_record_deleted_profiles') ORDER BY 1
             """
         ).rows
-        #expect(functions.count == 2)
+        #expect(functions.count == 3)
         for row in functions {
             #expect(try row.bool(1))
             #expect(try !row.bool(2))

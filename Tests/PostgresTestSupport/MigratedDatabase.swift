@@ -17,7 +17,9 @@ public enum MigratedDatabase {
 
     private static let template: Result<String, any Error> = Result {
         let migrations = try MigrationRunner.load(from: sqlDirectory)
-        let digest = migrations.map(\.checksum).joined(separator: "-")
+        // The change capture is generated from the catalogue and installed with the migrations: part of the name.
+        let digest =
+            migrations.map(\.checksum).joined(separator: "-") + ChangeCapture.installSQL(schema: "public")
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in digest.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let name = "matcher_template_\(String(hash, radix: 16))"

@@ -40,8 +40,8 @@
 -- TRUNCATE of notifications, TRUNCATE of matches, any write to the app's tables, any
 -- other table. Run locks are advisory locks, which need no privilege.
 --
--- The profiles trigger: its functions (matcher_record_changed_profile() and
--- matcher_record_inserted_profiles(), installed by `matcher migrate`) are SECURITY
+-- The profiles triggers: their functions (matcher_record_changed_profile(),
+-- matcher_record_inserted_profiles() and matcher_record_deleted_profiles(), installed by `matcher migrate`) are SECURITY
 -- DEFINER, owned by the NOLOGIN role matcher_capture, so the app's role needs no grant on worker tables. On a
 -- database migrated only to 0002, pass -v app_role=NAME and this script grants
 -- the app role what the trigger needs (nothing once the function is

@@ -44,13 +44,17 @@ public struct WorkUnit: Sendable {
     public let qualifyingWaiting: Set<MatchPair>?
     /// The pairs found mutual by the run (runs.md "Mutual matches"), new or waiting.
     public let mutual: Set<MatchPair>
+    /// The snapshot the run read its candidates in (every profile in `matches` was active then), when the
+    /// store can tell which profiles changed since; nil: commit-time checks read every profile.
+    public let readAt: ChangeMark?
 
     public init(
         runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
         notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
-        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = []
+        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil
     ) {
+        self.readAt = readAt
         self.qualifyingWaiting = qualifyingWaiting
         self.mutual = mutual
         self.runId = runId
@@ -153,8 +157,11 @@ public protocol UnitTransaction {
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// The filters' waiting matches with the facts eligibility needs, as they stand now.
     func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch]
-    /// The profiles' status and the blocks involving them, as they stand now.
-    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts
+    /// The profiles' status and the blocks involving them, as they stand now. With `readAt`, a snapshot in which
+    /// every one of them was active (a run's read, where they matched), a store that records matching changes
+    /// may read the status only of those changed since (updated, or their row deleted) and report the others
+    /// active: the same answer, without a probe per profile.
+    func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts
     /// Marks a point `rollbackToSavepoint` returns to (one at a time).
     func savepoint() throws
     func rollbackToSavepoint() throws
@@ -199,6 +206,10 @@ public protocol MatchRepository: Sendable {
     func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles
     /// Runs `body` in one transaction and commits it when `body` returns (rolls back when it throws).
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T
+    /// Runs `body` with the stores units of work may be written on at the same time: this one, and as many more
+    /// of its own connections as it was made with (`PostgresMatchingStore(writeConnections:)`), closed when
+    /// `body` returns. `UnitWriter` keeps their commits in filter-id order.
+    func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest
     /// (`RetentionRule`), in bounded batches. Returns nil when another process is sweeping.
     func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome?
@@ -207,6 +218,9 @@ public protocol MatchRepository: Sendable {
 }
 
 extension MatchRepository {
+    /// One writer, this store: units are written one after another.
+    public func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T { try body([self]) }
+
     /// Commits a unit of work atomically (`UnitCommitter`).
     public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
         try UnitCommitter(planner: planner).commit(unit, to: self)

@@ -15,12 +15,19 @@ public struct ChangedProfiles: Sendable {
     public let mark: ChangeMark
     /// When `mark` was taken, by the store's clock.
     public let takenAt: Timestamp
+    /// The snapshot the rows were read in (`mark` is an older one when an interrupted run is completed), when
+    /// the store can tell later which profiles changed since (`UnitTransaction.profileFacts(_:readAt:)`).
+    public let readAt: ChangeMark?
 
-    public init(profiles: ProfileColumns, windowMasks: [UInt64], mark: ChangeMark, takenAt: Timestamp) {
+    public init(
+        profiles: ProfileColumns, windowMasks: [UInt64], mark: ChangeMark, takenAt: Timestamp,
+        readAt: ChangeMark? = nil
+    ) {
         self.profiles = profiles
         self.windowMasks = windowMasks
         self.mark = mark
         self.takenAt = takenAt
+        self.readAt = readAt
     }
 }
 

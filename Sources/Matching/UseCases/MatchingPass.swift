@@ -80,19 +80,21 @@ struct MatchingPass {
         try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(
             matches: matches, output: output, stop: stop, run: run, plan: plan,
-            lastLogins: candidates.lastLogins, filtersTotal: chosen.count, findings: findings)
+            lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
+            findings: findings)
+        var units: [UnitWriter.Pending] = []
         var unit = UnitWriter.Pending()
         for filter in chosen {
             unit.add(
                 filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
                 prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
             if unit.filterCount >= unitFilterLimit || unit.matchCount >= unitMatchLimit {
-                try writer.commit(&unit, lastFilterId: filter.id)
+                units.append(unit)
+                unit = UnitWriter.Pending()
             }
         }
-        if unit.filterCount > 0, let last = chosen.last {
-            try writer.commit(&unit, lastFilterId: last.id)
-        }
+        if unit.filterCount > 0 { units.append(unit) }
+        try writer.write(units)
         timings.end(.write, output)
         return Outcome(counters: writer.written, matchesFound: found)
     }
@@ -103,10 +105,13 @@ struct CandidateProfiles {
     let columns: ProfileColumns
     /// Per row, bit `w` set when the profile is new to window `w`; nil when every row is new to every window.
     let windowMasks: [UInt64]?
+    /// The snapshot they were read in, when the store can tell which profiles changed since (`ChangedProfiles`).
+    let readAt: ChangeMark?
 
-    init(_ columns: ProfileColumns, windowMasks: [UInt64]? = nil) {
+    init(_ columns: ProfileColumns, windowMasks: [UInt64]? = nil, readAt: ChangeMark? = nil) {
         self.columns = columns
         self.windowMasks = windowMasks
+        self.readAt = readAt
     }
 
     var count: Int { columns.count }
@@ -292,18 +297,25 @@ struct NewPairSelection {
     }
 }
 
-/// Commits units of work through `UnitCommitter` and reports progress.
-final class UnitWriter {
-    /// The filters gathered for the next unit.
-    struct Pending {
+/// Commits units of work through `UnitCommitter` and reports progress. Units are written on every writer the
+/// store offers at once (`MatchRepository.withUnitWriters`: the server's work on its rows is most of a run's
+/// write, and each connection is a core of its own), and committed strictly in filter-id order: a unit
+/// whose rows are written waits, inside its open transaction, until every earlier unit has committed, so
+/// the run's cursor only ever moves past committed work and a crash at any instant loses and doubles nothing.
+final class UnitWriter: @unchecked Sendable {
+    /// The filters gathered for one unit.
+    struct Pending: Sendable {
         var matches: [FilterResult] = []
         var notify: [NotificationCandidateFilter] = []
         var counters = RunCounters.zero
         var matchCount = 0
         var filterCount = 0
+        /// The last filter id the unit covers: the run's cursor once it commits.
+        var lastFilterId: Int64 = 0
 
         mutating func add(filter id: Int64, counters: RunCounters, prepared: PreparedFilter?, found: [Int64]) {
             filterCount += 1
+            lastFilterId = id
             self.counters = self.counters + counters
             guard let prepared else { return }
             if !found.isEmpty {
@@ -320,16 +332,20 @@ final class UnitWriter {
     private let run: RunRecord
     private let plan: MatchingPass.Plan
     private let lastLogins: [Int64: Timestamp]
+    private let readAt: ChangeMark?
     private let filtersTotal: Int
     private let findings: DigestFindings
     private let committer = UnitCommitter()
+    /// Guarded by the commit order's lock once writing starts.
     private(set) var written = RunCounters.zero
     private var done = 0
 
     init(
         matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
-        plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], filtersTotal: Int, findings: DigestFindings
+        plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
+        findings: DigestFindings
     ) {
+        self.readAt = readAt
         self.findings = findings
         self.matches = matches
         self.output = output
@@ -340,7 +356,27 @@ final class UnitWriter {
         self.filtersTotal = filtersTotal
     }
 
-    func commit(_ unit: inout Pending, lastFilterId: Int64) throws {
+    /// Writes `units` (in filter-id order); throws the first failure, after every earlier unit has committed.
+    func write(_ units: [Pending]) throws {
+        guard !units.isEmpty else { return }
+        try matches.withUnitWriters { writers in
+            let order = CommitOrder(units: units.count)
+            DispatchQueue.concurrentPerform(iterations: max(1, min(writers.count, units.count))) { slot in
+                let writer = writers[slot]
+                while let index = order.take() {
+                    do {
+                        try commit(units[index], index: index, on: writer, order: order)
+                    } catch {
+                        order.fail(index, error)
+                        return
+                    }
+                }
+            }
+            if let failure = order.failure { throw failure }
+        }
+    }
+
+    private func commit(_ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder) throws {
         if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
         var logins: [Int64: Timestamp] = [:]
         if plan.writesNotifications {
@@ -350,25 +386,85 @@ final class UnitWriter {
         }
         let outcome = try committer.commit(
             WorkUnit(
-                runId: run.id, clock: plan.clock, lastFilterId: lastFilterId, matches: unit.matches,
+                runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
                 notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
                 lastLoginAt: logins, silent: !plan.writesNotifications,
-                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual),
-            to: matches)
-        written =
-            written + unit.counters
-            + RunCounters(
-                matchesWritten: outcome.matchesWritten,
-                notificationsWritten: outcome.notificationsWritten,
-                digestsHeldBack: outcome.digestsHeldBack,
-                matchesMutual: outcome.mutualWritten)
-        done += unit.filterCount
-        output.handle(
-            .unitCommitted(
-                filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
-                notifications: written.notificationsWritten))
-        unit = Pending()
+                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt),
+            to: writer, beforeAdvance: { try order.waitForTurn(index) })
+        order.committed(index) {
+            written =
+                written + unit.counters
+                + RunCounters(
+                    matchesWritten: outcome.matchesWritten,
+                    notificationsWritten: outcome.notificationsWritten,
+                    digestsHeldBack: outcome.digestsHeldBack,
+                    matchesMutual: outcome.mutualWritten)
+            done += unit.filterCount
+            output.handle(
+                .unitCommitted(
+                    filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
+                    notifications: written.notificationsWritten))
+        }
     }
+}
+
+/// The order units commit in, shared by the writers: unit `i` is handed out once, and commits only after units
+/// `0..<i` have. After a unit fails no unit is handed out; the units before it still commit (their work is
+/// valid and earlier), and the units after it give up at their turn, so their transactions roll back.
+final class CommitOrder: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let count: Int
+    private var handedOut = 0
+    private var committedCount = 0
+    /// The earliest failed unit and its error.
+    private var earliestFailure: (index: Int, error: any Error)?
+
+    init(units: Int) { count = units }
+
+    /// The next unit to write, or nil when none is left or a unit failed.
+    func take() -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard earliestFailure == nil, handedOut < count else { return nil }
+        handedOut += 1
+        return handedOut - 1
+    }
+
+    /// Returns when every unit before `index` has committed; throws when one of them failed.
+    func waitForTurn(_ index: Int) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while committedCount < index, (earliestFailure?.index ?? Int.max) > index { condition.wait() }
+        guard committedCount == index else { throw EarlierUnitFailed() }
+    }
+
+    /// Records unit `index` committed, running `account` (the writer's bookkeeping) under the lock, in order.
+    func committed(_ index: Int, account: () -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        committedCount = index + 1
+        account()
+        condition.broadcast()
+    }
+
+    /// Records that unit `index` failed; the earliest failure is the run's.
+    func fail(_ index: Int, _ error: any Error) {
+        condition.lock()
+        defer { condition.unlock() }
+        if !(error is EarlierUnitFailed), index < (earliestFailure?.index ?? Int.max) {
+            earliestFailure = (index, error)
+        }
+        condition.broadcast()
+    }
+
+    var failure: (any Error)? {
+        condition.lock()
+        defer { condition.unlock() }
+        return earliestFailure?.error
+    }
+
+    /// A unit that would commit after a failed one: rolled back, never reported (the failure is).
+    struct EarlierUnitFailed: Error {}
 }
 
 extension MatchingPass {

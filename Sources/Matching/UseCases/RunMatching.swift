@@ -100,7 +100,7 @@ public struct RunMatching: Sendable {
         timer.end(.read, output)
         output.handle(.candidatesLoaded(changed.profiles.count))
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
-        let candidates = CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks)
+        let candidates = CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt)
         let plan = { (run: RunRecord?) in
             MatchingPass.Plan(
                 run: run, clock: clock, shard: input.shard, selection: .all,
@@ -151,7 +151,8 @@ public struct RunMatching: Sendable {
                     run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
                     selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
                     resumeAfterFilter: run.resumeAfterFilter, windows: windows),
-                candidates: CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks), timings: &timer)
+                candidates: CandidateProfiles(
+                    changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt), timings: &timer)
         }
     }
 

@@ -15,9 +15,15 @@ public struct UnitCommitter: Sendable {
         self.planner = planner
     }
 
-    public func commit(_ unit: WorkUnit, to store: any MatchRepository) throws -> WorkUnitOutcome {
+    /// - Parameter beforeAdvance: called inside the transaction once the unit's rows are written, just before
+    ///   the run's cursor moves: `UnitWriter` waits there until every earlier unit has committed, so that units
+    ///   written in parallel still commit in filter-id order (a throw rolls the unit back).
+    public func commit(
+        _ unit: WorkUnit, to store: any MatchRepository, beforeAdvance: () throws -> Void = {}
+    ) throws -> WorkUnitOutcome {
         try store.withUnitTransaction { tx in
             let written = try write(unit, tx)
+            try beforeAdvance()
             try tx.advanceRun(
                 unit.runId, pastFilter: unit.lastFilterId,
                 adding: unit.filterCounters
@@ -80,7 +86,8 @@ public struct UnitCommitter: Sendable {
         let fresh =
             dueProfiles.isEmpty
             ? []
-            : unit.newMatchesAsWaiting(of: dueUnderLock, facts: try tx.profileFacts(dueProfiles.sorted()))
+            : unit.newMatchesAsWaiting(
+                of: dueUnderLock, facts: try tx.profileFacts(dueProfiles.sorted(), readAt: unit.readAt))
         let decision = planner.decide(
             filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
             clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)

@@ -332,7 +332,8 @@ final class InMemoryUnitTransaction: UnitTransaction {
         }
     }
 
-    func profileFacts(_ profileIds: [Int64]) throws -> ProfileFacts {
+    /// Reads every status: the twin has no cost to save, and its answer is the one the shortcut must give.
+    func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts {
         let wanted = Set(profileIds)
         var statuses: [Int64: Int16] = [:]
         for id in wanted { if let profile = profiles[id] { statuses[id] = profile.status } }
