@@ -532,17 +532,27 @@ extension PostgresMatchingStore: MatchRepository {
                 [.int4(MigrationRunner.lockNamespace), .int4(3)]
             ).rows[0].bool(0)
         else { return nil }
-        var forgotten = 0
-        for _ in 0..<max(1, maxBatches) {
-            // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
-            let deleted = try sweeper.transaction { tx in
-                try tx.query(RetentionSQL.forgetBatch, [.timestamptz(cutoff), .int4(Int32(clamping: batchSize))])
-                    .affectedRows
+        // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
+        func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
+            var deleted = 0
+            for _ in 0..<max(1, batches) {
+                let batch = try sweeper.transaction { tx in
+                    try tx.query(sql, [.timestamptz(cutoff), .int4(Int32(clamping: batchSize))]).affectedRows
+                }
+                deleted += batch
+                if batch < batchSize { return (deleted, false) }
             }
-            forgotten += deleted
-            if deleted < batchSize { return RetentionOutcome(forgotten: forgotten, backlog: false) }
+            return (deleted, true)
         }
-        return RetentionOutcome(forgotten: forgotten, backlog: true)
+        let pairs = try sweep(RetentionSQL.forgetBatch, batches: maxBatches)
+        guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.deleted, backlog: true) }
+        // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
+        let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, batches: maxBatches)
+        var bookkeeping = 0
+        for sql in RetentionSQL.forgetBookkeeping { bookkeeping += try sweep(sql, batches: maxBatches).deleted }
+        return RetentionOutcome(
+            forgotten: pairs.deleted, backlog: notifications.backlog, notificationsForgotten: notifications.deleted,
+            bookkeepingForgotten: bookkeeping)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

@@ -294,4 +294,58 @@ enum RetentionSQL {
         )
         DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
         """
+
+    /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).
+    /// Unsent ones are the push sender's and are never forgotten by the worker.
+    static let forgetNotificationsBatch = """
+        DELETE FROM notifications WHERE ctid = ANY (ARRAY(
+            SELECT n.ctid FROM notifications n
+            WHERE n.created_at < $1 AND n.sent_at IS NOT NULL
+            ORDER BY n.created_at
+            LIMIT $2))
+        """
+
+    /// Bookkeeping that would otherwise grow with history, each statement a bounded batch ($1 the cutoff, $2
+    /// the batch size): finished runs older than the cutoff except each layout's latest and those a shard's
+    /// progress points at; and rows of filters and profiles whose row is gone. The scans are of tables as
+    /// large as filters or profiles, never of history. A change row of a deleted profile is kept until the
+    /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`).
+    static let forgetBookkeeping = [
+        """
+        DELETE FROM matcher_runs WHERE id = ANY (ARRAY(
+            SELECT r.id FROM matcher_runs r
+            WHERE r.status <> 'running' AND r.clock < $1   -- the run's clock, like matched_at
+              AND r.id NOT IN (SELECT max(l.id) FROM matcher_runs l GROUP BY l.kind, l.shard_count, l.shard_index)
+              AND NOT EXISTS (SELECT 1 FROM matcher_shard_progress p WHERE p.run_id = r.id)
+            ORDER BY r.id
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_filter_state WHERE filter_id = ANY (ARRAY(
+            SELECT s.filter_id FROM matcher_filter_state s
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = s.filter_id) AND $1::timestamptz IS NOT NULL
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_invalid_filters WHERE filter_id = ANY (ARRAY(
+            SELECT i.filter_id FROM matcher_invalid_filters i
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id) AND $1::timestamptz IS NOT NULL
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_quarantine WHERE (kind, row_id) IN (
+            SELECT q.kind, q.row_id FROM matcher_quarantine q
+            WHERE CASE q.kind
+                    WHEN 'filter' THEN NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = q.row_id)
+                    ELSE NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = q.row_id) END
+              AND $1::timestamptz IS NOT NULL
+            LIMIT $2)
+        """,
+        """
+        DELETE FROM matcher_profile_changes WHERE profile_id = ANY (ARRAY(
+            SELECT c.profile_id FROM matcher_profile_changes c
+            WHERE coalesce(c.changed_at, '-infinity') < $1 AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = c.profile_id)
+            LIMIT $2))
+        """,
+    ]
 }

@@ -56,6 +56,7 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
+                + "  notifications  runs"
         )
         guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
@@ -84,15 +85,23 @@ struct SoakBenchmark: ParsableCommand {
                     "--format", "json", "--log-format", "json",
                 ])
             let report = Self.report(result.stdout)
-            let rows = try db.query("SELECT count(*), pg_total_relation_size('filter_matches') FROM filter_matches")
-                .rows[0]
+            // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
+            try db.query(
+                "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
+                [.timestamptz(first.adding(days: day - 1))])
+            let rows = try db.query(
+                """
+                SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
+                       (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs)
+                """
+            ).rows[0]
             say(
                 String(
-                    format: "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f",
+                    format: "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d",
                     day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
                     report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
                     report.count("matches_written"), report.count("matches_forgotten"),
-                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576))
+                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3)))
         }
     }
 

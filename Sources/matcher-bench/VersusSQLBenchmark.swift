@@ -112,7 +112,7 @@ struct VersusSQLBenchmark: ParsableCommand {
         try connection.execute(
             """
             TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
-                     matcher_filter_state
+                     matcher_filter_state, matcher_waiting_matches, matcher_quarantine
             """)
         try connection.execute("VACUUM ANALYZE filter_matches, notifications")
     }

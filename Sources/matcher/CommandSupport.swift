@@ -262,6 +262,8 @@ struct LoggingRunOutput: RunOutputHandler {
                 "retention sweep",
                 metadata: [
                     "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
+                    "notifications_forgotten": "\(outcome.notificationsForgotten)",
+                    "bookkeeping_forgotten": "\(outcome.bookkeepingForgotten)",
                 ])
         case .superseded(let runId, let shard):
             logger.notice(

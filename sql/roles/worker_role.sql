@@ -24,7 +24,8 @@
 --
 -- What the worker may do (shared/spec/runs.md):
 --   read         profiles, saved_filters, blocks (the app's tables)
---   read, insert, update   notifications (+ notifications' identity)
+--   read, insert, update, delete   notifications (+ notifications' identity; delete:
+--                the retention sweep forgets sent notifications older than --retention-days)
 --   read, insert, update, delete   filter_matches (delete: the retention sweep
 --                forgets pairs older than --retention-days), and its bookkeeping:
 --                matcher_profile_changes, matcher_runs (+ identity),
@@ -36,7 +37,7 @@
 --   their ids to a temporary table), USAGE on the schema.
 -- Not granted because `matcher run` does not use it: matcher_schema_migrations
 -- (read by `matcher migrate`, which runs as the owner).
--- What it may not: CREATE in the schema or database, DDL of any kind, DELETE or
+-- What it may not: CREATE in the schema or database, DDL of any kind,
 -- TRUNCATE of notifications, TRUNCATE of matches, any write to the app's tables, any
 -- other table. Run locks are advisory locks, which need no privilege.
 --
@@ -96,7 +97,7 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('blocks',                  'SELECT'),
         ('filter_matches',          'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_waiting_matches', 'SELECT, INSERT, UPDATE, DELETE'),
-        ('notifications',           'SELECT, INSERT, UPDATE'),
+        ('notifications',           'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_profile_changes', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_shard_progress',  'SELECT, INSERT, UPDATE, DELETE'),

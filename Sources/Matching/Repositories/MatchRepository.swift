@@ -191,10 +191,17 @@ public struct RetentionOutcome: Sendable, Hashable {
     public let forgotten: Int
     /// Whether expired pairs remain (the sweep stopped at its bound; the next run continues).
     public let backlog: Bool
+    /// Sent notifications older than the retention, forgotten once no expired pair is left.
+    public let notificationsForgotten: Int
+    /// Bookkeeping rows forgotten: finished runs past the retention, and rows of filters and profiles that
+    /// no longer exist.
+    public let bookkeepingForgotten: Int
 
-    public init(forgotten: Int, backlog: Bool) {
+    public init(forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0) {
         self.forgotten = forgotten
         self.backlog = backlog
+        self.notificationsForgotten = notificationsForgotten
+        self.bookkeepingForgotten = bookkeepingForgotten
     }
 }
 

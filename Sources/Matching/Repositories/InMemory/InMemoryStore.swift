@@ -270,7 +270,12 @@ extension InMemoryStore: MatchRepository {
                 written.waiting[pair] = nil
                 forgotten += 1
             }
-            return RetentionOutcome(forgotten: forgotten, backlog: false)
+            // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
+            let before = written.notificationRows.count
+            written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
+            return RetentionOutcome(
+                forgotten: forgotten, backlog: false,
+                notificationsForgotten: before - written.notificationRows.count)
         }
     }
 

@@ -1,0 +1,57 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import MatchingTestSupport
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// Every table the worker writes stays bounded: the routine run's retention sweep forgets, besides old pairs,
+/// sent notifications past the retention, finished runs past it (not each layout's latest, not the one a
+/// shard's progress points at), and bookkeeping rows of filters and profiles that no longer exist.
+@Suite struct BoundedBookkeepingTests {
+    @Test func theSweepForgetsSentNotificationsOldRunsAndRowsOfWhatIsGone() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) },
+            updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        func run(_ clock: Timestamp) throws -> RunSummary {
+            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+                .execute(.init(now: clock, retentionDays: 7))
+        }
+        func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }
+
+        #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        // The push sender sent filter 100's digest; filter 200's is still unsent.
+        try connection.execute("UPDATE notifications SET sent_at = created_at WHERE filter_id = 100")
+        // The app hard-deletes filter 200 and profile 13; an old capture row and a quarantined row stay behind.
+        try connection.execute("DELETE FROM saved_filters WHERE id = 200")
+        try connection.execute("DELETE FROM profiles WHERE id = 13")
+        try connection.query(
+            "UPDATE matcher_profile_changes SET changed_at = $1 WHERE profile_id = 13",
+            [.timestamptz(ScenarioWorld.day1)])
+        try connection.execute(
+            "INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('filter', 200, 'x'), ('profile', 12, 'y')")
+        _ = try run(ScenarioWorld.day2)
+
+        let later = try run(ScenarioWorld.day1.adding(days: 12))
+        #expect(later.counters.matchesForgotten == 8)  // 4 pairs of filter 100, 4 of the deleted filter 200
+        #expect(try count("SELECT count(*) FROM filter_matches") == 0)
+        // The sent digest is forgotten; the unsent one is the push sender's and stays.
+        #expect(try count("SELECT count(*) FROM notifications WHERE filter_id = 100") == 0)
+        #expect(try count("SELECT count(*) FROM notifications WHERE filter_id = 200") == 1)
+        // Day 1's run is past the retention and neither the latest nor the one progress points at.
+        #expect(try count("SELECT count(*) FROM matcher_runs") == 2)
+        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+        #expect(try count("SELECT count(*) FROM matcher_quarantine") == 1)  // profile 12 still exists
+        #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 13") == 0)
+        #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 12") == 1)
+    }
+}
