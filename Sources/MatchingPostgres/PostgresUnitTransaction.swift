@@ -309,7 +309,8 @@ enum RetentionSQL {
     /// the batch size): finished runs older than the cutoff except each layout's latest and those a shard's
     /// progress points at; and rows of filters and profiles whose row is gone. The scans are of tables as
     /// large as filters or profiles, never of history. A change row of a deleted profile is kept until the
-    /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`).
+    /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`);
+    /// a quarantine entry of a gone row too, so operators still find it listed for the retention.
     static let forgetBookkeeping = [
         """
         DELETE FROM matcher_runs WHERE id = ANY (ARRAY(
@@ -338,7 +339,7 @@ enum RetentionSQL {
             WHERE CASE q.kind
                     WHEN 'filter' THEN NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = q.row_id)
                     ELSE NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = q.row_id) END
-              AND $1::timestamptz IS NOT NULL
+              AND q.detected_at < $1   -- listed for operators through the retention, then forgotten
             LIMIT $2)
         """,
         """

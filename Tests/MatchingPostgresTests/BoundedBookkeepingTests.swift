@@ -36,8 +36,11 @@ import Testing
         try connection.query(
             "UPDATE matcher_profile_changes SET changed_at = $1 WHERE profile_id = 13",
             [.timestamptz(ScenarioWorld.day1)])
-        try connection.execute(
-            "INSERT INTO matcher_quarantine (kind, row_id, reason) VALUES ('filter', 200, 'x'), ('profile', 12, 'y')")
+        try connection.query(
+            """
+            INSERT INTO matcher_quarantine (kind, row_id, reason, detected_at)
+            VALUES ('filter', 200, 'x', $1), ('profile', 12, 'y', $1), ('profile', 99, 'recent', now())
+            """, [.timestamptz(ScenarioWorld.day1)])
         _ = try run(ScenarioWorld.day2)
 
         let later = try run(ScenarioWorld.day1.adding(days: 12))
@@ -50,7 +53,8 @@ import Testing
         #expect(try count("SELECT count(*) FROM matcher_runs") == 2)
         #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
         #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
-        #expect(try count("SELECT count(*) FROM matcher_quarantine") == 1)  // profile 12 still exists
+        // Filter 200's entry goes; profile 12 still exists; profile 99's entry is gone only after the retention.
+        #expect(try count("SELECT count(*) FROM matcher_quarantine") == 2)
         #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 13") == 0)
         #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 12") == 1)
     }

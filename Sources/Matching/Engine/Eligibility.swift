@@ -1,3 +1,48 @@
+/// The pair-level checks of runs.md's eligibility rule, on plain facts: the profile is active, is not the
+/// filter's owner, and neither has blocked the other. Every path that decides a pair calls these (the
+/// engines' exclusions, the digest findings, the notification planner, `EligibilityFacts` for the reference
+/// evaluator and explain), so the rule is written here once.
+public enum PairEligibility {
+    /// A profile (or owner) status that counts as active; anything else, an absent row included, does not.
+    @inline(__always)
+    public static func isActive(_ status: Int16?) -> Bool { status == Profile.Status.active }
+
+    /// The profile is the filter's owner.
+    @inline(__always)
+    public static func isOwner(profileId: Int64, ownerId: Int64) -> Bool { profileId == ownerId }
+
+    /// One of the two has blocked the other.
+    @inline(__always)
+    public static func isBlocked(profileId: Int64, ownerId: Int64, blocks: some BlockLookup) -> Bool {
+        blocks.blocksEitherWay(ownerId, profileId)
+    }
+
+    /// Whether the pair is ruled out whatever the conditions say: the profile is the owner, or a block either way.
+    @inline(__always)
+    public static func excludes(profileId: Int64, ownerId: Int64, blocks: some BlockLookup) -> Bool {
+        isOwner(profileId: profileId, ownerId: ownerId)
+            || isBlocked(profileId: profileId, ownerId: ownerId, blocks: blocks)
+    }
+
+    /// Same, when whether a block stands between the two is known already.
+    @inline(__always)
+    public static func excludes(profileId: Int64, ownerId: Int64, blockedEitherWay: Bool) -> Bool {
+        isOwner(profileId: profileId, ownerId: ownerId) || blockedEitherWay
+    }
+}
+
+/// The cap's order (runs.md: when more qualify than `max-per-filter`, "it keeps those with the latest
+/// `last_login_at`, then the smallest id"), written once: the candidate batch's order the engines take
+/// the first of, `CandidateBatch.capOrder` for profiles, and the order of a digest's profiles. A missing
+/// or infinite login counts as the oldest (`Timestamp.missing`).
+public enum CapOrder {
+    /// Whether (login `a`, id `idA`) comes before (login `b`, id `idB`); logins in microseconds.
+    @inline(__always)
+    public static func precedes(login a: Int64, id idA: Int64, login b: Int64, id idB: Int64) -> Bool {
+        a != b ? a > b : idA < idB
+    }
+}
+
 /// The checks of runs.md's eligibility rule, other than the conditions themselves, in the order an
 /// explanation lists them. `ReferenceEvaluator.matches` and `explain` both evaluate them through
 /// `EligibilityFacts`, so the rule lives in this one place.
@@ -36,9 +81,9 @@ struct EligibilityFacts<Blocks: BlockLookup> {
     func passes(_ rule: EligibilityRule) -> Bool {
         switch rule {
         case .profileActive:
-            return profile?.isActive ?? false
+            return PairEligibility.isActive(profile?.status)
         case .ownerActive:
-            return owner?.isActive ?? false
+            return PairEligibility.isActive(owner?.status)
         case .filterNotDeleted:
             return !filter.isDeleted
         case .filterValid:
@@ -49,10 +94,10 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             return !decoded.isSuspended(forOwnerPlan: owner?.plan ?? Profile.Plan.free)
         case .notTheOwner:
             guard let profile else { return false }
-            return profile.id != filter.ownerId
+            return !PairEligibility.isOwner(profileId: profile.id, ownerId: filter.ownerId)
         case .noBlockEitherWay:
             guard let profile else { return false }
-            return !blocks.blocksEitherWay(profile.id, filter.ownerId)
+            return !PairEligibility.isBlocked(profileId: profile.id, ownerId: filter.ownerId, blocks: blocks)
         }
     }
 

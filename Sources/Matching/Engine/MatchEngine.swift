@@ -45,7 +45,9 @@ public struct CandidateBatch: Sendable {
     public var profiles: [Profile] { (0..<count).map(columns.profile(at:)) }
 
     public static func capOrder(_ a: Profile, _ b: Profile) -> Bool {
-        a.lastLoginAt != b.lastLoginAt ? a.lastLoginAt > b.lastLoginAt : a.id < b.id
+        CapOrder.precedes(
+            login: a.lastLoginAt.microsecondsSinceEpoch, id: a.id, login: b.lastLoginAt.microsecondsSinceEpoch, id: b.id
+        )
     }
 }
 
@@ -60,8 +62,7 @@ public struct MatchExclusions: Sendable {
     }
 
     public func excludes(_ filter: PreparedFilter, profileId: Int64) -> Bool {
-        profileId == filter.owner.id
-            || blocks.blocksEitherWay(filter.owner.id, profileId)
+        PairEligibility.excludes(profileId: profileId, ownerId: filter.owner.id, blocks: blocks)
             || existing.contains(MatchPair(filterId: filter.filter.id, profileId: profileId))
     }
 }

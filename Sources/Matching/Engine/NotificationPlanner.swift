@@ -101,13 +101,14 @@ public struct NotificationPlanner: Sendable {
         var heldBack: [Int64] = []
         for candidate in filters {
             let filter = candidate.filter
-            guard filter.notify, !filter.isDeleted, candidate.owner.isActive,
+            guard filter.notify, !filter.isDeleted, PairEligibility.isActive(candidate.owner.status),
                 let matches = waitingByFilter[filter.id], !matches.isEmpty
             else { continue }
             guard Self.isDue(filter, lastNotifiedAt: lastNotifiedAt[filter.id], clock: clock) else { continue }
             let eligible = matches.filter { match in
-                match.profileStatus == Profile.Status.active && match.profileId != filter.ownerId
-                    && !match.blockedEitherWay
+                PairEligibility.isActive(match.profileStatus)
+                    && !PairEligibility.excludes(
+                        profileId: match.profileId, ownerId: filter.ownerId, blockedEitherWay: match.blockedEitherWay)
                     && qualifies(MatchPair(filterId: filter.id, profileId: match.profileId))
             }
             guard !eligible.isEmpty else {
@@ -118,7 +119,9 @@ public struct NotificationPlanner: Sendable {
                 // NULL and infinite count as missing: the oldest, as in the cap's order.
                 let la = a.profileLastLoginAt.flatMap { $0.isMissingOrInfinite ? nil : $0 } ?? .missing
                 let lb = b.profileLastLoginAt.flatMap { $0.isMissingOrInfinite ? nil : $0 } ?? .missing
-                return la != lb ? la > lb : a.profileId < b.profileId
+                return CapOrder.precedes(
+                    login: la.microsecondsSinceEpoch, id: a.profileId, login: lb.microsecondsSinceEpoch, id: b.profileId
+                )
             }.map(\.profileId)
             let mutualCount =
                 mutual.isEmpty

@@ -10,5 +10,5 @@ public struct FilterOwner: Sendable, Hashable {
         self.plan = plan
     }
 
-    public var isActive: Bool { status == Profile.Status.active }
+    public var isActive: Bool { PairEligibility.isActive(status) }
 }

@@ -23,7 +23,7 @@ public struct Profile: Sendable, Hashable {
         self.values = values
     }
 
-    public var isActive: Bool { status == Profile.Status.active }
+    public var isActive: Bool { PairEligibility.isActive(status) }
 
     /// Whether going from `old` to this profile is a change for matching (runs.md "Incremental run"): its
     /// status or a value of a non-recency item differs. A login, a plan change or a recency value alone is not.

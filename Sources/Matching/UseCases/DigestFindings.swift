@@ -50,8 +50,8 @@ struct DigestFindings: Sendable {
             var kept: [MatchPair] = []
             for pair in pairs[lower..<upper] {
                 guard let filter = prepared[pair.filterId], let row = rowOf[pair.profileId],
-                    columns.statuses[row] == Profile.Status.active, pair.profileId != filter.owner.id,
-                    !blocks.blocksEitherWay(filter.owner.id, pair.profileId),
+                    PairEligibility.isActive(columns.statuses[row]),
+                    !PairEligibility.excludes(profileId: pair.profileId, ownerId: filter.owner.id, blocks: blocks),
                     ReferenceEvaluator.satisfies(columns, row: row, filter.conditions, clock: clock)
                 else { continue }
                 kept.append(pair)

@@ -123,7 +123,7 @@ public struct ProfileColumns: Sendable {
         let logins = lastLoginAt
         var keys: [CapKey] = []
         keys.reserveCapacity(count)
-        for row in 0..<count where statuses[row] == Profile.Status.active {
+        for row in 0..<count where PairEligibility.isActive(statuses[row]) {
             keys.append(CapKey(login: logins[row], id: ids[row], row: row))
         }
         keys.sort()
@@ -134,7 +134,7 @@ public struct ProfileColumns: Sendable {
     public var isActiveInCapOrder: Bool {
         let logins = lastLoginAt
         for row in 0..<count {
-            guard statuses[row] == Profile.Status.active else { return false }
+            guard PairEligibility.isActive(statuses[row]) else { return false }
             if row > 0 {
                 let previous = CapKey(login: logins[row - 1], id: ids[row - 1], row: row - 1)
                 let current = CapKey(login: logins[row], id: ids[row], row: row)
@@ -150,8 +150,9 @@ public struct ProfileColumns: Sendable {
         let row: Int
 
         static func < (a: CapKey, b: CapKey) -> Bool {
-            if a.login != b.login { return a.login > b.login }
-            if a.id != b.id { return a.id < b.id }
+            if a.login != b.login || a.id != b.id {
+                return CapOrder.precedes(login: a.login, id: a.id, login: b.login, id: b.id)
+            }
             return a.row < b.row
         }
     }
