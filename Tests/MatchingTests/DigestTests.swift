@@ -1,4 +1,5 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import MatchingTestSupport
 import Testing
@@ -396,17 +397,11 @@ import Testing
 
 /// A seeded world of varied profiles and filters that often want each other (mutual matches).
 struct SeededWorld {
-    private var state: UInt64
+    private var random: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
-    mutating func next(_ bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
-    }
+    mutating func next(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
 
     mutating func profile(_ id: Int64, at clock: Timestamp) -> Profile {
         let born = clock.calendarDate(in: .tokyo).adding(days: -((20 + next(25)) * 365 + next(365)))
