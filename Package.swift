@@ -29,16 +29,19 @@ let package = Package(
         .target(name: "DeterministicRandom"),
         // The domain: entities, MasterItems, conditions, engine, repositories, use cases, reports.
         .target(name: "Matching", dependencies: ["Chronology"]),
-        // The PostgreSQL repositories, migrations runner and seeding.
+        // The PostgreSQL repositories, migrations runner, change capture and app-table writers.
+        .target(name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology"]),
+        // The deterministic load-test world (`matcher seed`): never a dependency of the store.
         .target(
-            name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology", "DeterministicRandom"]),
+            name: "LoadWorld",
+            dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom"]),
         // The git commit the binary was built from (scripts/stamp-build; "unknown" without it).
         .target(name: "CBuildInfo"),
         // The command line: commands only.
         .executableTarget(
             name: "matcher",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "CBuildInfo",
+                "Matching", "MatchingPostgres", "LoadWorld", "PostgresClient", "Chronology", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -72,8 +75,8 @@ let package = Package(
         .testTarget(
             name: "MatchingPostgresTests",
             dependencies: [
-                "Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",
-                "Chronology", "DeterministicRandom",
+                "Matching", "MatchingPostgres", "LoadWorld", "MatchingTestSupport", "PostgresClient",
+                "PostgresTestSupport", "Chronology", "DeterministicRandom",
             ]
         ),
     ]

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronology
 import Foundation
+import LoadWorld
 import Logging
 import Matching
 import MatchingPostgres

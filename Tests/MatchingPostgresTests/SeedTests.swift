@@ -1,5 +1,6 @@
 import Chronology
 import Foundation
+import LoadWorld
 import Matching
 import MatchingPostgres
 import PostgresClient

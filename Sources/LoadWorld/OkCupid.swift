@@ -2,6 +2,7 @@ import Chronology
 import Dispatch
 import Foundation
 import Matching
+import MatchingPostgres
 import PostgresClient
 
 /// RFC 4180 CSV: fields separated by commas, records by LF or CRLF; a quoted field may hold commas,

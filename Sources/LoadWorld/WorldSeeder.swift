@@ -2,6 +2,7 @@ import Chronology
 import Dispatch
 import Foundation
 import Matching
+import MatchingPostgres
 import PostgresClient
 
 /// What to do when the database already holds a world.
