@@ -129,13 +129,11 @@ struct Twin {
     {
         memory.setClock(clock)
         let pg = try RunMatching(
-            profiles: postgres, filters: postgres, blocks: postgres, matches: postgres, runs: postgres,
-            unitFilterLimit: unitFilterLimit
+            MatchingRepositories(store: postgres), options: PassOptions(unitFilterLimit: unitFilterLimit)
         )
         .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
         let mem = try RunMatching(
-            profiles: memory, filters: memory, blocks: memory, matches: memory, runs: memory,
-            unitFilterLimit: unitFilterLimit
+            MatchingRepositories(store: memory), options: PassOptions(unitFilterLimit: unitFilterLimit)
         )
         .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
         return (pg, mem)

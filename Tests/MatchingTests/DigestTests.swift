@@ -194,7 +194,7 @@ import Testing
         #expect(lapsed.counters.filtersEvaluated == 0)
         #expect(lapsed.counters.matchesWritten == 0)
         #expect(store.allNotifications.isEmpty)
-        let explained = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let explained = try ExplainMatch(MatchingRepositories(store: store))
             .execute(.init(filterId: 100, profileId: 11, now: World.day1))
         #expect(!explained.explanation.matches)
         #expect(explained.explanation.eligibility.first { $0.name == "filter not suspended" }?.passed == false)
@@ -227,7 +227,7 @@ import Testing
         let flags = Dictionary(uniqueKeysWithValues: try store.matches(filterId: 100).map { ($0.profileId, $0.mutual) })
         #expect(flags == [10: true, 11: false])
         #expect(try store.notifications(filterId: 100).first?.mutualCount == 1)
-        let explain = ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let explain = ExplainMatch(MatchingRepositories(store: store))
         let yes = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))
         #expect(yes.mutualVia == 200)
         let rendered = ReportRenderer.render(Report.explanation(yes), as: .text)
@@ -382,7 +382,7 @@ import Testing
         store.save([World.filter(100, owner: 1)])
         _ = try run(store, World.day1)
         let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
-        let matching = RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let matching = RunMatching(MatchingRepositories(store: store))
         #expect(throws: TimeZoneChanged.self) {
             try matching.execute(.init(now: World.day2, timeZone: berlin))
         }

@@ -64,23 +64,15 @@ public struct Backfill: Sendable {
     }
 
     private let pass: MatchingPass
-    private let profiles: any ProfileRepository
-    private let runs: any RunRepository
-    private let output: any RunOutputHandler
+    private var profiles: any ProfileRepository { pass.repositories.profiles }
+    private var runs: any RunRepository { pass.repositories.runs }
+    private var output: any RunOutputHandler { pass.output }
 
     public init(
-        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+        _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), options: PassOptions = PassOptions()
     ) {
-        self.pass = MatchingPass(
-            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-            engine: engine, output: output, stop: stop,
-            unitFilterLimit: max(1, unitFilterLimit), unitMatchLimit: max(1, unitMatchLimit))
-        self.profiles = profiles
-        self.runs = runs
-        self.output = output
+        pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
     public func execute(_ input: Input) throws -> RunSummary {

@@ -37,40 +37,16 @@ public struct RunMatching: Sendable {
         }
     }
 
-    private let profiles: any ProfileRepository
-    private let filters: any FilterRepository
-    private let blocks: any BlockRepository
-    private let matches: any MatchRepository
-    private let runs: any RunRepository
-    private let engine: any MatchEngine
-    private let output: any RunOutputHandler
-    private let stop: StopRequest
-    private let unitFilterLimit: Int
-    private let unitMatchLimit: Int
+    private let pass: MatchingPass
+    private var profiles: any ProfileRepository { pass.repositories.profiles }
+    private var runs: any RunRepository { pass.repositories.runs }
+    private var output: any RunOutputHandler { pass.output }
 
     public init(
-        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+        _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), options: PassOptions = PassOptions()
     ) {
-        self.profiles = profiles
-        self.filters = filters
-        self.blocks = blocks
-        self.matches = matches
-        self.runs = runs
-        self.engine = engine
-        self.output = output
-        self.stop = stop
-        self.unitFilterLimit = max(1, unitFilterLimit)
-        self.unitMatchLimit = max(1, unitMatchLimit)
-    }
-
-    private var pass: MatchingPass {
-        MatchingPass(
-            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-            engine: engine, output: output, stop: stop, unitFilterLimit: unitFilterLimit,
-            unitMatchLimit: unitMatchLimit)
+        pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
     public func execute(_ input: Input) throws -> RunSummary {
