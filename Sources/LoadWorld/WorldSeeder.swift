@@ -26,9 +26,9 @@ public struct SeedSummary: Sendable {
     public var seed: UInt64
     public var now: Timestamp
     /// Rows written per table, in the order written.
-    public var rows: [(table: String, count: Int)] = []
+    public var rows: [SeedCount] = []
     /// Other counts worth printing (invalid filters, hidden profiles…).
-    public var details: [(label: String, count: Int)] = []
+    public var details: [SeedCount] = []
     public var seconds: Double = 0
 
     public init(title: String, seed: UInt64, now: Timestamp) {
@@ -37,8 +37,21 @@ public struct SeedSummary: Sendable {
         self.now = now
     }
 
-    public func rows(_ table: String) -> Int { rows.first { $0.table == table }?.count ?? 0 }
+    public func rows(_ label: String) -> Int { rows.first { $0.label == label }?.count ?? 0 }
     public func detail(_ label: String) -> Int { details.first { $0.label == label }?.count ?? 0 }
+}
+
+/// One count of a seed: a stable key for programs (`--format json`), a label for people.
+public struct SeedCount: Sendable, Hashable {
+    public let key: String
+    public let label: String
+    public let count: Int
+
+    public init(_ key: String, _ label: String, _ count: Int) {
+        self.key = key
+        self.label = label
+        self.count = count
+    }
 }
 
 /// Writes a world of the model into PostgreSQL with binary COPY, in one transaction: profiles (with
@@ -122,12 +135,20 @@ public struct WorldSeeder {
             progress?("blocks written: \(blocks.count)")
             try tx.execute("ANALYZE profiles; ANALYZE saved_filters; ANALYZE blocks")
 
-            summary.rows = [("profiles", profileCount), ("saved_filters", filterCount), ("blocks", blocks.count)]
+            summary.rows = [
+                SeedCount("profiles", "profiles", profileCount),
+                SeedCount("saved_filters", "saved_filters", filterCount), SeedCount("blocks", "blocks", blocks.count),
+            ]
             summary.details = [
-                ("first profile id", Int(start.profileId)), ("first filter id", Int(start.filterId)),
-                ("profiles active", statusCounts[1, default: 0]), ("profiles hidden", statusCounts[2, default: 0]),
-                ("profiles suspended", statusCounts[3, default: 0]), ("profiles deleted", statusCounts[4, default: 0]),
-                ("profiles paid", paid), ("filters invalid", invalid), ("filters deleted", deleted),
+                SeedCount("first_profile_id", "first profile id", Int(start.profileId)),
+                SeedCount("first_filter_id", "first filter id", Int(start.filterId)),
+                SeedCount("profiles_active", "profiles active", statusCounts[1, default: 0]),
+                SeedCount("profiles_hidden", "profiles hidden", statusCounts[2, default: 0]),
+                SeedCount("profiles_suspended", "profiles suspended", statusCounts[3, default: 0]),
+                SeedCount("profiles_deleted", "profiles deleted", statusCounts[4, default: 0]),
+                SeedCount("profiles_paid", "profiles paid", paid),
+                SeedCount("filters_invalid", "filters invalid", invalid),
+                SeedCount("filters_deleted", "filters deleted", deleted),
             ]
         }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
