@@ -371,17 +371,17 @@ public struct DailyChangeApplier {
             return plan
         }
         summary.rows = [
-            SeedCount("profiles_inserted", "profiles inserted", plan.inserts.count),
-            SeedCount("profiles_updated", "profiles updated", plan.updates.count),
-            SeedCount("profiles_hidden", "profiles hidden", plan.hides),
-            SeedCount("profiles_deleted", "profiles deleted", plan.deletes),
-            SeedCount("profiles_reactivated", "profiles reactivated", plan.reactivations),
-            SeedCount("filters_edited", "filters edited", plan.filterEdits.count),
-            SeedCount("filters_deleted", "filters deleted", plan.filterDeletes.count),
-            SeedCount("filters_created", "filters created", plan.newFilters.count),
-            SeedCount("blocks", "blocks", plan.blocks.count),
+            ("profiles_inserted", "profiles inserted", plan.inserts.count),
+            ("profiles_updated", "profiles updated", plan.updates.count),
+            ("profiles_hidden", "profiles hidden", plan.hides),
+            ("profiles_deleted", "profiles deleted", plan.deletes),
+            ("profiles_reactivated", "profiles reactivated", plan.reactivations),
+            ("filters_edited", "filters edited", plan.filterEdits.count),
+            ("filters_deleted", "filters deleted", plan.filterDeletes.count),
+            ("filters_created", "filters created", plan.newFilters.count),
+            ("blocks", "blocks", plan.blocks.count),
         ]
-        summary.details = [SeedCount("profiles_touched", "profiles touched", plan.touchedProfileIds.count)]
+        summary.details = [("profiles_touched", "profiles touched", plan.touchedProfileIds.count)]
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return (plan, summary)
     }

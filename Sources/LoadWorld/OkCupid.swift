@@ -426,14 +426,14 @@ public struct OkCupidSeeder {
             try writer.copyBlocks(blocks)
             try tx.execute("ANALYZE profiles; ANALYZE saved_filters; ANALYZE blocks")
             summary.rows = [
-                SeedCount("profiles", "profiles", members.count),
-                SeedCount("saved_filters", "saved_filters", seeded.count), SeedCount("blocks", "blocks", blocks.count),
+                ("profiles", "profiles", members.count),
+                ("saved_filters", "saved_filters", seeded.count), ("blocks", "blocks", blocks.count),
             ]
             summary.details = [
-                SeedCount("first_profile_id", "first profile id", Int(start.profileId)),
-                SeedCount("first_filter_id", "first filter id", Int(start.filterId)),
-                SeedCount("filters_invalid", "filters invalid", seeded.filter { $0.invalidKind != nil }.count),
-                SeedCount("filters_deleted", "filters deleted", seeded.filter { $0.filter.isDeleted }.count),
+                ("first_profile_id", "first profile id", Int(start.profileId)),
+                ("first_filter_id", "first filter id", Int(start.filterId)),
+                ("filters_invalid", "filters invalid", seeded.filter { $0.invalidKind != nil }.count),
+                ("filters_deleted", "filters deleted", seeded.filter { $0.filter.isDeleted }.count),
             ]
         }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9

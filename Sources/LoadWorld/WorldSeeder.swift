@@ -25,10 +25,10 @@ public struct SeedSummary: Sendable {
     public var title: String
     public var seed: UInt64
     public var now: Timestamp
-    /// Rows written per table, in the order written.
-    public var rows: [SeedCount] = []
-    /// Other counts worth printing (invalid filters, hidden profiles…).
-    public var details: [SeedCount] = []
+    /// Rows written per table, in the order written: a stable key for `--format json`, a label for people.
+    public var rows: [(key: String, label: String, count: Int)] = []
+    /// Other counts worth printing (invalid filters, hidden profiles…), keyed and labelled likewise.
+    public var details: [(key: String, label: String, count: Int)] = []
     public var seconds: Double = 0
 
     public init(title: String, seed: UInt64, now: Timestamp) {
@@ -39,19 +39,6 @@ public struct SeedSummary: Sendable {
 
     public func rows(_ label: String) -> Int { rows.first { $0.label == label }?.count ?? 0 }
     public func detail(_ label: String) -> Int { details.first { $0.label == label }?.count ?? 0 }
-}
-
-/// One count of a seed: a stable key for programs (`--format json`), a label for people.
-public struct SeedCount: Sendable, Hashable {
-    public let key: String
-    public let label: String
-    public let count: Int
-
-    public init(_ key: String, _ label: String, _ count: Int) {
-        self.key = key
-        self.label = label
-        self.count = count
-    }
 }
 
 /// Writes a world of the model into PostgreSQL with binary COPY, in one transaction: profiles (with
@@ -136,19 +123,19 @@ public struct WorldSeeder {
             try tx.execute("ANALYZE profiles; ANALYZE saved_filters; ANALYZE blocks")
 
             summary.rows = [
-                SeedCount("profiles", "profiles", profileCount),
-                SeedCount("saved_filters", "saved_filters", filterCount), SeedCount("blocks", "blocks", blocks.count),
+                ("profiles", "profiles", profileCount),
+                ("saved_filters", "saved_filters", filterCount), ("blocks", "blocks", blocks.count),
             ]
             summary.details = [
-                SeedCount("first_profile_id", "first profile id", Int(start.profileId)),
-                SeedCount("first_filter_id", "first filter id", Int(start.filterId)),
-                SeedCount("profiles_active", "profiles active", statusCounts[1, default: 0]),
-                SeedCount("profiles_hidden", "profiles hidden", statusCounts[2, default: 0]),
-                SeedCount("profiles_suspended", "profiles suspended", statusCounts[3, default: 0]),
-                SeedCount("profiles_deleted", "profiles deleted", statusCounts[4, default: 0]),
-                SeedCount("profiles_paid", "profiles paid", paid),
-                SeedCount("filters_invalid", "filters invalid", invalid),
-                SeedCount("filters_deleted", "filters deleted", deleted),
+                ("first_profile_id", "first profile id", Int(start.profileId)),
+                ("first_filter_id", "first filter id", Int(start.filterId)),
+                ("profiles_active", "profiles active", statusCounts[1, default: 0]),
+                ("profiles_hidden", "profiles hidden", statusCounts[2, default: 0]),
+                ("profiles_suspended", "profiles suspended", statusCounts[3, default: 0]),
+                ("profiles_deleted", "profiles deleted", statusCounts[4, default: 0]),
+                ("profiles_paid", "profiles paid", paid),
+                ("filters_invalid", "filters invalid", invalid),
+                ("filters_deleted", "filters deleted", deleted),
             ]
         }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9

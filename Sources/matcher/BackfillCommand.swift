@@ -57,9 +57,7 @@ struct Backfill: ParsableCommand {
                 !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
             let useCase = Matching.Backfill(
                 MatchingRepositories(store: store), engine: options.engine.engine,
-                output: LoggingRunOutput(logger: logger),
-                options: PassOptions(
-                    stop: trap.stop, unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches))
+                output: LoggingRunOutput(logger: logger), options: options.pass(stop: trap.stop))
             let summary = try useCase.execute(
                 .init(
                     profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,

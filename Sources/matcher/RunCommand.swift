@@ -25,9 +25,7 @@ struct Run: ParsableCommand {
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 MatchingRepositories(store: store), engine: options.engine.engine,
-                output: LoggingRunOutput(logger: logger),
-                options: PassOptions(
-                    stop: trap.stop, unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches))
+                output: LoggingRunOutput(logger: logger), options: options.pass(stop: trap.stop))
             let summary = try useCase.execute(
                 .init(
                     now: options.now, timeZone: options.zone, shard: options.shard,

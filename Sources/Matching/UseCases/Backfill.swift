@@ -6,7 +6,7 @@ import Foundation
 /// backfill never floods users. It does not move the shard's change-capture progress.
 ///
 /// An interrupted backfill with the same selection and shard is resumed after its last committed unit.
-public struct Backfill: Sendable {
+public struct Backfill: Sendable, MatchingPassUseCase {
     public struct Input: Sendable {
         public let profiles: ProfileSelection
         public let filters: FilterSelection
@@ -63,10 +63,7 @@ public struct Backfill: Sendable {
         return left == right
     }
 
-    private let pass: MatchingPass
-    private var profiles: any ProfileRepository { pass.repositories.profiles }
-    private var runs: any RunRepository { pass.repositories.runs }
-    private var output: any RunOutputHandler { pass.output }
+    let pass: MatchingPass
 
     public init(
         _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),

@@ -100,6 +100,17 @@ struct MatchingPass {
     }
 }
 
+/// A use case that works through a `MatchingPass` (a run, a backfill), with the repositories and output it uses.
+protocol MatchingPassUseCase {
+    var pass: MatchingPass { get }
+}
+
+extension MatchingPassUseCase {
+    var profiles: any ProfileRepository { pass.repositories.profiles }
+    var runs: any RunRepository { pass.repositories.runs }
+    var output: any RunOutputHandler { pass.output }
+}
+
 /// The candidates of a run, columnar, with the change windows each is new to.
 struct CandidateProfiles {
     let columns: ProfileColumns

@@ -9,7 +9,7 @@ import Foundation
 /// clock and change windows, continuing after the last unit it committed; then this run proceeds. An
 /// interrupted run of another layout whose shard overlaps this one is superseded (abandoned; what it
 /// committed stays): this run covers its owners from their own coverage, so nothing is lost or doubled.
-public struct RunMatching: Sendable {
+public struct RunMatching: Sendable, MatchingPassUseCase {
     public struct Input: Sendable {
         /// The run's clock; nil = the store's clock when the run starts.
         public let now: Timestamp?
@@ -37,10 +37,7 @@ public struct RunMatching: Sendable {
         }
     }
 
-    private let pass: MatchingPass
-    private var profiles: any ProfileRepository { pass.repositories.profiles }
-    private var runs: any RunRepository { pass.repositories.runs }
-    private var output: any RunOutputHandler { pass.output }
+    let pass: MatchingPass
 
     public init(
         _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),
