@@ -25,17 +25,23 @@ let package = Package(
         .target(name: "Chronology"),
         // A small PostgreSQL client over libpq: connections, parameters, binary COPY, errors.
         .target(name: "PostgresClient", dependencies: ["CLibPQ", "Chronology"]),
+        // The one deterministic generator (SplitMix64) of the seeder, the tests and the benchmarks.
+        .target(name: "DeterministicRandom"),
         // The domain: entities, MasterItems, conditions, engine, repositories, use cases, reports.
         .target(name: "Matching", dependencies: ["Chronology"]),
-        // The PostgreSQL repositories, migrations runner and seeding.
+        // The PostgreSQL repositories, migrations runner, change capture and app-table writers.
         .target(name: "MatchingPostgres", dependencies: ["Matching", "PostgresClient", "Chronology"]),
+        // The deterministic load-test world (`matcher seed`): never a dependency of the store.
+        .target(
+            name: "LoadWorld",
+            dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom"]),
         // The git commit the binary was built from (scripts/stamp-build; "unknown" without it).
         .target(name: "CBuildInfo"),
         // The command line: commands only.
         .executableTarget(
             name: "matcher",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "CBuildInfo",
+                "Matching", "MatchingPostgres", "LoadWorld", "PostgresClient", "Chronology", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -45,7 +51,7 @@ let package = Package(
         .executableTarget(
             name: "matcher-bench",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology",
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -62,14 +68,15 @@ let package = Package(
         .testTarget(
             name: "PostgresClientTests", dependencies: ["PostgresClient", "PostgresTestSupport", "Chronology"]),
         .testTarget(
-            name: "MatchingTests", dependencies: ["Matching", "MatchingTestSupport", "Chronology"],
+            name: "MatchingTests",
+            dependencies: ["Matching", "MatchingTestSupport", "Chronology", "DeterministicRandom"],
             exclude: ["Golden"]),  // read by path (ServiceStatusTests)
         .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
         .testTarget(
             name: "MatchingPostgresTests",
             dependencies: [
-                "Matching", "MatchingPostgres", "MatchingTestSupport", "PostgresClient", "PostgresTestSupport",
-                "Chronology",
+                "Matching", "MatchingPostgres", "LoadWorld", "MatchingTestSupport", "PostgresClient",
+                "PostgresTestSupport", "Chronology", "DeterministicRandom",
             ]
         ),
     ]

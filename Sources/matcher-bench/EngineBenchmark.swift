@@ -1,5 +1,6 @@
 import ArgumentParser
 import Chronology
+import DeterministicRandom
 import Dispatch
 import Foundation
 import Matching
@@ -236,22 +237,16 @@ enum PeakMemory {
     }
 }
 
-/// SplitMix64.
-private struct BenchRandom: RandomNumberGenerator {
-    var state: UInt64
+/// The benchmark's draws, from the shared SplitMix64.
+private typealias BenchRandom = SplitMix64
 
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+extension SplitMix64 {
+    fileprivate mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
+    fileprivate mutating func chance(_ p: Double) -> Bool { unit() < p }
+    fileprivate mutating func int(_ range: ClosedRange<Int>) -> Int {
+        range.lowerBound + Int(next() % UInt64(range.count))
     }
-
-    mutating func unit() -> Double { Double(next() >> 11) * 0x1.0p-53 }
-    mutating func chance(_ p: Double) -> Bool { unit() < p }
-    mutating func int(_ range: ClosedRange<Int>) -> Int { range.lowerBound + Int(next() % UInt64(range.count)) }
-    mutating func normal(_ mean: Double, _ deviation: Double) -> Double {
+    fileprivate mutating func normal(_ mean: Double, _ deviation: Double) -> Double {
         let u = max(unit(), 1e-12), v = unit()
         return mean + deviation * (-2 * log(u)).squareRoot() * cos(2 * .pi * v)
     }
@@ -300,7 +295,7 @@ private struct BenchWorkload {
     ]
 
     init(seed: UInt64, clock: EvaluationClock) {
-        random = BenchRandom(state: seed)
+        random = BenchRandom(seed: seed)
         self.clock = clock
         var ids = Set<Int32>()
         while ids.count < 20_000 { ids.insert(Int32(truncatingIfNeeded: random.next() & 0x7FFF_FFFF) | 1) }

@@ -56,9 +56,8 @@ struct Backfill: ParsableCommand {
             let filters: FilterSelection =
                 !filterIds.isEmpty ? .ids(filterIds) : !ownerIds.isEmpty ? .owners(ownerIds) : .all
             let useCase = Matching.Backfill(
-                profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
-                unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
+                MatchingRepositories(store: store), engine: options.engine.engine,
+                output: LoggingRunOutput(logger: logger), options: options.pass(stop: trap.stop))
             let summary = try useCase.execute(
                 .init(
                     profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,

@@ -29,7 +29,7 @@ struct Explain: ParsableCommand {
                 throw ValidationError("--time-zone \(timeZone): unknown zone")
             }
             let store = try Database(database, applicationName: "matcher explain").store()
-            let result = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+            let result = try ExplainMatch(MatchingRepositories(store: store))
                 .execute(.init(filterId: filterId, profileId: profileId, now: now, timeZone: zone))
             printReport(.explanation(result), format)
             return nil

@@ -79,7 +79,7 @@ struct LineLogHandler: LogHandler {
         return "\"\(escaped)\""
     }
 
-    static func jsonString(_ value: String) -> String { ReportRenderer.jsonString(value) }
+    static func jsonString(_ value: String) -> String { JSONText.string(value) }
 
     /// Numbers and booleans logged as such are JSON numbers and booleans; everything else a string.
     static func jsonValue(_ value: Logger.Metadata.Value) -> String {

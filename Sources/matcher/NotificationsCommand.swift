@@ -91,13 +91,7 @@ struct Notifications: ParsableCommand {
     static func print(_ pause: NotificationPause?, verb: String, format: ReportFormat) {
         switch format {
         case .json:
-            let fields: [String] = [
-                "\"paused\":\(pause == nil ? "false" : "true")",
-                "\"paused_at\":\(pause.map { ReportRenderer.jsonString($0.pausedAt.iso8601) } ?? "null")",
-                "\"paused_by\":\(pause.map { ReportRenderer.jsonString($0.pausedBy) } ?? "null")",
-                "\"reason\":\(pause.map { ReportRenderer.jsonString($0.reason) } ?? "null")",
-            ]
-            Swift.print("{" + fields.joined(separator: ",") + "}")
+            Swift.print(JSONText.encode(PauseJSON(pause)))
         case .text:
             if let pause {
                 Swift.print(
@@ -107,6 +101,28 @@ struct Notifications: ParsableCommand {
                 Swift.print("matcher: notifications \(verb)")
             }
         }
+    }
+}
+
+/// `matcher notifications … --format json`: `paused`, and when paused since when, by whom and why (null when not).
+struct PauseJSON: Encodable {
+    let pause: NotificationPause?
+
+    init(_ pause: NotificationPause?) { self.pause = pause }
+
+    enum CodingKeys: String, CodingKey {
+        case paused
+        case pausedAt = "paused_at"
+        case pausedBy = "paused_by"
+        case reason
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(pause != nil, forKey: .paused)
+        try container.encode(pause?.pausedAt.iso8601, forKey: .pausedAt)
+        try container.encode(pause?.pausedBy, forKey: .pausedBy)
+        try container.encode(pause?.reason, forKey: .reason)
     }
 }
 

@@ -60,7 +60,7 @@ struct Runs: ParsableCommand {
             try runReportingFailures(logger, "runs abandon") {
                 let store = try Database(database, applicationName: "matcher runs abandon").store()
                 defer { store.connection.close() }
-                let outcome = try AbandonRun(runs: store).execute(target)
+                let outcome = try AbandonRun(MatchingRepositories(store: store)).execute(target)
                 if let outcome, !outcome.alreadyAbandoned {
                     logger.notice(
                         "run abandoned",
@@ -108,7 +108,7 @@ struct Progress: ParsableCommand {
             try runReportingFailures(logger, "progress reset") {
                 let store = try Database(database, applicationName: "matcher progress reset").store()
                 defer { store.connection.close() }
-                let outcome = try ResetProgress(runs: store, profiles: store).execute(shard: shard, to: to)
+                let outcome = try ResetProgress(MatchingRepositories(store: store)).execute(shard: shard, to: to)
                 logger.notice(
                     "progress reset",
                     metadata: [

@@ -107,6 +107,11 @@ struct RunOptions: ParsableArguments {
     }
 
     var zone: TimeZone { TimeZone(identifier: timeZone) ?? .tokyo }
+
+    /// How the pass works through its units: `--unit-filters`, `--unit-matches`, stopping on `stop`.
+    func pass(stop: StopRequest) -> PassOptions {
+        PassOptions(stop: stop, unitFilterLimit: unitFilters, unitMatchLimit: unitMatches)
+    }
 }
 
 /// How the command reports.

@@ -24,9 +24,8 @@ struct Run: ParsableCommand {
             pause.connection = store.connection
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
-                profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                engine: options.engine.engine, output: LoggingRunOutput(logger: logger), stop: trap.stop,
-                unitFilterLimit: options.unitFilters, unitMatchLimit: options.unitMatches)
+                MatchingRepositories(store: store), engine: options.engine.engine,
+                output: LoggingRunOutput(logger: logger), options: options.pass(stop: trap.stop))
             let summary = try useCase.execute(
                 .init(
                     now: options.now, timeZone: options.zone, shard: options.shard,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronology
 import Foundation
+import LoadWorld
 import Logging
 import Matching
 import MatchingPostgres
@@ -121,10 +122,16 @@ struct Seed: ParsableCommand {
         Report(
             title: "matcher seed: \(summary.title)",
             sections: [
-                .fields("Seed", [("Seed", .text(String(summary.seed))), ("Now", .text(summary.now.iso8601))]),
-                .fields("Rows", summary.rows.map { ($0.table, ReportValue.integer($0.count)) }),
-                .fields("Details", summary.details.map { ($0.label, ReportValue.integer($0.count)) }),
-                .fields("Time", [("Total", .seconds(summary.seconds))]),
+                .fields(
+                    "seed", "Seed",
+                    [
+                        ReportField("seed", "Seed", .text(String(summary.seed))),
+                        ReportField("now", "Now", .text(summary.now.iso8601)),
+                    ]),
+                .fields("rows", "Rows", summary.rows.map { ReportField($0.key, $0.label, .integer($0.count)) }),
+                .fields(
+                    "details", "Details", summary.details.map { ReportField($0.key, $0.label, .integer($0.count)) }),
+                .fields("time", "Time", [ReportField("total", "Total", .seconds(summary.seconds))]),
             ])
     }
 }

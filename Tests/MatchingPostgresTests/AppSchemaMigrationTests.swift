@@ -96,7 +96,7 @@ import Testing
 
         // The worker reads that schema: a run over it succeeds (NULL status, NULL array element and all).
         let store = PostgresMatchingStore(connection: c) { try database.connect() }
-        let summary = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let summary = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: ScenarioWorld.day1))
         #expect(summary.counters.candidates == 2)
         #expect(summary.counters.oddValues >= 2)

@@ -61,18 +61,16 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         // One clean backfill, for reference.
         let (cleanDB, clean, cleanStore) = try prepared("backfill_clean")
         _ = cleanDB
-        let reference = try Backfill(
-            profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
-            runs: cleanStore, unitFilterLimit: 5
-        ).execute(input)
+        let reference = try Backfill(MatchingRepositories(store: cleanStore), options: PassOptions(unitFilterLimit: 5))
+            .execute(input)
 
         // The same backfill, failing after two units; then started again.
         let (interruptedDB, connection, store) = try prepared("backfill_interrupted")
         _ = interruptedDB
         #expect(throws: FailingMatches.InjectedFailure.self) {
             try Backfill(
-                profiles: store, filters: store, blocks: store,
-                matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 5
+                MatchingRepositories(store: store).replacing(matches: FailingMatches(store, commitsBeforeFailure: 2)),
+                options: PassOptions(unitFilterLimit: 5)
             )
             .execute(input)
         }
@@ -83,10 +81,8 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         // The round trip through jsonb reorders the keys: text equality would never resume it.
         #expect(try stored.first?.string(2) != input.parametersForTesting)
 
-        let resumed = try Backfill(
-            profiles: store, filters: store, blocks: store, matches: store, runs: store,
-            unitFilterLimit: 5
-        ).execute(input)
+        let resumed = try Backfill(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 5))
+            .execute(input)
         #expect(resumed.resumedRunId == firstId)
         #expect(resumed.runId == firstId)
         #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 1)

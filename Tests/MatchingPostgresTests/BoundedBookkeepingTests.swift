@@ -22,7 +22,7 @@ import Testing
         try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
         let store = PostgresMatchingStore(connection: connection) { try database.connect() }
         func run(_ clock: Timestamp) throws -> RunSummary {
-            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            try RunMatching(MatchingRepositories(store: store))
                 .execute(.init(now: clock, retentionDays: 7))
         }
         func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }

@@ -85,23 +85,19 @@ import Testing
             return (connection, PostgresMatchingStore(connection: connection) { try database.connect() })
         }
         let (clean, cleanStore) = try prepared("first_run_clean")
-        _ = try RunMatching(
-            profiles: cleanStore, filters: cleanStore, blocks: cleanStore, matches: cleanStore,
-            runs: cleanStore, unitFilterLimit: 4
-        ).execute(.init(now: ScenarioWorld.day1))
+        _ = try RunMatching(MatchingRepositories(store: cleanStore), options: PassOptions(unitFilterLimit: 4)).execute(
+            .init(now: ScenarioWorld.day1))
 
         let (connection, store) = try prepared("first_run_interrupted")
         #expect(throws: FailingMatches.InjectedFailure.self) {
             try RunMatching(
-                profiles: store, filters: store, blocks: store,
-                matches: FailingMatches(store, commitsBeforeFailure: 2), runs: store, unitFilterLimit: 4
+                MatchingRepositories(store: store).replacing(matches: FailingMatches(store, commitsBeforeFailure: 2)),
+                options: PassOptions(unitFilterLimit: 4)
             )
             .execute(.init(now: ScenarioWorld.day1))
         }
-        let resumed = try RunMatching(
-            profiles: store, filters: store, blocks: store, matches: store, runs: store,
-            unitFilterLimit: 4
-        ).execute(.init(now: ScenarioWorld.day2))
+        let resumed = try RunMatching(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 4))
+            .execute(.init(now: ScenarioWorld.day2))
         #expect(resumed.resumedRunId != nil)
         let rows = try Rows.of(connection).matches
         #expect(rows == (try Rows.of(clean).matches))
@@ -147,7 +143,7 @@ import Testing
             updatedAt: ScenarioWorld.day1)
         try AppTableWriter(connection: connection).upsertFilters(men.map { World.filter($0.id * 100, owner: $0.id) })
         let store = PostgresMatchingStore(connection: connection) { try open() }
-        let run = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let run = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: ScenarioWorld.day1))
         #expect(run.counters.candidates == 5)
         #expect(run.counters.matchesWritten == 6)

@@ -36,7 +36,7 @@ import Testing
         try writer.upsertFilters([World.filter(100, owner: 1)])
         let store = PostgresMatchingStore(connection: connection) { try database.connect() }
         let summary = try RunMatching(
-            profiles: store, filters: store, blocks: store, matches: store, runs: store,
+            MatchingRepositories(store: store),
             output: WhenWriting {
                 _ = try? app.query("UPDATE profiles SET status = 2 WHERE id = 11")
                 _ = try? app.query("DELETE FROM profiles WHERE id = 13")

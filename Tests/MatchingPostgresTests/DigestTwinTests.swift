@@ -57,15 +57,13 @@ import Testing
     {
         twin.memory.setClock(clock)
         let pg = try RunMatching(
-            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-            matches: twin.postgres, runs: twin.postgres, output: WhenWriting { try hook?(true) },
-            unitFilterLimit: 7
+            MatchingRepositories(store: twin.postgres), output: WhenWriting { try hook?(true) },
+            options: PassOptions(unitFilterLimit: 7)
         )
         .execute(.init(now: clock))
         let mem = try RunMatching(
-            profiles: twin.memory, filters: twin.memory, blocks: twin.memory,
-            matches: twin.memory, runs: twin.memory, output: WhenWriting { try hook?(false) },
-            unitFilterLimit: 7
+            MatchingRepositories(store: twin.memory), output: WhenWriting { try hook?(false) },
+            options: PassOptions(unitFilterLimit: 7)
         )
         .execute(.init(now: clock))
         #expect(pg.counters == mem.counters)

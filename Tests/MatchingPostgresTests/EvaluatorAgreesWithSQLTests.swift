@@ -1,4 +1,5 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import Matching
 import MatchingPostgres

@@ -30,10 +30,8 @@ import Testing
         }
 
         func run(at clock: Timestamp) throws -> RunSummary {
-            try RunMatching(
-                profiles: store, filters: store, blocks: store, matches: store, runs: store, unitFilterLimit: 7
-            )
-            .execute(.init(now: clock))
+            try RunMatching(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 7))
+                .execute(.init(now: clock))
         }
 
         /// Matches and notifications of the ordinary filters.

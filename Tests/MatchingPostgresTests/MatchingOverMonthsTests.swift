@@ -82,14 +82,10 @@ import Testing
         let twin = try Twin()
         _ = try Self.world(twin)
         // A backfill records profiles 10 and 12 for filter 100 first (silently).
-        let backfill = Backfill(
-            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-            matches: twin.postgres, runs: twin.postgres)
+        let backfill = Backfill(MatchingRepositories(store: twin.postgres))
         _ = try backfill.execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
-        _ = try Backfill(
-            profiles: twin.memory, filters: twin.memory, blocks: twin.memory, matches: twin.memory,
-            runs: twin.memory
-        ).execute(.init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
+        _ = try Backfill(MatchingRepositories(store: twin.memory)).execute(
+            .init(filters: .ids([100]), now: ScenarioWorld.day1, maxPerFilter: 2))
         let recorded = try twin.postgres.matches(filterId: 100).map(\.profileId)
         #expect(recorded.count == 2)
         // The run's cap of 2 goes to the next two in the cap's order, not to the recorded ones.
@@ -176,17 +172,11 @@ import Testing
                 }
             }
             for shard in layout {
-                _ = try RunMatching(
-                    profiles: sharded.postgres, filters: sharded.postgres, blocks: sharded.postgres,
-                    matches: sharded.postgres, runs: sharded.postgres
-                )
-                .execute(.init(now: clock, shard: shard))
+                _ = try RunMatching(MatchingRepositories(store: sharded.postgres))
+                    .execute(.init(now: clock, shard: shard))
             }
-            let plainRun = try RunMatching(
-                profiles: plain.postgres, filters: plain.postgres, blocks: plain.postgres,
-                matches: plain.postgres, runs: plain.postgres
-            )
-            .execute(.init(now: clock))
+            let plainRun = try RunMatching(MatchingRepositories(store: plain.postgres))
+                .execute(.init(now: clock))
             #expect(day == 0 || plainRun.counters.candidates <= 30)
             #expect(try Rows.of(sharded.connection).matches == Rows.of(plain.connection).matches, "day \(day + 1)")
         }
@@ -205,11 +195,8 @@ import Testing
             store.save(day1.filters)
         }
         func run(_ store: InMemoryStore, _ shard: Shard, at clock: Timestamp) throws {
-            _ = try RunMatching(
-                profiles: store, filters: store, blocks: store, matches: store, runs: store,
-                unitFilterLimit: 2
-            )
-            .execute(.init(now: clock, shard: shard))
+            _ = try RunMatching(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 2))
+                .execute(.init(now: clock, shard: shard))
         }
         for k in 0..<4 { try run(sharded, try Shard(index: k, count: 4), at: ScenarioWorld.day1) }
         try run(plain, .all, at: ScenarioWorld.day1)
@@ -240,14 +227,8 @@ extension Twin {
     {
         memory.setClock(clock)
         let input = RunMatching.Input(now: clock, maxPerFilter: maxPerFilter, retentionDays: retentionDays)
-        let pg = try RunMatching(
-            profiles: postgres, filters: postgres, blocks: postgres, matches: postgres,
-            runs: postgres
-        ).execute(input)
-        let mem = try RunMatching(
-            profiles: memory, filters: memory, blocks: memory, matches: memory,
-            runs: memory
-        ).execute(input)
+        let pg = try RunMatching(MatchingRepositories(store: postgres)).execute(input)
+        let mem = try RunMatching(MatchingRepositories(store: memory)).execute(input)
         return (pg, mem)
     }
 }
@@ -278,13 +259,13 @@ extension Twin {
 
         try MigrationRunner(connection: connection).apply(migrations)
         let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        let run = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let run = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: ScenarioWorld.day1))
         #expect(run.counters.candidates == 3)
         #expect(run.counters.matchesWritten == 6)
         // From now on a login alone is no change.
         try connection.execute("UPDATE profiles SET last_login_at = now()")
-        let next = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let next = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: ScenarioWorld.day2))
         #expect(next.counters.candidates == 0)
     }

@@ -55,11 +55,8 @@ import Testing
 
     @Test func statusReadsTheRealTablesWithTheWorkersGrants() throws {
         let twin = try FaultScenarioTests.world()
-        let run = try RunMatching(
-            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-            matches: twin.postgres, runs: twin.postgres
-        )
-        .execute(.init(now: ScenarioWorld.day1, retentionDays: 30))
+        let run = try RunMatching(MatchingRepositories(store: twin.postgres))
+            .execute(.init(now: ScenarioWorld.day1, retentionDays: 30))
         let db = twin.connection
         try db.query(
             """

@@ -70,11 +70,8 @@ import Testing
         }
 
         // A rerun adds nothing.
-        let rerun = try RunMatching(
-            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-            matches: twin.postgres, runs: twin.postgres
-        )
-        .execute(.init(now: ScenarioWorld.day2))
+        let rerun = try RunMatching(MatchingRepositories(store: twin.postgres))
+            .execute(.init(now: ScenarioWorld.day2))
         #expect(rerun.counters.matchesWritten == 0 && rerun.counters.notificationsWritten == 0)
         #expect(try Rows.of(twin.connection).matches == pg.matches)
         #expect(try Rows.of(twin.connection).notifications == pg.notifications)
@@ -106,9 +103,7 @@ import Testing
                 id: 10, ownerId: 1, name: nil, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
                 createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
         ])
-        let run = RunMatching(
-            profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-            matches: twin.postgres, runs: twin.postgres)
+        let run = RunMatching(MatchingRepositories(store: twin.postgres))
         _ = try run.execute(.init(now: ScenarioWorld.day1))
 
         // A transaction that began before the next run inserts a matching profile and commits after it.
@@ -135,11 +130,8 @@ import Testing
         let day1 = world.day1(profiles: 300, filters: 60)
         for twin in [whole, sharded] { try twin.load(day1) }
         func run(_ twin: Twin, _ shard: Shard) throws -> RunSummary {
-            try RunMatching(
-                profiles: twin.postgres, filters: twin.postgres, blocks: twin.postgres,
-                matches: twin.postgres, runs: twin.postgres
-            )
-            .execute(.init(now: ScenarioWorld.day1, shard: shard))
+            try RunMatching(MatchingRepositories(store: twin.postgres))
+                .execute(.init(now: ScenarioWorld.day1, shard: shard))
         }
         _ = try run(whole, .all)
         for k in 0..<4 { _ = try run(sharded, try Shard(index: k, count: 4)) }

@@ -1,4 +1,5 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import Matching
 import MatchingPostgres
@@ -76,19 +77,9 @@ struct ScenarioWorld {
     }
 }
 
-/// A small deterministic generator (SplitMix64).
-struct SplitMix64 {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func nextRaw() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in 0..<bound.
-    mutating func next(_ bound: Int) -> Int { Int(nextRaw() % UInt64(bound)) }
+extension SplitMix64 {
+    /// Uniform in 0..<bound (modulo: the scenarios were written against these draws).
+    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
 
 /// The two stores side by side.
@@ -138,13 +129,11 @@ struct Twin {
     {
         memory.setClock(clock)
         let pg = try RunMatching(
-            profiles: postgres, filters: postgres, blocks: postgres, matches: postgres, runs: postgres,
-            unitFilterLimit: unitFilterLimit
+            MatchingRepositories(store: postgres), options: PassOptions(unitFilterLimit: unitFilterLimit)
         )
         .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
         let mem = try RunMatching(
-            profiles: memory, filters: memory, blocks: memory, matches: memory, runs: memory,
-            unitFilterLimit: unitFilterLimit
+            MatchingRepositories(store: memory), options: PassOptions(unitFilterLimit: unitFilterLimit)
         )
         .execute(.init(now: clock, shard: shard, maxPerFilter: maxPerFilter))
         return (pg, mem)

@@ -1,5 +1,6 @@
 import Chronology
 import Foundation
+import LoadWorld
 import Matching
 import MatchingPostgres
 import PostgresClient
@@ -87,7 +88,7 @@ import Testing
             ],
             database: db.conninfo)
         #expect(out.status == 0, "\(out.stderr)")
-        #expect(out.stdout.contains("\"profiles\": 1000") && out.stdout.contains("\"saved_filters\": 100"))
+        #expect(out.stdout.contains("\"profiles\":1000") && out.stdout.contains("\"saved_filters\":100"))
         let c = try db.connect()
         // The same rows as the library writes for the same seed and clock.
         let twin = try MigratedDatabase.create()

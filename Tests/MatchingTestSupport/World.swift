@@ -43,14 +43,13 @@ public enum World {
         output: any RunOutputHandler = SilentRunOutput()
     ) throws -> RunSummary {
         try RunMatching(
-            profiles: store, filters: store, blocks: store, matches: store, runs: store,
-            output: output, unitFilterLimit: unitFilterLimit
+            MatchingRepositories(store: store), output: output, options: PassOptions(unitFilterLimit: unitFilterLimit)
         )
         .execute(.init(now: now, shard: shard, maxPerFilter: maxPerFilter, dryRun: dryRun))
     }
 
     public static func backfill(_ store: InMemoryStore, _ input: Backfill.Input) throws -> RunSummary {
-        try Backfill(profiles: store, filters: store, blocks: store, matches: store, runs: store).execute(input)
+        try Backfill(MatchingRepositories(store: store)).execute(input)
     }
 
     public static func pairs(_ store: InMemoryStore) -> [MatchPair] { store.allMatches.map(\.pair) }

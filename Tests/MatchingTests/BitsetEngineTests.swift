@@ -1,24 +1,15 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import MatchingTestSupport
 import Testing
 
 @testable import Matching
 
-/// A reproducible generator (SplitMix64).
-struct BitsetTestGenerator: RandomNumberGenerator {
-    private var state: UInt64
+/// A reproducible generator: the shared SplitMix64, with the draws these tests use.
+typealias BitsetTestGenerator = SplitMix64
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SplitMix64 {
     mutating func chance(_ probability: Double) -> Bool { Double.random(in: 0..<1, using: &self) < probability }
     mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
     mutating func pick<T>(_ values: [T]) -> T { values[int(0...values.count - 1)] }

@@ -1,4 +1,5 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import MatchingTestSupport
 import Testing
@@ -193,7 +194,7 @@ import Testing
         #expect(lapsed.counters.filtersEvaluated == 0)
         #expect(lapsed.counters.matchesWritten == 0)
         #expect(store.allNotifications.isEmpty)
-        let explained = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let explained = try ExplainMatch(MatchingRepositories(store: store))
             .execute(.init(filterId: 100, profileId: 11, now: World.day1))
         #expect(!explained.explanation.matches)
         #expect(explained.explanation.eligibility.first { $0.name == "filter not suspended" }?.passed == false)
@@ -226,7 +227,7 @@ import Testing
         let flags = Dictionary(uniqueKeysWithValues: try store.matches(filterId: 100).map { ($0.profileId, $0.mutual) })
         #expect(flags == [10: true, 11: false])
         #expect(try store.notifications(filterId: 100).first?.mutualCount == 1)
-        let explain = ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let explain = ExplainMatch(MatchingRepositories(store: store))
         let yes = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))
         #expect(yes.mutualVia == 200)
         let rendered = ReportRenderer.render(Report.explanation(yes), as: .text)
@@ -381,7 +382,7 @@ import Testing
         store.save([World.filter(100, owner: 1)])
         _ = try run(store, World.day1)
         let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
-        let matching = RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        let matching = RunMatching(MatchingRepositories(store: store))
         #expect(throws: TimeZoneChanged.self) {
             try matching.execute(.init(now: World.day2, timeZone: berlin))
         }
@@ -396,17 +397,11 @@ import Testing
 
 /// A seeded world of varied profiles and filters that often want each other (mutual matches).
 struct SeededWorld {
-    private var state: UInt64
+    private var random: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { random = SplitMix64(seed: seed) }
 
-    mutating func next(_ bound: Int) -> Int {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(bound))
-    }
+    mutating func next(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
 
     mutating func profile(_ id: Int64, at clock: Timestamp) -> Profile {
         let born = clock.calendarDate(in: .tokyo).adding(days: -((20 + next(25)) * 365 + next(365)))

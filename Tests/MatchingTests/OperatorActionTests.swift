@@ -59,18 +59,20 @@ import Testing
         let failed = try #require(store.allRuns.first)
         #expect(failed.status == .failed)
 
-        let outcome = try #require(try AbandonRun(runs: store).execute(.shard(.all)))
+        let outcome = try #require(try AbandonRun(MatchingRepositories(store: store)).execute(.shard(.all)))
         #expect(outcome.run.id == failed.id && !outcome.alreadyAbandoned)
         #expect(try store.run(id: failed.id)?.status == .abandoned)
-        #expect(try AbandonRun(runs: store).execute(.shard(.all)) == nil)
-        #expect(try AbandonRun(runs: store).execute(.run(failed.id))?.alreadyAbandoned == true)
+        #expect(try AbandonRun(MatchingRepositories(store: store)).execute(.shard(.all)) == nil)
+        #expect(try AbandonRun(MatchingRepositories(store: store)).execute(.run(failed.id))?.alreadyAbandoned == true)
 
         let next = try World.run(store)
         #expect(next.resumedRunId == nil && next.counters.matchesWritten == 2)
         #expect(store.allRuns.map(\.status) == [.abandoned, .succeeded])
         // A succeeded run, or one that does not exist, is refused.
-        #expect(throws: OperatorRefusal.self) { try AbandonRun(runs: store).execute(.run(next.runId ?? 0)) }
-        #expect(throws: OperatorRefusal.self) { try AbandonRun(runs: store).execute(.run(999)) }
+        #expect(throws: OperatorRefusal.self) {
+            try AbandonRun(MatchingRepositories(store: store)).execute(.run(next.runId ?? 0))
+        }
+        #expect(throws: OperatorRefusal.self) { try AbandonRun(MatchingRepositories(store: store)).execute(.run(999)) }
     }
 
     @Test func aRunWhoseShardLockIsHeldIsNotAbandoned() throws {
@@ -79,7 +81,7 @@ import Testing
         #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
         let held = try #require(try store.tryLock(kind: .run, shard: .all))
         defer { held.release() }
-        #expect(throws: RunLocked.self) { try AbandonRun(runs: store).execute(.shard(.all)) }
+        #expect(throws: RunLocked.self) { try AbandonRun(MatchingRepositories(store: store)).execute(.shard(.all)) }
     }
 
     // MARK: - Progress reset
@@ -100,7 +102,7 @@ import Testing
         let refused = #expect(throws: ProgressAhead.self) { try World.run(store, now: World.day2) }
         #expect(refused?.description.contains("matcher progress reset --shard 0/1 --to") == true)
 
-        let reset = try ResetProgress(runs: store, profiles: store).execute(shard: .all, to: World.day2)
+        let reset = try ResetProgress(MatchingRepositories(store: store)).execute(shard: .all, to: World.day2)
         #expect(reset.after.entries.map(\.mark) == [ChangeMark.resetTo(World.day2)])
         #expect(reset.after.entries.first?.timeZone == "Asia/Tokyo")
         let next = try World.run(store, now: World.day2.adding(microseconds: 1))
@@ -114,7 +116,7 @@ import Testing
         let store = seeded()
         store.failCommit(after: 0)
         #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
-        let reset = try ResetProgress(runs: store, profiles: store).execute(shard: .all, to: World.day1)
+        let reset = try ResetProgress(MatchingRepositories(store: store)).execute(shard: .all, to: World.day1)
         #expect(reset.abandonedRunId == store.allRuns.first?.id)
         #expect(store.allRuns.map(\.status) == [.abandoned])
     }

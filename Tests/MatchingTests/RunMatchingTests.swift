@@ -56,16 +56,16 @@ import Testing
         _ = try World.run(store)
         let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
         let refused = #expect(throws: TimeZoneChanged.self) {
-            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            try RunMatching(MatchingRepositories(store: store))
                 .execute(.init(now: World.day2, timeZone: berlin))
         }
         #expect(refused?.failureKind == .configuration)
         #expect(refused?.description.contains("--time-zone-change") == true)
-        _ = try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+        _ = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: World.day2, timeZone: berlin, timeZoneChange: true))
         // The shard now runs in Berlin: Tokyo would need the flag in turn.
         #expect(throws: TimeZoneChanged.self) {
-            try RunMatching(profiles: store, filters: store, blocks: store, matches: store, runs: store)
+            try RunMatching(MatchingRepositories(store: store))
                 .execute(.init(now: World.day2.adding(days: 1)))
         }
     }
@@ -325,8 +325,7 @@ import Testing
         let stop = StopRequest()
         stop.request("SIGTERM")
         let useCase = RunMatching(
-            profiles: store, filters: store, blocks: store, matches: store, runs: store,
-            stop: stop, unitFilterLimit: 4)
+            MatchingRepositories(store: store), options: PassOptions(stop: stop, unitFilterLimit: 4))
         #expect(throws: RunStopped.self) { try useCase.execute(.init(now: World.day1, maxPerFilter: 3)) }
         #expect(store.allMatches.isEmpty)
         _ = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
@@ -374,7 +373,7 @@ import Testing
         let store = InMemoryStore(now: World.day1)
         store.save([World.profile(1, gender: 1), World.profile(10, residence: 27)])
         store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13, 14]}}"#)])
-        let result = try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+        let result = try ExplainMatch(MatchingRepositories(store: store))
             .execute(.init(filterId: 100, profileId: 10, now: World.day1))
         #expect(result.explanation.matches == false)
         #expect(result.explanation.conditions.map(\.itemKey) == ["gender", "residence"])
@@ -384,9 +383,9 @@ import Testing
         #expect(text.contains("NO MATCH"))
         #expect(text.contains("residence"))
         let json = ReportRenderer.render(report, as: .json)
-        #expect(json.contains("\"conditions\": ["))
+        #expect(json.contains("\"conditions\":["))
         #expect(throws: ExplainMatch.FilterNotFound.self) {
-            try ExplainMatch(profiles: store, filters: store, blocks: store, matches: store)
+            try ExplainMatch(MatchingRepositories(store: store))
                 .execute(.init(filterId: 999, profileId: 10, now: World.day1))
         }
     }
@@ -407,9 +406,9 @@ import Testing
         #expect(text.hasPrefix("matcher run #7"))
         #expect(text.contains("  Matches written                       9"))
         let json = ReportRenderer.render(report, as: .json)
-        #expect(json.contains("\"matches_written\": 9"))
-        #expect(json.contains("\"shard\": \"1/4\""))
-        #expect(json.contains("\"read\": 0.500000"))
+        #expect(json.contains("\"matches_written\":9"))
+        #expect(json.contains("\"shard\":\"1/4\""))
+        #expect(json.contains("\"read\":0.5"))
     }
 
     @Test func tablesAlignJapaneseByDisplayWidth() {
@@ -417,7 +416,7 @@ import Testing
             title: "t",
             sections: [
                 .table(
-                    "T", columns: ["item", "value"],
+                    "t", "T", columns: [ReportColumn("item", "item"), ReportColumn("value", "value")],
                     rows: [
                         [.text("residence"), .text("13 (東京都)")], [.text("x"), .text("1")],
                     ])
@@ -430,8 +429,9 @@ import Testing
     }
 
     @Test func jsonEscapesControlAndQuotes() {
-        let report = Report(title: "t \"q\"\n", sections: [.fields("S", [("k", .text("a\u{1}b"))])])
-        #expect(ReportRenderer.render(report, as: .json) == #"{"title": "t \"q\"\n", "s": {"k": "a\u0001b"}}"#)
+        let report = Report(
+            title: "t \"q\"\n", sections: [.fields("s", "S", [ReportField("k", "K", .text("a\u{1}b"))])])
+        #expect(ReportRenderer.render(report, as: .json) == #"{"s":{"k":"a\u0001b"},"title":"t \"q\"\n"}"#)
     }
 }
 

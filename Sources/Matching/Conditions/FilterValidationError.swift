@@ -33,23 +33,18 @@ enum MessageText {
         return plain ? key : quoted(key)
     }
 
-    /// `"text"`, JSON-escaped and cut at `quoteLimit` characters with `…`.
+    /// `"text"`, JSON-escaped (`JSONText`) and cut at `quoteLimit` characters with `…`; C1 controls and the
+    /// line and paragraph separators, which JSON allows raw, are escaped too, so that a message stays one
+    /// printable line.
     static func quoted(_ text: String) -> String {
-        var result = "\""
         let head = text.unicodeScalars.prefix(quoteLimit)
-        for scalar in head {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            case _
-            where scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
-                || scalar == "\u{2028}" || scalar == "\u{2029}":
+        var result = ""
+        for scalar in JSONText.string(String(String.UnicodeScalarView(head))).unicodeScalars.dropLast() {
+            if (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}" {
                 let hex = String(scalar.value, radix: 16)
                 result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: result.unicodeScalars.append(scalar)
+            } else {
+                result.unicodeScalars.append(scalar)
             }
         }
         if head.endIndex != text.unicodeScalars.endIndex { result += "…" }

@@ -22,14 +22,19 @@ extension Report {
             title: title,
             sections: [
                 .fields(
-                    "Run",
+                    "run", "Run",
                     [
-                        ("Run", .integer(Int(run.id))), ("Kind", .text(run.kind.rawValue)),
-                        ("Shard", .text(run.shard.description)),
-                        ("Clock", .text(run.clock.iso8601)), ("Status before", .text(run.status.rawValue)),
-                        ("Resume after filter", run.resumeAfterFilter.map { .integer(Int($0)) } ?? .none),
-                        ("Matches committed", .integer(c.matchesWritten)),
-                        ("Notifications committed", .integer(c.notificationsWritten)),
+                        ReportField("run", "Run", .integer(Int(run.id))),
+                        ReportField("kind", "Kind", .text(run.kind.rawValue)),
+                        ReportField("shard", "Shard", .text(run.shard.description)),
+                        ReportField("clock", "Clock", .text(run.clock.iso8601)),
+                        ReportField("status_before", "Status before", .text(run.status.rawValue)),
+                        ReportField(
+                            "resume_after_filter", "Resume after filter",
+                            run.resumeAfterFilter.map { .integer(Int($0)) } ?? .none),
+                        ReportField("matches_committed", "Matches committed", .integer(c.matchesWritten)),
+                        ReportField(
+                            "notifications_committed", "Notifications committed", .integer(c.notificationsWritten)),
                     ])
             ])
     }
@@ -46,18 +51,24 @@ extension Report {
                 return [.text(entry.shard.description), .text(mark), .text(entry.takenAt.iso8601)]
             }
         }
-        var run: [(String, ReportValue)] = [
-            ("Shard", .text(outcome.shard.description)), ("Changes new from", .text(outcome.time.iso8601)),
+        let columns = [
+            ReportColumn("shard", "shard"), ReportColumn("mark", "mark"), ReportColumn("taken_at", "taken at"),
         ]
-        if let id = outcome.abandonedRunId { run.append(("Interrupted run abandoned", .integer(Int(id)))) }
+        var run: [ReportField] = [
+            ReportField("shard", "Shard", .text(outcome.shard.description)),
+            ReportField("changes_new_from", "Changes new from", .text(outcome.time.iso8601)),
+        ]
+        if let id = outcome.abandonedRunId {
+            run.append(ReportField("interrupted_run_abandoned", "Interrupted run abandoned", .integer(Int(id))))
+        }
         return Report(
             title:
                 "matcher progress reset: shard \(outcome.shard) reset to \(outcome.time.iso8601); its next run takes "
                 + "profile changes recorded at or after that time as new",
             sections: [
-                .fields("Reset", run),
-                .table("Progress before", columns: ["shard", "mark", "taken at"], rows: rows(outcome.before)),
-                .table("Progress after", columns: ["shard", "mark", "taken at"], rows: rows(outcome.after)),
+                .fields("reset", "Reset", run),
+                .table("progress_before", "Progress before", columns: columns, rows: rows(outcome.before)),
+                .table("progress_after", "Progress after", columns: columns, rows: rows(outcome.after)),
             ])
     }
 }

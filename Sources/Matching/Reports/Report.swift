@@ -2,6 +2,9 @@ import Foundation
 
 /// What a person reads (a run summary, an explanation), as data: titled sections of rows. One renderer
 /// turns any report into terminal text or JSON, so commands stay declarative and tests read values.
+///
+/// Labels are for people and may be reworded; keys are for programs and never change (snake_case, only ever
+/// added). The text shows labels, the JSON keys.
 public struct Report: Sendable, Hashable {
     public let title: String
     public let sections: [ReportSection]
@@ -11,32 +14,66 @@ public struct Report: Sendable, Hashable {
         self.sections = sections
     }
 
+    /// A section by its title.
     public func section(_ title: String) -> ReportSection? { sections.first { $0.title == title } }
+}
+
+/// One labelled value with its stable key.
+public struct ReportField: Sendable, Hashable {
+    public let key: String
+    public let label: String
+    public let value: ReportValue
+
+    public init(_ key: String, _ label: String, _ value: ReportValue) {
+        self.key = key
+        self.label = label
+        self.value = value
+    }
+}
+
+/// A table's column: its stable key and its heading.
+public struct ReportColumn: Sendable, Hashable {
+    public let key: String
+    public let label: String
+
+    public init(_ key: String, _ label: String) {
+        self.key = key
+        self.label = label
+    }
 }
 
 public struct ReportSection: Sendable, Hashable {
     public enum Layout: Sendable, Hashable {
-        /// Label-value pairs: rows of two cells.
-        case fields
-        /// A table with these column names.
-        case table(columns: [String])
+        /// Label-value pairs.
+        case fields([ReportField])
+        /// A table: one value per column in each row.
+        case table(columns: [ReportColumn], rows: [[ReportValue]])
     }
 
+    public let key: String
     public let title: String
     public let layout: Layout
-    public let rows: [[ReportValue]]
 
-    public static func fields(_ title: String, _ pairs: [(String, ReportValue)]) -> ReportSection {
-        ReportSection(title: title, layout: .fields, rows: pairs.map { [.text($0.0), $0.1] })
+    public static func fields(_ key: String, _ title: String, _ fields: [ReportField]) -> ReportSection {
+        ReportSection(key: key, title: title, layout: .fields(fields))
     }
 
-    public static func table(_ title: String, columns: [String], rows: [[ReportValue]]) -> ReportSection {
-        ReportSection(title: title, layout: .table(columns: columns), rows: rows)
+    public static func table(
+        _ key: String, _ title: String, columns: [ReportColumn], rows: [[ReportValue]]
+    ) -> ReportSection {
+        ReportSection(key: key, title: title, layout: .table(columns: columns, rows: rows))
     }
 
-    /// The value of a `fields` row by its label.
+    /// The value of a field by its label.
     public func value(_ label: String) -> ReportValue? {
-        rows.first { $0.first == .text(label) }.flatMap { $0.count > 1 ? $0[1] : nil }
+        guard case .fields(let fields) = layout else { return nil }
+        return fields.first { $0.label == label }?.value
+    }
+
+    /// The value of a field by its key.
+    public func value(key: String) -> ReportValue? {
+        guard case .fields(let fields) = layout else { return nil }
+        return fields.first { $0.key == key }?.value
     }
 }
 
@@ -69,7 +106,7 @@ public enum ReportRenderer {
     public static func render(_ report: Report, as format: ReportFormat) -> String {
         switch format {
         case .text: return text(report)
-        case .json: return json(report)
+        case .json: return JSONText.encode(report)
         }
     }
 
@@ -79,51 +116,23 @@ public enum ReportRenderer {
             lines.append("")
             lines.append(section.title)
             switch section.layout {
-            case .fields:
-                let width = section.rows.map { displayWidth($0.first?.description ?? "") }.max() ?? 0
-                for row in section.rows {
-                    let label = row.first?.description ?? ""
-                    let value = row.dropFirst().map(\.description).joined(separator: " ")
-                    lines.append("  " + pad(label, to: width) + "  " + value)
+            case .fields(let fields):
+                let width = fields.map { displayWidth($0.label) }.max() ?? 0
+                for field in fields {
+                    lines.append("  " + pad(field.label, to: width) + "  " + field.value.description)
                 }
-            case .table(let columns):
-                let cells = [columns] + section.rows.map { $0.map(\.description) }
+            case .table(let columns, let rows):
+                let cells = [columns.map(\.label)] + rows.map { $0.map(\.description) }
                 let widths = columns.indices.map { i in cells.map { i < $0.count ? displayWidth($0[i]) : 0 }.max() ?? 0
                 }
                 for row in cells {
                     let padded = columns.indices.map { i in pad(i < row.count ? row[i] : "", to: widths[i]) }
                     lines.append(("  " + padded.joined(separator: "  ")).trimmingTrailingSpaces())
                 }
-                if section.rows.isEmpty { lines.append("  (none)") }
+                if rows.isEmpty { lines.append("  (none)") }
             }
         }
         return lines.joined(separator: "\n")
-    }
-
-    static func json(_ report: Report) -> String {
-        var sections: [String] = []
-        for section in report.sections {
-            let body: String
-            switch section.layout {
-            case .fields:
-                body =
-                    "{"
-                    + section.rows.map { row in
-                        jsonString(key(row.first?.description ?? "")) + ": " + jsonValue(row.count > 1 ? row[1] : .none)
-                    }.joined(separator: ", ") + "}"
-            case .table(let columns):
-                body =
-                    "["
-                    + section.rows.map { row in
-                        "{"
-                            + columns.indices.map { i in
-                                jsonString(key(columns[i])) + ": " + jsonValue(i < row.count ? row[i] : .none)
-                            }.joined(separator: ", ") + "}"
-                    }.joined(separator: ", ") + "]"
-            }
-            sections.append(jsonString(key(section.title)) + ": " + body)
-        }
-        return "{\"title\": \(jsonString(report.title)), " + sections.joined(separator: ", ") + "}"
     }
 
     /// Terminal columns `text` takes: East Asian wide and fullwidth characters (kanji, kana, hangul,
@@ -145,42 +154,44 @@ public enum ReportRenderer {
     static func pad(_ text: String, to width: Int) -> String {
         text + String(repeating: " ", count: max(0, width - displayWidth(text)))
     }
+}
 
-    /// "Matches written" -> "matches_written".
-    static func key(_ label: String) -> String {
-        label.lowercased().map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
-            .split(separator: "_", omittingEmptySubsequences: true).joined(separator: "_")
-    }
+// MARK: - JSON: keys, never labels
 
-    static func jsonValue(_ value: ReportValue) -> String {
-        switch value {
-        case .text(let s): return jsonString(s)
-        case .integer(let n): return String(n)
-        case .seconds(let s): return String(format: "%.6f", s)
-        case .flag(let b): return b ? "true" : "false"
-        case .none: return "null"
-        }
-    }
-
-    /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
-    public static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
+extension Report: Encodable {
+    /// `{"title": …, "<section key>": {"<field key>": value, …} or [{"<column key>": value, …}, …], …}`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: JSONKey.self)
+        try container.encode(title, forKey: JSONKey("title"))
+        for section in sections {
+            switch section.layout {
+            case .fields(let fields):
+                var object = container.nestedContainer(keyedBy: JSONKey.self, forKey: JSONKey(section.key))
+                for field in fields { try object.encode(field.value, forKey: JSONKey(field.key)) }
+            case .table(let columns, let rows):
+                var array = container.nestedUnkeyedContainer(forKey: JSONKey(section.key))
+                for row in rows {
+                    var object = array.nestedContainer(keyedBy: JSONKey.self)
+                    for (i, column) in columns.enumerated() {
+                        try object.encode(i < row.count ? row[i] : .none, forKey: JSONKey(column.key))
+                    }
                 }
             }
         }
-        return out + "\""
+    }
+}
+
+extension ReportValue: Encodable {
+    /// Text a string, integers and flags as such, seconds a number to the microsecond, none null.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .text(let s): try container.encode(s)
+        case .integer(let n): try container.encode(n)
+        case .seconds(let s): try container.encode(s.isFinite ? (s * 1e6).rounded() / 1e6 : 0)
+        case .flag(let b): try container.encode(b)
+        case .none: try container.encodeNil()
+        }
     }
 }
 

@@ -7,44 +7,48 @@ extension Report {
         var title = "matcher \(summary.kind.rawValue)"
         if let id = summary.runId { title += " #\(id)" }
         title += summary.dryRun ? " (dry run: nothing written)" : ""
-        var run: [(String, ReportValue)] = [
-            ("Shard", .text(summary.shard.description)),
-            ("Clock", .text(summary.clock.iso8601)),
+        var run: [ReportField] = [
+            ReportField("shard", "Shard", .text(summary.shard.description)),
+            ReportField("clock", "Clock", .text(summary.clock.iso8601)),
         ]
         if let resumed = summary.resumedRunId, resumed != summary.runId {
-            run.append(("Completed interrupted run", .integer(Int(resumed))))
+            run.append(ReportField("completed_interrupted_run", "Completed interrupted run", .integer(Int(resumed))))
         } else if let resumed = summary.resumedRunId {
-            run.append(("Resumed", .integer(Int(resumed))))
+            run.append(ReportField("resumed", "Resumed", .integer(Int(resumed))))
         }
-        var counts: [(String, ReportValue)] = [
-            ("Candidates", .integer(c.candidates)),
-            ("Filters evaluated", .integer(c.filtersEvaluated)),
-            ("Filters invalid", .integer(c.filtersInvalid)),
-            ("Filters with paid conditions ignored", .integer(c.filtersPaidIgnored)),
-            ("Filters suspended", .integer(c.filtersSuspended)),
-            ("Profiles quarantined", .integer(c.profilesQuarantined)),
-            ("Filters quarantined", .integer(c.filtersQuarantined)),
-            ("Rows with odd values", .integer(c.oddValues)),
+        var counts: [ReportField] = [
+            ReportField("candidates", "Candidates", .integer(c.candidates)),
+            ReportField("filters_evaluated", "Filters evaluated", .integer(c.filtersEvaluated)),
+            ReportField("filters_invalid", "Filters invalid", .integer(c.filtersInvalid)),
+            ReportField(
+                "filters_with_paid_conditions_ignored", "Filters with paid conditions ignored",
+                .integer(c.filtersPaidIgnored)),
+            ReportField("filters_suspended", "Filters suspended", .integer(c.filtersSuspended)),
+            ReportField("profiles_quarantined", "Profiles quarantined", .integer(c.profilesQuarantined)),
+            ReportField("filters_quarantined", "Filters quarantined", .integer(c.filtersQuarantined)),
+            ReportField("rows_with_odd_values", "Rows with odd values", .integer(c.oddValues)),
         ]
         if summary.dryRun {
-            counts.append(("Matches found", .integer(summary.matchesFound)))
+            counts.append(ReportField("matches_found", "Matches found", .integer(summary.matchesFound)))
         } else {
-            counts.append(("Matches written", .integer(c.matchesWritten)))
-            counts.append(("Mutual matches written", .integer(c.matchesMutual)))
-            counts.append(("Notifications written", .integer(c.notificationsWritten)))
-            counts.append(("Digests held back", .integer(c.digestsHeldBack)))
-            counts.append(("Matches forgotten", .integer(c.matchesForgotten)))
+            counts += [
+                ReportField("matches_written", "Matches written", .integer(c.matchesWritten)),
+                ReportField("mutual_matches_written", "Mutual matches written", .integer(c.matchesMutual)),
+                ReportField("notifications_written", "Notifications written", .integer(c.notificationsWritten)),
+                ReportField("digests_held_back", "Digests held back", .integer(c.digestsHeldBack)),
+                ReportField("matches_forgotten", "Matches forgotten", .integer(c.matchesForgotten)),
+            ]
         }
         let phases =
             RunPhase.allCases.map { phase in
-                (phase.rawValue.capitalized, ReportValue.seconds(summary.phaseSeconds[phase] ?? 0))
-            } + [("Total", ReportValue.seconds(summary.totalSeconds))]
+                ReportField(phase.rawValue, phase.rawValue.capitalized, .seconds(summary.phaseSeconds[phase] ?? 0))
+            } + [ReportField("total", "Total", .seconds(summary.totalSeconds))]
         return Report(
             title: title,
             sections: [
-                .fields("Run", run),
-                .fields("Counts", counts),
-                .fields("Time", phases),
+                .fields("run", "Run", run),
+                .fields("counts", "Counts", counts),
+                .fields("time", "Time", phases),
             ])
     }
 
@@ -53,14 +57,17 @@ extension Report {
         let e = result.explanation
         let verdict = e.matches ? "MATCH" : "NO MATCH"
         let title = "matcher explain: filter \(result.filter.id) x profile \(result.profileId): \(verdict)"
-        let context: [(String, ReportValue)] = [
-            ("Filter", .text("\(result.filter.id) \(result.filter.name.map { "\"\($0)\"" } ?? "")")),
-            ("Owner", .integer(Int(result.filter.ownerId))),
-            ("Profile", .integer(Int(result.profileId))),
-            ("Clock", .text(result.clock.now.iso8601)),
-            ("Run date", .text("\(result.clock.runDate) (\(result.clock.timeZone.identifier))")),
-            ("Already recorded", result.recorded.map { .text("matched at \($0.matchedAt.iso8601)") } ?? .text("no")),
-            ("Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
+        let context: [ReportField] = [
+            ReportField(
+                "filter", "Filter", .text("\(result.filter.id) \(result.filter.name.map { "\"\($0)\"" } ?? "")")),
+            ReportField("owner", "Owner", .integer(Int(result.filter.ownerId))),
+            ReportField("profile", "Profile", .integer(Int(result.profileId))),
+            ReportField("clock", "Clock", .text(result.clock.now.iso8601)),
+            ReportField("run_date", "Run date", .text("\(result.clock.runDate) (\(result.clock.timeZone.identifier))")),
+            ReportField(
+                "already_recorded", "Already recorded",
+                result.recorded.map { .text("matched at \($0.matchedAt.iso8601)") } ?? .text("no")),
+            ReportField("mutual", "Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
         ]
         let checks = e.eligibility.map { check -> [ReportValue] in
             [.text(check.name), .text(check.passed ? "pass" : "FAIL"), .text(check.detail)]
@@ -77,9 +84,21 @@ extension Report {
         return Report(
             title: title,
             sections: [
-                .fields("Context", context),
-                .table("Eligibility", columns: ["check", "result", "detail"], rows: checks),
-                .table("Conditions", columns: ["item", "profile value", "condition", "result"], rows: conditions),
+                .fields("context", "Context", context),
+                .table(
+                    "eligibility", "Eligibility",
+                    columns: [
+                        ReportColumn("check", "check"), ReportColumn("result", "result"),
+                        ReportColumn("detail", "detail"),
+                    ],
+                    rows: checks),
+                .table(
+                    "conditions", "Conditions",
+                    columns: [
+                        ReportColumn("item", "item"), ReportColumn("profile_value", "profile value"),
+                        ReportColumn("condition", "condition"), ReportColumn("result", "result"),
+                    ],
+                    rows: conditions),
             ])
     }
 }

@@ -34,56 +34,74 @@ extension Report {
         }
         let digests = status.digests
         let retention = status.retention
-        var notifications: [(String, ReportValue)] = [("Paused", .flag(status.notificationPause != nil))]
+        var notifications: [ReportField] = [ReportField("paused", "Paused", .flag(status.notificationPause != nil))]
         if let pause = status.notificationPause {
             notifications += [
-                (
-                    "Since",
+                ReportField(
+                    "since", "Since",
                     .text("\(pause.pausedAt.iso8601) (\(Self.duration(status.seconds(since: pause.pausedAt))) ago)")
                 ),
-                ("By", .text(pause.pausedBy)), ("Reason", .text(pause.reason)),
+                ReportField("by", "By", .text(pause.pausedBy)), ReportField("reason", "Reason", .text(pause.reason)),
             ]
         }
         return Report(
             title: "matcher status at \(status.now.iso8601)",
             sections: [
                 .table(
-                    "Shards", columns: ["shard", "state", "last success", "clock", "lag", "progress", "progress age"],
+                    "shards", "Shards",
+                    columns: [
+                        ReportColumn("shard", "shard"), ReportColumn("state", "state"),
+                        ReportColumn("last_success", "last success"), ReportColumn("clock", "clock"),
+                        ReportColumn("lag", "lag"), ReportColumn("progress", "progress"),
+                        ReportColumn("progress_age", "progress age"),
+                    ],
                     rows: shards),
                 .table(
-                    "Runs since the last success", columns: ["shard", "run", "status", "clock", "started", "error"],
+                    "runs_since_the_last_success", "Runs since the last success",
+                    columns: [
+                        ReportColumn("shard", "shard"), ReportColumn("run", "run"), ReportColumn("status", "status"),
+                        ReportColumn("clock", "clock"), ReportColumn("started", "started"),
+                        ReportColumn("error", "error"),
+                    ],
                     rows: since),
                 .fields(
-                    "Digests waiting",
+                    "digests_waiting", "Digests waiting",
                     [
-                        ("Matches waiting", .integer(digests.matches)),
-                        ("Filters with waiting matches", .integer(digests.filters)),
-                        (
-                            "Oldest waiting",
+                        ReportField("matches_waiting", "Matches waiting", .integer(digests.matches)),
+                        ReportField(
+                            "filters_with_waiting_matches", "Filters with waiting matches", .integer(digests.filters)),
+                        ReportField(
+                            "oldest_waiting", "Oldest waiting",
                             digests.oldestMatchedAt.map {
                                 .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
                             } ?? .none
                         ),
-                        ("Listed, never to be notified", .integer(digests.notNotifiable)),
+                        ReportField(
+                            "listed_never_to_be_notified", "Listed, never to be notified",
+                            .integer(digests.notNotifiable)),
                     ]),
                 .fields(
-                    "Rows set aside",
+                    "rows_set_aside", "Rows set aside",
                     [
-                        ("Invalid filters", .integer(status.invalidFilters)),
-                        ("Quarantined profiles", .integer(status.quarantinedProfiles)),
-                        ("Quarantined filters", .integer(status.quarantinedFilters)),
+                        ReportField("invalid_filters", "Invalid filters", .integer(status.invalidFilters)),
+                        ReportField(
+                            "quarantined_profiles", "Quarantined profiles", .integer(status.quarantinedProfiles)),
+                        ReportField("quarantined_filters", "Quarantined filters", .integer(status.quarantinedFilters)),
                     ]),
                 .fields(
-                    "Retention",
+                    "retention", "Retention",
                     [
-                        (
-                            "filter_matches rows",
+                        ReportField(
+                            "filter_matches_rows", "filter_matches rows",
                             .text((retention.rowsEstimated ? "about " : "") + String(retention.rows))
                         ),
-                        ("Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
-                        ("Retention days (last run)", retention.retentionDays.map { .integer($0) } ?? .none),
+                        ReportField(
+                            "oldest_kept", "Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
+                        ReportField(
+                            "retention_days_last_run", "Retention days (last run)",
+                            retention.retentionDays.map { .integer($0) } ?? .none),
                     ]),
-                .fields("Notifications", notifications),
+                .fields("notifications", "Notifications", notifications),
             ])
     }
 
@@ -178,7 +196,9 @@ extension ServiceStatus {
     }
 }
 
-/// An ordered JSON document (keys in the order given), pretty-printed two spaces an indent.
+/// An ordered JSON document (keys in the order given), pretty-printed two spaces an indent. `matcher status
+/// --format json` keeps this fixed order and layout (the goldens, the operator tests and scripts/fault-scenarios
+/// read it); every string in it is written by `JSONText`, the one JSON encoder.
 enum JSONOutput {
     case object([(String, JSONOutput)])
     case array([JSONOutput])
@@ -194,13 +214,13 @@ enum JSONOutput {
         case .object(let members):
             guard !members.isEmpty else { return "{}" }
             return "{\n"
-                + members.map { pad + ReportRenderer.jsonString($0.0) + ": " + $0.1.rendered(indent: indent + 1) }
+                + members.map { pad + JSONText.string($0.0) + ": " + $0.1.rendered(indent: indent + 1) }
                 .joined(separator: ",\n") + "\n" + close + "}"
         case .array(let elements):
             guard !elements.isEmpty else { return "[]" }
             return "[\n" + elements.map { pad + $0.rendered(indent: indent + 1) }.joined(separator: ",\n") + "\n"
                 + close + "]"
-        case .string(let s): return ReportRenderer.jsonString(s)
+        case .string(let s): return JSONText.string(s)
         case .integer(let n): return String(n)
         case .bool(let b): return b ? "true" : "false"
         case .null: return "null"

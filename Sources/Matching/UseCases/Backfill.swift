@@ -6,7 +6,7 @@ import Foundation
 /// backfill never floods users. It does not move the shard's change-capture progress.
 ///
 /// An interrupted backfill with the same selection and shard is resumed after its last committed unit.
-public struct Backfill: Sendable {
+public struct Backfill: Sendable, MatchingPassUseCase {
     public struct Input: Sendable {
         public let profiles: ProfileSelection
         public let filters: FilterSelection
@@ -63,24 +63,13 @@ public struct Backfill: Sendable {
         return left == right
     }
 
-    private let pass: MatchingPass
-    private let profiles: any ProfileRepository
-    private let runs: any RunRepository
-    private let output: any RunOutputHandler
+    let pass: MatchingPass
 
     public init(
-        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+        _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), options: PassOptions = PassOptions()
     ) {
-        self.pass = MatchingPass(
-            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-            engine: engine, output: output, stop: stop,
-            unitFilterLimit: max(1, unitFilterLimit), unitMatchLimit: max(1, unitMatchLimit))
-        self.profiles = profiles
-        self.runs = runs
-        self.output = output
+        pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
     public func execute(_ input: Input) throws -> RunSummary {

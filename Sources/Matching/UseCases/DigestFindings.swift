@@ -13,20 +13,19 @@ struct DigestFindings: Sendable {
 
     static func gather(
         prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
-        plan: MatchingPass.Plan, blocks: BlockSet, matches: any MatchRepository,
-        profiles: any ProfileRepository, filters: any FilterRepository,
-        engine: any MatchEngine
+        plan: MatchingPass.Plan, blocks: BlockSet, repositories: MatchingRepositories, engine: any MatchEngine
     ) throws -> DigestFindings {
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
             let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter.id).sorted()
             let waiting =
                 notifying.isEmpty
-                ? WaitingProfiles(pairs: [], profiles: .empty) : try matches.waitingProfiles(filterIds: notifying)
+                ? WaitingProfiles(pairs: [], profiles: .empty)
+                : try repositories.matches.waitingProfiles(filterIds: notifying)
             qualifying = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
         }
         let finder = MutualFinder(
-            engine: engine, profiles: profiles, filters: filters, blocks: blocks,
+            engine: engine, profiles: repositories.profiles, filters: repositories.filters, blocks: blocks,
             clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared.byId)
         return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))

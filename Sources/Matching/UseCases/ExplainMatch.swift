@@ -40,19 +40,14 @@ public struct ExplainMatch: Sendable {
         public var description: String { "saved filter \(filterId) does not exist" }
     }
 
-    private let profiles: any ProfileRepository
-    private let filters: any FilterRepository
-    private let blocks: any BlockRepository
-    private let matches: any MatchRepository
+    private let repositories: MatchingRepositories
+    private var profiles: any ProfileRepository { repositories.profiles }
+    private var filters: any FilterRepository { repositories.filters }
+    private var blocks: any BlockRepository { repositories.blocks }
+    private var matches: any MatchRepository { repositories.matches }
 
-    public init(
-        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-        matches: any MatchRepository
-    ) {
-        self.profiles = profiles
-        self.filters = filters
-        self.blocks = blocks
-        self.matches = matches
+    public init(_ repositories: MatchingRepositories) {
+        self.repositories = repositories
     }
 
     public func execute(_ input: Input) throws -> Result {

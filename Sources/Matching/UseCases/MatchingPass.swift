@@ -6,16 +6,16 @@ import Foundation
 /// against their window's candidates, keep only pairs not recorded yet (`NewPairSelection`), and commit
 /// the results in units of work, in filter-id order (`UnitCommitter`).
 struct MatchingPass {
-    let filters: any FilterRepository
-    let profiles: any ProfileRepository
-    let blocks: any BlockRepository
-    let matches: any MatchRepository
-    let runs: any RunRepository
+    let repositories: MatchingRepositories
     let engine: any MatchEngine
     let output: any RunOutputHandler
-    let stop: StopRequest
-    let unitFilterLimit: Int
-    let unitMatchLimit: Int
+    let options: PassOptions
+
+    private var filters: any FilterRepository { repositories.filters }
+    private var profiles: any ProfileRepository { repositories.profiles }
+    private var blocks: any BlockRepository { repositories.blocks }
+    private var matches: any MatchRepository { repositories.matches }
+    private var runs: any RunRepository { repositories.runs }
 
     struct Plan {
         let run: RunRecord?  // nil for a dry run
@@ -70,7 +70,7 @@ struct MatchingPass {
         timings.begin(.evaluate, output)
         let findings = try DigestFindings.gather(
             prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
-            matches: matches, profiles: profiles, filters: filters, engine: engine)
+            repositories: repositories, engine: engine)
         timings.end(.evaluate, output)
 
         // Write, in units of work: each commits its matches, the digests they make due, its counters and the
@@ -79,7 +79,7 @@ struct MatchingPass {
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(
-            matches: matches, output: output, stop: stop, run: run, plan: plan,
+            matches: matches, output: output, stop: options.stop, run: run, plan: plan,
             lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
             findings: findings)
         var units: [UnitWriter.Pending] = []
@@ -88,7 +88,7 @@ struct MatchingPass {
             unit.add(
                 filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
                 prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
-            if unit.filterCount >= unitFilterLimit || unit.matchCount >= unitMatchLimit {
+            if unit.filterCount >= options.unitFilterLimit || unit.matchCount >= options.unitMatchLimit {
                 units.append(unit)
                 unit = UnitWriter.Pending()
             }
@@ -98,6 +98,17 @@ struct MatchingPass {
         timings.end(.write, output)
         return Outcome(counters: writer.written, matchesFound: found)
     }
+}
+
+/// A use case that works through a `MatchingPass` (a run, a backfill), with the repositories and output it uses.
+protocol MatchingPassUseCase {
+    var pass: MatchingPass { get }
+}
+
+extension MatchingPassUseCase {
+    var profiles: any ProfileRepository { pass.repositories.profiles }
+    var runs: any RunRepository { pass.repositories.runs }
+    var output: any RunOutputHandler { pass.output }
 }
 
 /// The candidates of a run, columnar, with the change windows each is new to.

@@ -20,8 +20,8 @@ public struct AbandonRun: Sendable {
 
     private let runs: any RunRepository
 
-    public init(runs: any RunRepository) {
-        self.runs = runs
+    public init(_ repositories: MatchingRepositories) {
+        runs = repositories.runs
     }
 
     /// nil when the shard has no interrupted run (nothing to do).
@@ -77,9 +77,9 @@ public struct ResetProgress: Sendable {
     private let runs: any RunRepository
     private let profiles: any ProfileRepository
 
-    public init(runs: any RunRepository, profiles: any ProfileRepository) {
-        self.runs = runs
-        self.profiles = profiles
+    public init(_ repositories: MatchingRepositories) {
+        runs = repositories.runs
+        profiles = repositories.profiles
     }
 
     public func execute(shard: Shard, to time: Timestamp) throws -> Outcome {

@@ -9,7 +9,7 @@ import Foundation
 /// clock and change windows, continuing after the last unit it committed; then this run proceeds. An
 /// interrupted run of another layout whose shard overlaps this one is superseded (abandoned; what it
 /// committed stays): this run covers its owners from their own coverage, so nothing is lost or doubled.
-public struct RunMatching: Sendable {
+public struct RunMatching: Sendable, MatchingPassUseCase {
     public struct Input: Sendable {
         /// The run's clock; nil = the store's clock when the run starts.
         public let now: Timestamp?
@@ -37,40 +37,13 @@ public struct RunMatching: Sendable {
         }
     }
 
-    private let profiles: any ProfileRepository
-    private let filters: any FilterRepository
-    private let blocks: any BlockRepository
-    private let matches: any MatchRepository
-    private let runs: any RunRepository
-    private let engine: any MatchEngine
-    private let output: any RunOutputHandler
-    private let stop: StopRequest
-    private let unitFilterLimit: Int
-    private let unitMatchLimit: Int
+    let pass: MatchingPass
 
     public init(
-        profiles: any ProfileRepository, filters: any FilterRepository, blocks: any BlockRepository,
-        matches: any MatchRepository, runs: any RunRepository, engine: any MatchEngine = BitsetMatchEngine(),
-        output: any RunOutputHandler = SilentRunOutput(), stop: StopRequest = StopRequest(),
-        unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000
+        _ repositories: MatchingRepositories, engine: any MatchEngine = BitsetMatchEngine(),
+        output: any RunOutputHandler = SilentRunOutput(), options: PassOptions = PassOptions()
     ) {
-        self.profiles = profiles
-        self.filters = filters
-        self.blocks = blocks
-        self.matches = matches
-        self.runs = runs
-        self.engine = engine
-        self.output = output
-        self.stop = stop
-        self.unitFilterLimit = max(1, unitFilterLimit)
-        self.unitMatchLimit = max(1, unitMatchLimit)
-    }
-
-    private var pass: MatchingPass {
-        MatchingPass(
-            filters: filters, profiles: profiles, blocks: blocks, matches: matches, runs: runs,
-            engine: engine, output: output, stop: stop, unitFilterLimit: unitFilterLimit,
-            unitMatchLimit: unitMatchLimit)
+        pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
     public func execute(_ input: Input) throws -> RunSummary {

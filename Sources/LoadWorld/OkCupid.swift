@@ -2,6 +2,7 @@ import Chronology
 import Dispatch
 import Foundation
 import Matching
+import MatchingPostgres
 import PostgresClient
 
 /// RFC 4180 CSV: fields separated by commas, records by LF or CRLF; a quoted field may hold commas,
@@ -424,11 +425,15 @@ public struct OkCupidSeeder {
             try writer.insertFilters(seeded.map(\.filter))
             try writer.copyBlocks(blocks)
             try tx.execute("ANALYZE profiles; ANALYZE saved_filters; ANALYZE blocks")
-            summary.rows = [("profiles", members.count), ("saved_filters", seeded.count), ("blocks", blocks.count)]
+            summary.rows = [
+                ("profiles", "profiles", members.count),
+                ("saved_filters", "saved_filters", seeded.count), ("blocks", "blocks", blocks.count),
+            ]
             summary.details = [
-                ("first profile id", Int(start.profileId)), ("first filter id", Int(start.filterId)),
-                ("filters invalid", seeded.filter { $0.invalidKind != nil }.count),
-                ("filters deleted", seeded.filter { $0.filter.isDeleted }.count),
+                ("first_profile_id", "first profile id", Int(start.profileId)),
+                ("first_filter_id", "first filter id", Int(start.filterId)),
+                ("filters_invalid", "filters invalid", seeded.filter { $0.invalidKind != nil }.count),
+                ("filters_deleted", "filters deleted", seeded.filter { $0.filter.isDeleted }.count),
             ]
         }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9

@@ -2,6 +2,7 @@ import Chronology
 import Dispatch
 import Foundation
 import Matching
+import MatchingPostgres
 import PostgresClient
 
 /// What the seeder needs to know of an existing world to change it: each profile's status and the
@@ -370,13 +371,17 @@ public struct DailyChangeApplier {
             return plan
         }
         summary.rows = [
-            ("profiles inserted", plan.inserts.count), ("profiles updated", plan.updates.count),
-            ("profiles hidden", plan.hides), ("profiles deleted", plan.deletes),
-            ("profiles reactivated", plan.reactivations), ("filters edited", plan.filterEdits.count),
-            ("filters deleted", plan.filterDeletes.count), ("filters created", plan.newFilters.count),
-            ("blocks", plan.blocks.count),
+            ("profiles_inserted", "profiles inserted", plan.inserts.count),
+            ("profiles_updated", "profiles updated", plan.updates.count),
+            ("profiles_hidden", "profiles hidden", plan.hides),
+            ("profiles_deleted", "profiles deleted", plan.deletes),
+            ("profiles_reactivated", "profiles reactivated", plan.reactivations),
+            ("filters_edited", "filters edited", plan.filterEdits.count),
+            ("filters_deleted", "filters deleted", plan.filterDeletes.count),
+            ("filters_created", "filters created", plan.newFilters.count),
+            ("blocks", "blocks", plan.blocks.count),
         ]
-        summary.details = [("profiles touched", plan.touchedProfileIds.count)]
+        summary.details = [("profiles_touched", "profiles touched", plan.touchedProfileIds.count)]
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return (plan, summary)
     }

@@ -2,6 +2,7 @@ import Chronology
 import Dispatch
 import Foundation
 import Matching
+import MatchingPostgres
 import PostgresClient
 
 /// What to do when the database already holds a world.
@@ -24,10 +25,10 @@ public struct SeedSummary: Sendable {
     public var title: String
     public var seed: UInt64
     public var now: Timestamp
-    /// Rows written per table, in the order written.
-    public var rows: [(table: String, count: Int)] = []
-    /// Other counts worth printing (invalid filters, hidden profiles…).
-    public var details: [(label: String, count: Int)] = []
+    /// Rows written per table, in the order written: a stable key for `--format json`, a label for people.
+    public var rows: [(key: String, label: String, count: Int)] = []
+    /// Other counts worth printing (invalid filters, hidden profiles…), keyed and labelled likewise.
+    public var details: [(key: String, label: String, count: Int)] = []
     public var seconds: Double = 0
 
     public init(title: String, seed: UInt64, now: Timestamp) {
@@ -36,7 +37,7 @@ public struct SeedSummary: Sendable {
         self.now = now
     }
 
-    public func rows(_ table: String) -> Int { rows.first { $0.table == table }?.count ?? 0 }
+    public func rows(_ label: String) -> Int { rows.first { $0.label == label }?.count ?? 0 }
     public func detail(_ label: String) -> Int { details.first { $0.label == label }?.count ?? 0 }
 }
 
@@ -121,12 +122,20 @@ public struct WorldSeeder {
             progress?("blocks written: \(blocks.count)")
             try tx.execute("ANALYZE profiles; ANALYZE saved_filters; ANALYZE blocks")
 
-            summary.rows = [("profiles", profileCount), ("saved_filters", filterCount), ("blocks", blocks.count)]
+            summary.rows = [
+                ("profiles", "profiles", profileCount),
+                ("saved_filters", "saved_filters", filterCount), ("blocks", "blocks", blocks.count),
+            ]
             summary.details = [
-                ("first profile id", Int(start.profileId)), ("first filter id", Int(start.filterId)),
-                ("profiles active", statusCounts[1, default: 0]), ("profiles hidden", statusCounts[2, default: 0]),
-                ("profiles suspended", statusCounts[3, default: 0]), ("profiles deleted", statusCounts[4, default: 0]),
-                ("profiles paid", paid), ("filters invalid", invalid), ("filters deleted", deleted),
+                ("first_profile_id", "first profile id", Int(start.profileId)),
+                ("first_filter_id", "first filter id", Int(start.filterId)),
+                ("profiles_active", "profiles active", statusCounts[1, default: 0]),
+                ("profiles_hidden", "profiles hidden", statusCounts[2, default: 0]),
+                ("profiles_suspended", "profiles suspended", statusCounts[3, default: 0]),
+                ("profiles_deleted", "profiles deleted", statusCounts[4, default: 0]),
+                ("profiles_paid", "profiles paid", paid),
+                ("filters_invalid", "filters invalid", invalid),
+                ("filters_deleted", "filters deleted", deleted),
             ]
         }
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9

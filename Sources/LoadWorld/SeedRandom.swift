@@ -1,3 +1,5 @@
+import DeterministicRandom
+
 /// The seeder's pseudo-random numbers: xoshiro256** (Blackman & Vigna), seeded through SplitMix64.
 ///
 /// Fixed algorithms, so that a seed gives the same world on every machine and Swift version (Swift's
@@ -22,7 +24,7 @@ public struct SeedRandom: Sendable {
     }
 
     public init(seed: UInt64, stream: Stream, index: UInt64) {
-        var mixer = SplitMix64(state: seed ^ (stream.rawValue &* 0xD6E8_FEB8_6659_FD93))
+        var mixer = SplitMix64(seed: seed ^ (stream.rawValue &* 0xD6E8_FEB8_6659_FD93))
         // Fold the index in through a full SplitMix round, so that neighbouring ids give unrelated streams.
         mixer.state ^= SplitMix64.mix(index &+ 0x632B_E59B_D9B4_E019)
         s0 = mixer.next()
@@ -102,24 +104,6 @@ public struct SeedRandom: Sendable {
             }
         }
         return order
-    }
-}
-
-/// SplitMix64, used to seed xoshiro and to hash ids.
-struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        return SplitMix64.mix(state)
-    }
-
-    @inline(__always)
-    static func mix(_ value: UInt64) -> UInt64 {
-        var z = value
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
