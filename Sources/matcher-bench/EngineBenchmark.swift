@@ -16,6 +16,12 @@ struct EngineBenchmark: ParsableCommand {
             (a) counting every match of every filter while extracting its first --limit, and (b) the \
             normal run (first --limit with early stop). Prints each repetition, the medians, pair \
             evaluations per second (candidates × filters / seconds) and the peak RSS (VmHWM).
+
+            A fixed reference loop (AND and popcount of two fixed word arrays, plain code, not the engine, \
+            on every core) is timed in the same process before the first and after every repetition. \
+            Each repetition's pairs/s is also printed as a ratio to the mean of the reference rates \
+            around it: on a shared, noisy machine the ratio is the figure comparable across runs. The \
+            summary gives the median and the range (min–max) of both.
             """)
 
     @Option(help: "Profiles to generate (about 95% active).")
@@ -54,10 +60,15 @@ struct EngineBenchmark: ParsableCommand {
     @Option(help: "Modes to time, comma-separated: count (a), run (b).")
     var modes = "count,run"
 
+    @Option(help: "Passes of each worker over the reference loop's two arrays of 65,536 words (0: no reference).")
+    var referencePasses = 2_000
+
     func validate() throws {
         guard profiles > 0, filters > 0 else { throw ValidationError("--profiles and --filters must be positive") }
         guard repetitions > 0 else { throw ValidationError("--repetitions must be positive") }
-        guard limit >= 0, exclusions >= 0, verify >= 0 else { throw ValidationError("negative option") }
+        guard limit >= 0, exclusions >= 0, verify >= 0, referencePasses >= 0 else {
+            throw ValidationError("negative option")
+        }
     }
 
     func run() throws {
@@ -90,10 +101,17 @@ struct EngineBenchmark: ParsableCommand {
         let pairs = Double(batch.count) * Double(prepared.count)
 
         let modeList = Set(modes.split(separator: ",").map(String.init))
+        let reference = ReferenceLoop(passes: referencePasses)
+        if referencePasses > 0 {
+            print(
+                "reference loop: AND + popcount of two fixed arrays of \(ReferenceLoop.words) words, "
+                    + "\(referencePasses) passes on each of \(ReferenceLoop.workers) workers")
+        }
         var counted: [FilterResult] = []
         if modeList.contains("count") {
             print("\n(a) count every match, extract the first \(limit) per filter:")
             var countingTimes: [Double] = []
+            var totals = ReferencedRates(reference: reference)
             var totalMatches = 0
             for repetition in 1...repetitions {
                 CPUTime.waitForIdle(seconds: waitIdle)
@@ -113,18 +131,21 @@ struct EngineBenchmark: ParsableCommand {
                         + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s; "
                         + "\(s.bitsets) bitsets = \(s.bitsetBytes >> 20) MiB, \(s.sparseRows) listed rows, "
                         + "\(s.sharedGroups) shared groups)")
+                print("    " + totals.add(pairsPerSecond: pairs / seconds))
             }
             let countingMedian = median(countingTimes)
             print(
                 "  matches: \(totalMatches) (\(format(Double(totalMatches) / Double(prepared.count))) per filter), "
                     + "extracted: \(counted.reduce(0) { $0 + $1.profileIds.count })")
             print("  median: \(format(countingMedian)) s = \(rate(pairs / countingMedian)) pair evaluations/s")
+            print(totals.summary())
         }
 
         var results: [FilterResult] = []
         if modeList.contains("run") {
             print("\n(b) run mode: the first \(limit) per filter, early stop:")
             var runTimes: [Double] = []
+            var totals = ReferencedRates(reference: reference)
             for repetition in 1...repetitions {
                 CPUTime.waitForIdle(seconds: waitIdle)
                 started = .now
@@ -141,12 +162,14 @@ struct EngineBenchmark: ParsableCommand {
                     "  run \(repetition): \(format(seconds)) s = \(rate(pairs / seconds)) pairs/s, CPU \(format(cpuSeconds)) s "
                         + "(plan \(format(s.planSeconds)) s, index \(format(s.indexSeconds)) s, scan \(format(s.scanSeconds)) s)"
                 )
+                print("    " + totals.add(pairsPerSecond: pairs / seconds))
             }
             let runMedian = median(runTimes)
             print(
                 "  found: \(results.reduce(0) { $0 + $1.profileIds.count })"
                     + (counted.isEmpty ? "" : "; same as (a): \(results == counted)"))
             print("  median: \(format(runMedian)) s = \(rate(pairs / runMedian)) pair evaluations/s")
+            print(totals.summary())
         }
 
         print("\npeak RSS (VmHWM) of the runs: \(PeakMemory.describe())")
@@ -177,6 +200,92 @@ struct EngineBenchmark: ParsableCommand {
     private func format(_ value: Double) -> String { String(format: "%.3f", value) }
 
     private func rate(_ value: Double) -> String { String(format: "%.2f×10^9", value / 1e9) }
+}
+
+/// The fixed reference of the engine benchmark: a plain loop that ANDs two fixed arrays of words and counts
+/// the set bits, on every core at once (as the engine's scan), the arrays' words salted per pass so that no
+/// pass can be skipped. It never changes with the engine: its rate measures how much of the machine the
+/// benchmark got, so the engine's pairs/s over this rate compares across runs on a shared machine.
+struct ReferenceLoop: Sendable {
+    static let words = 1 << 16
+    static let workers = max(ProcessInfo.processInfo.activeProcessorCount, 1)
+    let passes: Int
+    private let left: [UInt64]
+    private let right: [UInt64]
+
+    init(passes: Int) {
+        self.passes = passes
+        var random = BenchRandom(seed: 0x5EED)
+        left = (0..<Self.words).map { _ in random.next() }
+        right = (0..<Self.words).map { _ in random.next() }
+    }
+
+    /// Words ANDed and counted per second, over all workers.
+    func wordsPerSecond() -> Double {
+        let started = ContinuousClock.now
+        let checksums = UnsafeMutableBufferPointer<Int>.allocate(capacity: Self.workers)
+        defer { checksums.deallocate() }
+        nonisolated(unsafe) let slots = checksums  // each worker writes its own slot only
+        DispatchQueue.concurrentPerform(iterations: Self.workers) { worker in
+            var total = 0
+            for pass in 0..<passes {
+                let salt = UInt64(pass) &* 0x9E37_79B9_7F4A_7C15
+                for index in 0..<Self.words { total &+= ((left[index] ^ salt) & right[index]).nonzeroBitCount }
+            }
+            slots[worker] = total
+        }
+        let seconds = started.elapsedSeconds
+        if checksums.reduce(0, &+) == -1 { print("(unreachable checksum)") }
+        return Double(Self.words) * Double(passes) * Double(Self.workers) / seconds
+    }
+}
+
+/// One mode's engine rates, each beside the reference loop's rates measured just before and just after it.
+struct ReferencedRates {
+    let reference: ReferenceLoop
+    private(set) var engine: [Double] = []
+    private(set) var references: [Double] = []
+    private(set) var ratios: [Double] = []
+
+    init(reference: ReferenceLoop) {
+        self.reference = reference
+        if reference.passes > 0 { references.append(reference.wordsPerSecond()) }
+    }
+
+    /// Records one engine run (measuring the reference after it) and describes it.
+    mutating func add(pairsPerSecond: Double) -> String {
+        engine.append(pairsPerSecond)
+        guard reference.passes > 0 else { return "(no reference loop)" }
+        let before = references.last!
+        let after = reference.wordsPerSecond()
+        references.append(after)
+        let ratio = pairsPerSecond / ((before + after) / 2)
+        ratios.append(ratio)
+        return "reference loop \(Self.rate(before)) -> \(Self.rate(after)) words/s; "
+            + "engine / reference = \(Self.ratio(ratio)) pairs per word"
+    }
+
+    func summary() -> String {
+        var lines = ["  engine pairs/s: " + Self.spread(engine, Self.rate)]
+        if !ratios.isEmpty {
+            lines.append("  reference loop words/s: " + Self.spread(references, Self.rate))
+            lines.append("  engine / reference (pairs per word): " + Self.spread(ratios, Self.ratio))
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Median (min–max) of `values`.
+    private static func spread(_ values: [Double], _ format: (Double) -> String) -> String {
+        let sorted = values.sorted()
+        let median =
+            sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        return "median \(format(median)) (range \(format(sorted.first!))–\(format(sorted.last!)), "
+            + "\(sorted.count) values)"
+    }
+
+    private static func rate(_ value: Double) -> String { String(format: "%.2f×10^9", value / 1e9) }
+    private static func ratio(_ value: Double) -> String { String(format: "%.3f", value) }
 }
 
 extension ContinuousClock.Instant {

@@ -29,8 +29,8 @@ enum BitsetNeed: Hashable, Sendable {
 enum Posting: Sendable {
     /// No row.
     case empty
-    /// A bitset of `wordCount` words at `offset` words into the arena, with `population` set bits.
-    case dense(offset: Int, population: Int)
+    /// A bitset, row `row` of `BitsetIndex.bitsets`, with `population` set bits.
+    case dense(row: Int, population: Int)
     /// Ascending, distinct rows: `BitsetIndex.sparseRows[sparseRanges[list]]`.
     case sparse(list: Int, population: Int)
 
@@ -42,34 +42,13 @@ enum Posting: Sendable {
     }
 }
 
-/// Fixed words that concurrent workers fill, each a distinct range of bitsets, and that every worker
-/// reads only after all fills finished (`concurrentPerform` returns). Allocated once, never resized,
-/// so no worker ever touches another's words or the container itself (the `ResultSlots` discipline).
-final class WordArena: @unchecked Sendable {
-    let words: UnsafeMutableBufferPointer<UInt64>
-    /// Words in use (the buffer holds at least one).
-    let count: Int
-
-    init(count: Int) {
-        self.count = count
-        words = .allocate(capacity: max(count, 1))
-        words.initialize(repeating: 0)
-    }
-
-    deinit {
-        words.deallocate()
-    }
-
-    /// The first word; valid for `count` words.
-    var base: UnsafeMutablePointer<UInt64> { words.baseAddress! }
-}
-
 /// Every bitset and posting list one evaluation needs, over a `CandidateBatch`'s rows (cap order).
 /// Needs and shared groups are numbered by the caller; postings are looked up by those numbers.
 struct BitsetIndex: Sendable {
+    /// Candidates (bits of a bitset).
     let rowCount: Int
-    let wordCount: Int
-    let arena: WordArena
+    /// Every dense bitset: one row per dense need, then one per dense shared group.
+    let bitsets: BitMatrix
     /// The posting of need `k`.
     let needPostings: [Posting]
     /// The posting of group `k` (an OR of needs) when it is shared, materialized once; nil otherwise.
@@ -77,10 +56,10 @@ struct BitsetIndex: Sendable {
     /// Every sparse list, one after another; list `k` is `sparseRows[sparseRanges[k]]`.
     let sparseRows: [Int32]
     let sparseRanges: [Range<Int>]
-    /// Bytes of dense bitsets in the arena.
-    var arenaBytes: Int { arena.count * 8 }
-    /// Dense bitsets in the arena.
-    var bitsetCount: Int { wordCount == 0 ? 0 : arena.count / wordCount }
+    /// Bytes of dense bitsets.
+    var bitsetBytes: Int { bitsets.byteCount }
+    /// Dense bitsets.
+    var bitsetCount: Int { bitsets.rowCount }
     var sharedGroupCount: Int { groupPostings.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
 
     struct Options: Sendable {
@@ -151,13 +130,13 @@ struct BitsetIndex: Sendable {
             }
         }
 
-        // 3. The arena: one bitset per dense need, then one per dense group.
-        let arena = WordArena(count: (denseNeeds.count + denseGroups.count) * wordCount)
-        var offsets = [Int](repeating: -1, count: needs.count)
-        for (slot, need) in denseNeeds.enumerated() { offsets[need] = slot * wordCount }
+        // 3. The bitsets: one row per dense need, then one per dense group.
+        let bitsets = BitMatrix(rowCount: denseNeeds.count + denseGroups.count, wordsPerRow: wordCount)
+        var denseRows = [Int](repeating: -1, count: needs.count)
+        for (row, need) in denseNeeds.enumerated() { denseRows[need] = row }
 
-        // 4. Fill the bitsets and lists, item by item in parallel.
-        let frozenOffsets = offsets
+        // 4. Fill the bitsets and lists, item by item in parallel (each need's row by its item's worker).
+        let frozenRows = denseRows
         let frozenListed = listed
         let filled = ResultSlots<Filled>(count: byItem.count)
         DispatchQueue.concurrentPerform(iterations: byItem.count) { index in
@@ -166,13 +145,12 @@ struct BitsetIndex: Sendable {
                 index,
                 Self.fill(
                     itemNeeds, needs: needs, column: columns.columns[item], listed: frozenListed,
-                    offsets: frozenOffsets,
-                    arena: arena, rowCount: rowCount, clock: clock))
+                    denseRows: frozenRows, bitsets: bitsets, rowCount: rowCount, clock: clock))
         }
         var sparseLists: [[Int32]] = []
         for result in filled.values() {
             for (need, population) in result.populations {
-                postings[need] = population == 0 ? .empty : .dense(offset: offsets[need], population: population)
+                postings[need] = population == 0 ? .empty : .dense(row: denseRows[need], population: population)
             }
             for (need, rows) in result.lists where !rows.isEmpty {
                 postings[need] = .sparse(list: sparseLists.count, population: rows.count)
@@ -180,40 +158,33 @@ struct BitsetIndex: Sendable {
             }
         }
 
-        // 5. The shared groups: bitsets (in parallel) and merged lists.
+        // 5. The shared groups: bitsets (in parallel, a row per group) and merged lists.
         var groupPostings = [Posting?](repeating: nil, count: groups.count)
         let frozenPostings = postings
         let frozenLists = sparseLists
         let groupPopulations = ResultSlots<Int>(count: denseGroups.count)
-        let groupBase = denseNeeds.count * wordCount
+        let firstGroupRow = denseNeeds.count
         let frozenGroups = denseGroups
         DispatchQueue.concurrentPerform(iterations: frozenGroups.count) { index in
-            let target = arena.base + groupBase + index * wordCount
-            var population = 0
+            let target = firstGroupRow + index
             for need in groups[frozenGroups[index]] {
                 switch frozenPostings[Int(need)] {
                 case .empty:
                     break
-                case .dense(let offset, _):
-                    let source = arena.base + offset
-                    for word in 0..<wordCount { target[word] |= source[word] }
+                case .dense(let source, _):
+                    bitsets.formUnion(row: target, with: source)
                 case .sparse(let list, _):
-                    for row in frozenLists[list] { target[Int(row) >> 6] |= 1 << UInt64(row & 63) }
+                    for row in frozenLists[list] { bitsets.insert(Int(row), inRow: target) }
                 }
             }
-            for word in 0..<wordCount { population += target[word].nonzeroBitCount }
-            groupPopulations.set(index, population)
+            groupPopulations.set(index, bitsets.population(ofRow: target))
         }
         for (index, population) in groupPopulations.values().enumerated() {
             groupPostings[denseGroups[index]] =
-                population == 0
-                ? .empty
-                : .dense(offset: groupBase + index * wordCount, population: population)
+                population == 0 ? .empty : .dense(row: firstGroupRow + index, population: population)
         }
         for group in sparseGroups {
-            let rows = mergedRows(
-                groups[group].map { postings[Int($0)] }, lists: sparseLists, arena: arena,
-                wordCount: wordCount)
+            let rows = mergedRows(groups[group].map { postings[Int($0)] }, lists: sparseLists, bitsets: bitsets)
             if rows.isEmpty {
                 groupPostings[group] = .empty
             } else {
@@ -230,12 +201,12 @@ struct BitsetIndex: Sendable {
             sparseRows.append(contentsOf: list)
         }
         return BitsetIndex(
-            rowCount: rowCount, wordCount: wordCount, arena: arena, needPostings: postings,
+            rowCount: rowCount, bitsets: bitsets, needPostings: postings,
             groupPostings: groupPostings, sparseRows: sparseRows, sparseRanges: sparseRanges)
     }
 
     /// The ascending distinct rows of the union of `postings` (small ones: a dense one is expanded).
-    static func mergedRows(_ postings: [Posting], lists: [[Int32]], arena: WordArena, wordCount: Int) -> [Int32] {
+    static func mergedRows(_ postings: [Posting], lists: [[Int32]], bitsets: BitMatrix) -> [Int32] {
         var rows: [Int32] = []
         for posting in postings {
             switch posting {
@@ -243,14 +214,8 @@ struct BitsetIndex: Sendable {
                 break
             case .sparse(let list, _):
                 rows.append(contentsOf: lists[list])
-            case .dense(let offset, _):
-                for word in 0..<wordCount {
-                    var bits = arena.base[offset + word]
-                    while bits != 0 {
-                        rows.append(Int32(word << 6 + bits.trailingZeroBitCount))
-                        bits &= bits - 1
-                    }
-                }
+            case .dense(let row, _):
+                bitsets.forEachSetBit(inRow: row) { rows.append(Int32($0)) }
             }
         }
         if postings.count > 1 { sortUnique(&rows) }
@@ -321,17 +286,16 @@ struct BitsetIndex: Sendable {
     /// The code needs of one item: dense ones set in their bitsets, listed ones as rows.
     private static func fillCodes(
         _ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column,
-        listed: [Bool], offsets: [Int], arena: WordArena, rowCount: Int
+        listed: [Bool], denseRows: [Int], bitsets: BitMatrix, rowCount: Int
     ) -> Filled {
-        // Local slot k: needs itemNeeds[k]; a bitset when targets[k] is set, else a list.
-        let targets: [UnsafeMutablePointer<UInt64>?] = itemNeeds.map {
-            offsets[$0] >= 0 ? arena.base + offsets[$0] : nil
-        }
+        // Local slot k: needs itemNeeds[k]; a bitset (row targets[k]) when targets[k] >= 0, else a list.
+        let targets: [Int] = itemNeeds.map { denseRows[$0] }
         var lists = Array(repeating: [Int32](), count: itemNeeds.count)
         var populations = [Int](repeating: 0, count: itemNeeds.count)
         @inline(__always) func take(_ k: Int, _ row: Int) {
-            if let target = targets[k] {
-                target[row >> 6] |= 1 << UInt64(row & 63)
+            let target = targets[k]
+            if target >= 0 {
+                bitsets.insert(row, inRow: target)
             } else {
                 lists[k].append(Int32(row))
             }
@@ -342,7 +306,7 @@ struct BitsetIndex: Sendable {
             var slot = [Int32](repeating: -1, count: 1 << 16)
             for (k, need) in itemNeeds.enumerated() {
                 guard case .code(_, let code) = needs[need], let narrow = Int16(exactly: code),
-                    offsets[need] >= 0 || listed[need]
+                    denseRows[need] >= 0 || listed[need]
                 else { continue }
                 slot[Int(narrow) + 32768] = Int32(k)
             }
@@ -355,7 +319,7 @@ struct BitsetIndex: Sendable {
         case .codeSets(let sets):
             var table = CodeTable(capacity: itemNeeds.count)
             for (k, need) in itemNeeds.enumerated() {
-                guard case .code(_, let code) = needs[need], offsets[need] >= 0 || listed[need] else { continue }
+                guard case .code(_, let code) = needs[need], denseRows[need] >= 0 || listed[need] else { continue }
                 table.insert(code, Int32(k))
             }
             var lastRow = [Int32](repeating: -1, count: itemNeeds.count)
@@ -377,7 +341,7 @@ struct BitsetIndex: Sendable {
         }
         var filled = Filled()
         for (k, need) in itemNeeds.enumerated() {
-            if targets[k] != nil {
+            if targets[k] >= 0 {
                 filled.populations.append((need, populations[k]))
             } else if listed[need] {
                 filled.lists.append((need, lists[k]))
@@ -386,10 +350,11 @@ struct BitsetIndex: Sendable {
         return filled
     }
 
-    /// Fills the bitsets and lists of one item's needs (by number).
+    /// Fills the bitsets and lists of one item's needs (by number); `denseRows[need]` is the need's row of
+    /// `bitsets`, -1 when it has none (a listed or an empty code).
     private static func fill(
         _ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column, listed: [Bool],
-        offsets: [Int], arena: WordArena, rowCount: Int, clock: EvaluationClock
+        denseRows: [Int], bitsets: BitMatrix, rowCount: Int, clock: EvaluationClock
     ) -> Filled {
         let wordCount = (rowCount + 63) >> 6
         let codeNeeds = itemNeeds.filter { needs[$0].isCode }
@@ -397,7 +362,7 @@ struct BitsetIndex: Sendable {
             codeNeeds.isEmpty
             ? Filled()
             : fillCodes(
-                codeNeeds, needs: needs, column: column, listed: listed, offsets: offsets, arena: arena,
+                codeNeeds, needs: needs, column: column, listed: listed, denseRows: denseRows, bitsets: bitsets,
                 rowCount: rowCount)
         var cuts: [(Int, BitsetNeed)] = []
         for need in itemNeeds {
@@ -405,13 +370,13 @@ struct BitsetIndex: Sendable {
             case .code:
                 break
             case .flag(_, let value):
-                let target = arena.base + offsets[need]
+                let target = denseRows[need]
                 var population = 0
                 if case .flags(let bits) = column {
                     bits.words.withUnsafeBufferPointer { source in
                         for word in 0..<wordCount {
                             let bits = value ? source[word] : ~source[word] & tailMask(word: word, rowCount: rowCount)
-                            target[word] = bits
+                            bitsets.setWord(word, ofRow: target, to: bits)
                             population += bits.nonzeroBitCount
                         }
                     }
@@ -423,8 +388,7 @@ struct BitsetIndex: Sendable {
         }
         if !cuts.isEmpty {
             result.populations += fillCuts(
-                cuts, column: column, offsets: offsets, arena: arena, rowCount: rowCount,
-                clock: clock)
+                cuts, column: column, denseRows: denseRows, bitsets: bitsets, rowCount: rowCount, clock: clock)
         }
         return result
     }
@@ -439,8 +403,8 @@ struct BitsetIndex: Sendable {
     /// The bitsets of `atLeast` / `atMost` needs on one ordered column (a range value or a timestamp):
     /// rows sorted into buckets between the bounds, then one sweep up (atMost) and one down (atLeast).
     private static func fillCuts(
-        _ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, offsets: [Int],
-        arena: WordArena, rowCount: Int, clock: EvaluationClock
+        _ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, denseRows: [Int],
+        bitsets: BitMatrix, rowCount: Int, clock: EvaluationClock
     ) -> [(Int, Int)] {
         let wordCount = (rowCount + 63) >> 6
         // The row values, nil when unanswered (never matching a bound).
@@ -520,8 +484,7 @@ struct BitsetIndex: Sendable {
             }
             population += starts[k + 1] - starts[k]
             if let need = atMostBySplit[k] {
-                let target = arena.base + offsets[need]
-                for word in 0..<wordCount { target[word] = running[word] }
+                bitsets.assign(row: denseRows[need], from: running)
                 result.append((need, population))
             }
         }
@@ -536,18 +499,14 @@ struct BitsetIndex: Sendable {
             }
             population += starts[k + 2] - starts[k + 1]
             if let need = atLeastBySplit[k] {
-                let target = arena.base + offsets[need]
-                for word in 0..<wordCount { target[word] = running[word] }
+                bitsets.assign(row: denseRows[need], from: running)
                 result.append((need, population))
             }
             k -= 1
         }
         for need in everyAnswered {
-            let target = arena.base + offsets[need]
-            for index in sorted.indices {
-                let row = Int(sorted[index])
-                target[row >> 6] |= 1 << UInt64(row & 63)
-            }
+            let target = denseRows[need]
+            for row in sorted { bitsets.insert(Int(row), inRow: target) }
             result.append((need, sorted.count))
         }
         return result

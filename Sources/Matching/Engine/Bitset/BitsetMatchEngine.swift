@@ -108,7 +108,7 @@ public struct BitsetMatchEngine: MatchEngine {
                 groupMinimumUses: options.sharedGroupMinimumUses))
         let skip = ExclusionIndex(exclusions)
         statistics.indexSeconds = Self.seconds(since: started)
-        statistics.bitsetBytes = index.arenaBytes
+        statistics.bitsetBytes = index.bitsetBytes
         statistics.bitsets = index.bitsetCount
         statistics.sparseRows = index.sparseRows.count
         statistics.sharedGroups = index.sharedGroupCount
@@ -153,31 +153,27 @@ public struct BitsetMatchEngine: MatchEngine {
         let counts: [Int]
     }
 
-    /// The block's filters as flat arrays, then the chunk-major scan.
+    /// The block's filters resolved to what the scan reads (`ScanFilter`, `ScanGroup`), then the
+    /// chunk-major scan.
     private static func scanBlock(
         _ range: Range<Int>, plans: CompiledPlans, index: BitsetIndex, logins: [Int64],
         ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Int, counting: Bool,
         skip: ExclusionIndex
     ) -> BlockOutcome {
         let rowCount = index.rowCount
-        // Per filter: first group, end of groups, words to scan, rows to scan.
-        var filterMeta = [Int](repeating: 0, count: range.count * 4)
-        // Per group: first dense ref, end of dense refs, sparse source (0 index, 1 local), first row, end row.
-        var groupMeta: [Int] = []
-        groupMeta.reserveCapacity(range.count * 40)
-        var refs: [Int] = []
-        refs.reserveCapacity(range.count * 12)
+        var filters = [ScanFilter](repeating: .unscanned, count: range.count)
+        var groups: [ScanGroup] = []
+        groups.reserveCapacity(range.count * 8)
+        var bitsetRows: [Int] = []
+        bitsetRows.reserveCapacity(range.count * 12)
         var localRows: [Int32] = []
         var live: [Int] = []
-        // One filter's groups: (estimate, first dense, end dense, first list, end list) into the scratch below.
+        // One filter's groups: (estimate, its bitsets' rows, its lists) as ranges of the scratch below.
         var resolved: [(estimate: Int, dense: Range<Int>, lists: Range<Int>)] = []
         var denseScratch: [Int] = []
         var listScratch: [Int] = []
         var order: [Int] = []
         for (local, filter) in range.enumerated() {
-            let groupStart = groupMeta.count / 5
-            filterMeta[local * 4] = groupStart
-            filterMeta[local * 4 + 1] = groupStart
             if plans.never[filter] { continue }
             let prefixRows =
                 plans.login[filter] == Int64.min ? rowCount : Self.prefix(logins, atLeast: plans.login[filter])
@@ -193,7 +189,7 @@ public struct BitsetMatchEngine: MatchEngine {
                 func take(_ posting: Posting) {
                     switch posting {
                     case .empty: break
-                    case .dense(let offset, let population): denseScratch.append(offset); estimate += population
+                    case .dense(let row, let population): denseScratch.append(row); estimate += population
                     case .sparse(let list, let population): listScratch.append(list); estimate += population
                     }
                 }
@@ -216,65 +212,43 @@ public struct BitsetMatchEngine: MatchEngine {
             order.removeAll(keepingCapacity: true)
             order += resolved.indices
             order.sort { resolved[$0].estimate < resolved[$1].estimate }
+            let firstGroup = groups.count
             for position in order {
                 let group = resolved[position]
-                groupMeta.append(refs.count)
-                refs += denseScratch[group.dense]
-                groupMeta.append(refs.count)
+                let bitsets = bitsetRows.count..<bitsetRows.count + group.dense.count
+                bitsetRows += denseScratch[group.dense]
                 if group.lists.isEmpty {
-                    groupMeta += [0, 0, 0]
+                    groups.append(ScanGroup(bitsets: bitsets, listSource: .index, list: 0..<0))
                 } else if group.lists.count == 1 {
                     let rows = index.sparseRanges[listScratch[group.lists.lowerBound]]
-                    groupMeta += [0, rows.lowerBound, rows.upperBound]
+                    groups.append(ScanGroup(bitsets: bitsets, listSource: .index, list: rows))
                 } else {
                     let start = localRows.count
                     for list in listScratch[group.lists] { localRows += index.sparseRows[index.sparseRanges[list]] }
                     var merged = Array(localRows[start...])
                     BitsetIndex.sortUnique(&merged)
                     localRows.replaceSubrange(start..., with: merged)
-                    groupMeta += [1, start, localRows.count]
+                    groups.append(ScanGroup(bitsets: bitsets, listSource: .local, list: start..<localRows.count))
                 }
             }
-            filterMeta[local * 4 + 1] = groupMeta.count / 5
-            filterMeta[local * 4 + 2] = (prefixRows + 63) >> 6
-            filterMeta[local * 4 + 3] = prefixRows
+            filters[local] = ScanFilter(
+                groups: firstGroup..<groups.count, words: (prefixRows + 63) >> 6, rows: prefixRows)
             live.append(local)
         }
 
         // The scan.
         var found = Array(repeating: [Int64](), count: range.count)
         var counts = Array(repeating: 0, count: range.count)
-        var cursors = [Int](repeating: 0, count: groupMeta.count / 5)
-        for group in cursors.indices { cursors[group] = groupMeta[group * 5 + 3] }
         let recorded = range.map { skip.recorded(filterId: filterIds[$0]) }
-        filterMeta.withUnsafeBufferPointer { filterMeta in
-            groupMeta.withUnsafeBufferPointer { groupMeta in
-                refs.withUnsafeBufferPointer { refs in
-                    localRows.withUnsafeBufferPointer { localRows in
-                        index.sparseRows.withUnsafeBufferPointer { indexRows in
-                            cursors.withUnsafeMutableBufferPointer { cursors in
-                                ids.withUnsafeBufferPointer { ids in
-                                    let kernel = Kernel(
-                                        filterMeta: filterMeta, groupMeta: groupMeta, refs: refs,
-                                        arena: UnsafePointer(index.arena.base),
-                                        indexRows: indexRows, localRows: localRows, cursors: cursors)
-                                    kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) {
-                                        local, row in
-                                        let id = ids[row]
-                                        if !skip.excludes(
-                                            owner: ownerIds[range.lowerBound + local], recorded: recorded[local],
-                                            profileId: id)
-                                        {
-                                            found[local].append(id)
-                                        }
-                                        return found[local].count
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+        var kernel = Kernel(
+            filters: filters, groups: groups, bitsetRows: bitsetRows, bitsets: index.bitsets,
+            indexRows: index.sparseRows, localRows: localRows)
+        kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) { local, row in
+            let id = ids[row]
+            if !skip.excludes(owner: ownerIds[range.lowerBound + local], recorded: recorded[local], profileId: id) {
+                found[local].append(id)
             }
+            return found[local].count
         }
         let results = range.enumerated().map { local, filter in
             FilterResult(filterId: filterIds[filter], profileIds: found[local])
@@ -293,164 +267,178 @@ public struct BitsetMatchEngine: MatchEngine {
     }
 }
 
+/// One filter of a block's scan: its OR-groups, `Kernel.groups[groups]` (most selective first; none: every
+/// candidate), and the prefix of the candidates it scans (its `last_login` cut) in words and in rows.
+private struct ScanFilter {
+    var groups: Range<Int>
+    var words: Int
+    var rows: Int
+
+    /// A filter that is not scanned (it never matches).
+    static let unscanned = ScanFilter(groups: 0..<0, words: 0, rows: 0)
+}
+
+/// One OR-group of a filter in a block's scan: its bitsets (rows of the index's `BitMatrix`, listed at
+/// `Kernel.bitsetRows[bitsets]`) and at most one list of candidates, ascending and distinct:
+/// `indexRows[list]` (one of the index's sparse lists) or `localRows[list]` (several merged for the block).
+private struct ScanGroup {
+    enum ListSource { case index, local }
+
+    var bitsets: Range<Int>
+    var listSource: ListSource
+    var list: Range<Int>
+}
+
 /// The chunk-major scan of one block of filters: for each chunk of 64 words (4,096 candidates), each
 /// live filter ANDs its groups into `acc`, counts and extracts its set bits in order.
 private struct Kernel {
-    static let chunkWords = 64
+    static let chunkWords = ChunkWords.capacity
 
-    let filterMeta: UnsafeBufferPointer<Int>
-    let groupMeta: UnsafeBufferPointer<Int>
-    let refs: UnsafeBufferPointer<Int>
-    let arena: UnsafePointer<UInt64>
-    let indexRows: UnsafeBufferPointer<Int32>
-    let localRows: UnsafeBufferPointer<Int32>
-    let cursors: UnsafeMutableBufferPointer<Int>
+    let filters: [ScanFilter]
+    let groups: [ScanGroup]
+    let bitsetRows: [Int]
+    let bitsets: BitMatrix
+    let indexRows: [Int32]
+    let localRows: [Int32]
+    /// Per group: where its list is read up to (lists are read once, chunk after chunk).
+    var cursors: [Int]
+
+    init(
+        filters: [ScanFilter], groups: [ScanGroup], bitsetRows: [Int], bitsets: BitMatrix, indexRows: [Int32],
+        localRows: [Int32]
+    ) {
+        self.filters = filters
+        self.groups = groups
+        self.bitsetRows = bitsetRows
+        self.bitsets = bitsets
+        self.indexRows = indexRows
+        self.localRows = localRows
+        cursors = groups.map(\.list.lowerBound)
+    }
 
     /// `accept(filter, row)` records the row unless excluded and returns the filter's found count.
-    func scan(live: [Int], limit: Int, counting: Bool, counts: inout [Int], accept: (Int, Int) -> Int) {
+    mutating func scan(live: [Int], limit: Int, counting: Bool, counts: inout [Int], accept: (Int, Int) -> Int) {
         var live = live
         var maxWords = 0
-        for filter in live { maxWords = max(maxWords, filterMeta[filter * 4 + 2]) }
-        var foundCount = [Int](repeating: 0, count: filterMeta.count / 4)
-        withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Self.chunkWords * 2) { scratch in
-            let acc = scratch.baseAddress!
-            let tmp = acc + Self.chunkWords
-            var chunk = 0
-            while chunk < maxWords && !live.isEmpty {
-                var position = 0
-                while position < live.count {
-                    let filter = live[position]
-                    let prefixWords = filterMeta[filter * 4 + 2]
-                    if chunk >= prefixWords || (!counting && foundCount[filter] >= limit) {
-                        live.swapAt(position, live.count - 1)
-                        live.removeLast()
-                        continue
-                    }
-                    let length = min(Self.chunkWords, prefixWords - chunk)
-                    if evaluate(filter, chunk: chunk, length: length, acc: acc, tmp: tmp) {
-                        if chunk + length == prefixWords {
-                            let tail = filterMeta[filter * 4 + 3] & 63
-                            if tail != 0 { acc[length - 1] &= (1 << UInt64(tail)) &- 1 }
-                        }
-                        if counting {
-                            var total = 0
-                            for word in 0..<length { total &+= acc[word].nonzeroBitCount }
-                            counts[filter] += total
-                        }
-                        if foundCount[filter] < limit {
-                            var found = foundCount[filter]
-                            words: for word in 0..<length {
-                                var bits = acc[word]
-                                while bits != 0 {
-                                    let row = (chunk + word) << 6 + bits.trailingZeroBitCount
-                                    bits &= bits &- 1
-                                    found = accept(filter, row)
-                                    if found >= limit { break words }
-                                }
-                            }
-                            foundCount[filter] = found
-                        }
-                    }
-                    position += 1
+        for filter in live { maxWords = max(maxWords, filters[filter].words) }
+        var foundCount = [Int](repeating: 0, count: filters.count)
+        var acc = ChunkWords()
+        var tmp = ChunkWords()
+        var chunk = 0
+        while chunk < maxWords && !live.isEmpty {
+            var position = 0
+            while position < live.count {
+                let filter = live[position]
+                let prefixWords = filters[filter].words
+                if chunk >= prefixWords || (!counting && foundCount[filter] >= limit) {
+                    live.swapAt(position, live.count - 1)
+                    live.removeLast()
+                    continue
                 }
-                chunk += Self.chunkWords
+                let length = min(Self.chunkWords, prefixWords - chunk)
+                if evaluate(filter, words: chunk..<chunk + length, acc: &acc, tmp: &tmp) {
+                    if chunk + length == prefixWords {
+                        let tail = filters[filter].rows & 63
+                        if tail != 0 { acc[length - 1] &= (1 << UInt64(tail)) &- 1 }
+                    }
+                    if counting { counts[filter] += acc.population(length) }
+                    if foundCount[filter] < limit {
+                        var found = foundCount[filter]
+                        words: for word in 0..<length {
+                            var bits = acc[word]
+                            while bits != 0 {
+                                let row = (chunk + word) << 6 + bits.trailingZeroBitCount
+                                bits &= bits &- 1
+                                found = accept(filter, row)
+                                if found >= limit { break words }
+                            }
+                        }
+                        foundCount[filter] = found
+                    }
+                }
+                position += 1
             }
+            chunk += Self.chunkWords
         }
     }
 
     /// Whether the group is one bitset and no (remaining) list.
     @inline(__always)
     private func isSingleBitset(_ group: Int) -> Bool {
-        groupMeta[group * 5 + 1] - groupMeta[group * 5] == 1 && cursors[group] == groupMeta[group * 5 + 4]
+        groups[group].bitsets.count == 1 && cursors[group] == groups[group].list.upperBound
     }
 
-    /// ANDs the filter's groups over words `chunk ..< chunk + length` into `acc`; false when empty.
+    /// The OR of the group's bitsets over `words` into `chunk` (its first bitset loaded, the others ORed).
     @inline(__always)
-    private func evaluate(
-        _ filter: Int, chunk: Int, length: Int, acc: UnsafeMutablePointer<UInt64>,
-        tmp: UnsafeMutablePointer<UInt64>
+    private func loadUnion(_ bitsets: Range<Int>, words: Range<Int>, into chunk: inout ChunkWords) {
+        _ = self.bitsets.load(bitsetRows[bitsets.lowerBound], words: words, into: &chunk)
+        for ref in bitsets.lowerBound + 1..<bitsets.upperBound {
+            self.bitsets.formUnion(bitsetRows[ref], words: words, into: &chunk)
+        }
+    }
+
+    /// ANDs the filter's groups over the chunk `words` (at most 64) into `acc`; false when empty.
+    @inline(__always)
+    private mutating func evaluate(
+        _ filter: Int, words: Range<Int>, acc: inout ChunkWords, tmp: inout ChunkWords
     ) -> Bool {
-        let groupStart = filterMeta[filter * 4]
-        let groupEnd = filterMeta[filter * 4 + 1]
-        if groupStart == groupEnd {
-            for word in 0..<length { acc[word] = ~0 }
+        let filterGroups = filters[filter].groups
+        let length = words.count
+        if filterGroups.isEmpty {
+            acc.fill(length, with: ~0)
             return true
         }
-        let firstRow = chunk << 6
-        let endRow = (chunk + length) << 6
-        var group = groupStart
-        while group < groupEnd {
+        let firstRow = words.lowerBound << 6
+        let endRow = words.upperBound << 6
+        var group = filterGroups.lowerBound
+        while group < filterGroups.upperBound {
             defer { group += 1 }
-            let first = group == groupStart
+            let first = group == filterGroups.lowerBound
             // Two single bitsets in a row (after the first group): one pass for both.
-            if !first && group + 1 < groupEnd && isSingleBitset(group) && isSingleBitset(group + 1) {
-                let one = arena + refs[groupMeta[group * 5]] + chunk
-                let two = arena + refs[groupMeta[(group + 1) * 5]] + chunk
-                var any: UInt64 = 0
-                for word in 0..<length {
-                    let value = acc[word] & one[word] & two[word]; acc[word] = value; any |= value
-                }
-                if any == 0 { return false }
+            if !first && group + 1 < filterGroups.upperBound && isSingleBitset(group) && isSingleBitset(group + 1) {
+                let one = bitsetRows[groups[group].bitsets.lowerBound]
+                let two = bitsetRows[groups[group + 1].bitsets.lowerBound]
+                if bitsets.intersect(one, two, words: words, into: &acc) == 0 { return false }
                 group += 1
                 continue
             }
-            let denseStart = groupMeta[group * 5]
-            let denseEnd = groupMeta[group * 5 + 1]
-            let sparseEnd = groupMeta[group * 5 + 4]
+            let dense = groups[group].bitsets
+            let listEnd = groups[group].list.upperBound
             var any: UInt64 = 0
-            if cursors[group] == sparseEnd {
+            if cursors[group] == listEnd {
                 // Dense only (or a list already consumed).
-                if denseStart == denseEnd { return false }
-                let source = arena + refs[denseStart] + chunk
-                if denseEnd - denseStart == 1 {
-                    if first {
-                        for word in 0..<length { let value = source[word]; acc[word] = value; any |= value }
-                    } else {
-                        for word in 0..<length { let value = acc[word] & source[word]; acc[word] = value; any |= value }
-                    }
+                if dense.isEmpty { return false }
+                if dense.count == 1 {
+                    let row = bitsetRows[dense.lowerBound]
+                    any =
+                        first
+                        ? bitsets.load(row, words: words, into: &acc) : bitsets.intersect(row, words: words, into: &acc)
                 } else {
-                    for word in 0..<length { tmp[word] = source[word] }
-                    for ref in denseStart + 1..<denseEnd {
-                        let other = arena + refs[ref] + chunk
-                        for word in 0..<length { tmp[word] |= other[word] }
-                    }
-                    if first {
-                        for word in 0..<length { let value = tmp[word]; acc[word] = value; any |= value }
-                    } else {
-                        for word in 0..<length { let value = acc[word] & tmp[word]; acc[word] = value; any |= value }
-                    }
+                    loadUnion(dense, words: words, into: &tmp)
+                    any = first ? acc.assign(length, from: tmp) : acc.intersect(length, with: tmp)
                 }
             } else {
                 // A list of rows, maybe with bitsets: skip rows of earlier chunks, take this chunk's.
-                let rows = groupMeta[group * 5 + 2] == 0 ? indexRows : localRows
+                let rows = groups[group].listSource == .index ? indexRows : localRows
                 var cursor = cursors[group]
-                while cursor < sparseEnd && Int(rows[cursor]) < firstRow { cursor += 1 }
-                if denseStart == denseEnd {
-                    if cursor == sparseEnd || Int(rows[cursor]) >= endRow {
+                while cursor < listEnd && Int(rows[cursor]) < firstRow { cursor += 1 }
+                if dense.isEmpty {
+                    if cursor == listEnd || Int(rows[cursor]) >= endRow {
                         cursors[group] = cursor
                         return false
                     }
-                    for word in 0..<length { tmp[word] = 0 }
+                    tmp.fill(length, with: 0)
                 } else {
-                    let source = arena + refs[denseStart] + chunk
-                    for word in 0..<length { tmp[word] = source[word] }
-                    for ref in denseStart + 1..<denseEnd {
-                        let other = arena + refs[ref] + chunk
-                        for word in 0..<length { tmp[word] |= other[word] }
-                    }
+                    loadUnion(dense, words: words, into: &tmp)
                 }
-                while cursor < sparseEnd {
+                while cursor < listEnd {
                     let row = Int(rows[cursor])
                     if row >= endRow { break }
-                    tmp[(row - firstRow) >> 6] |= 1 << UInt64(row & 63)
+                    tmp.insert(row - firstRow)
                     cursor += 1
                 }
                 cursors[group] = cursor
-                if first {
-                    for word in 0..<length { let value = tmp[word]; acc[word] = value; any |= value }
-                } else {
-                    for word in 0..<length { let value = acc[word] & tmp[word]; acc[word] = value; any |= value }
-                }
+                any = first ? acc.assign(length, from: tmp) : acc.intersect(length, with: tmp)
             }
             if any == 0 { return false }
         }
@@ -590,8 +578,8 @@ struct ExclusionIndex: Sendable {
     /// Exactly `MatchExclusions.excludes(filter, profileId:)`, given the filter's owner and `recorded(filterId:)`.
     @inline(__always)
     func excludes(owner: Int64, recorded: [Int64], profileId: Int64) -> Bool {
-        if profileId == owner { return true }
-        if let blocks, blocks.blocksEitherWay(owner, profileId) { return true }
+        if PairEligibility.isOwner(profileId: profileId, ownerId: owner) { return true }
+        if let blocks, PairEligibility.isBlocked(profileId: profileId, ownerId: owner, blocks: blocks) { return true }
         if recorded.isEmpty { return false }
         var low = 0, high = recorded.count
         while low < high {

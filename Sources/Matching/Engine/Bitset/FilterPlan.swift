@@ -52,7 +52,7 @@ struct FilterPlan: Sendable {
             groups.append([.flag(item: index, value: wanted)])
         case (.recency, .withinDays(let days)):
             guard item.storage == .timestamptz else { never = true; return }
-            let threshold = Self.threshold(item, days: days, clock: clock)
+            let threshold = Self.threshold(days: days, clock: clock)
             if index == Self.lastLoginIndex {
                 loginThreshold = Swift.max(loginThreshold ?? Int64.min, threshold)
             } else {
@@ -67,14 +67,12 @@ struct FilterPlan: Sendable {
         Set(codes).sorted().map { .code(item: item, code: $0) }
     }
 
-    /// The recency item's own threshold (now − days × 24 h), in microseconds.
-    private static func threshold(_ item: AnyMasterItem, days: Int32, clock: EvaluationClock) -> Int64 {
-        func open<Definition: RecencyItemDefinition>(_ definition: Definition.Type) -> Timestamp {
-            definition.threshold(days: days, clock: clock)
-        }
-        if let definition = item.definition as? any RecencyItemDefinition.Type {
-            return open(definition).microsecondsSinceEpoch
-        }
-        return MasterItem.LastLogin.threshold(days: days, clock: clock).microsecondsSinceEpoch
+    /// The earliest timestamp that satisfies `withinDays(days)` at `clock`, in microseconds: now − days × 24 h,
+    /// or the earliest representable instant should that underflow. That is the recency kind's one rule,
+    /// `RecencyItemDefinition.threshold`, which the kind's `evaluate` (and so the reference evaluator) applies
+    /// to every recency item: it is an extension function, not a requirement, so no item can replace it. It is
+    /// called through `LastLogin` here and is the same for `registered` and any other recency item.
+    private static func threshold(days: Int32, clock: EvaluationClock) -> Int64 {
+        MasterItem.LastLogin.threshold(days: days, clock: clock).microsecondsSinceEpoch
     }
 }
