@@ -45,7 +45,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-            ]
+            ],
+            // Sources/matcher/FaultInjection.swift: SIGKILL at MATCHER_FAULT's point, for the tests that run
+            // this binary (debug builds); release builds are without it.
+            swiftSettings: [.define("MATCHER_FAULTS", .when(configuration: .debug))]
         ),
         // Benchmarks that print numbers (never timed tests).
         .executableTarget(

@@ -12,6 +12,8 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     let openConnection: @Sendable () throws -> PostgresConnection
     /// Connections units of work are written on at once (`withUnitWriters`), the work connection included.
     public let writeConnections: Int
+    /// Told when a run reaches each `StoreFaultPoint`; nil (the default, and production) does nothing.
+    let faultPoints: (any StoreFaultPoints)?
 
     /// The default number of write connections: the server's insert work, not the worker's, bounds a run's
     /// write, and two backends use both cores of a small machine (README, "Performance").
@@ -20,12 +22,15 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
     ///   - writeConnections: how many connections write units of work at once (1: the work connection alone).
+    ///   - faultPoints: the tests' seam (`StoreFaultPoints`), shared with the extra writers; nil in production.
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
         connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
+        faultPoints: (any StoreFaultPoints)? = nil,
         openConnection: @escaping @Sendable () throws -> PostgresConnection
     ) {
         self.connection = connection
+        self.faultPoints = faultPoints
         self.openConnection = openConnection
         self.writeConnections = max(1, writeConnections)
     }
@@ -263,7 +268,7 @@ extension PostgresMatchingStore: ProfileRepository {
                 profiles: profiles, windowMasks: masks, mark: upTo ?? mark,
                 takenAt: try now.timestamp(1), readAt: mark)
         }
-        FaultInjection.reach("after-read")
+        faultPoints?.reach(.afterRead)
         return changed
     }
 
@@ -515,16 +520,20 @@ extension PostgresMatchingStore: MatchRepository {
         }
         let open = openConnection
         return try body(
-            [self] + extra.map { PostgresMatchingStore(connection: $0, writeConnections: 1, openConnection: open) })
+            [self]
+                + extra.map {
+                    PostgresMatchingStore(
+                        connection: $0, writeConnections: 1, faultPoints: faultPoints, openConnection: open)
+                })
     }
 
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
             let value = try body(PostgresUnitTransaction(tx: tx))
-            FaultInjection.reach("unit-before-commit")
+            faultPoints?.reach(.unitBeforeCommit)
             return value
         }
-        FaultInjection.reach("unit-after-commit")
+        faultPoints?.reach(.unitAfterCommit)
         return result
     }
 

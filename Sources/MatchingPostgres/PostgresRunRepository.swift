@@ -159,7 +159,7 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
-        FaultInjection.reach("before-finish")
+        faultPoints?.reach(.beforeFinish)
         try connection.transaction { tx in
             let row = try tx.query(
                 """

@@ -63,7 +63,10 @@ struct Database {
 
     func store(writeConnections: Int = PostgresMatchingStore.defaultWriteConnections) throws -> PostgresMatchingStore {
         let database = self
-        return PostgresMatchingStore(connection: try connect(), writeConnections: writeConnections) {
+        return PostgresMatchingStore(
+            connection: try connect(), writeConnections: writeConnections,
+            faultPoints: FaultInjection.storeFaultPoints
+        ) {
             try database.connect()
         }
     }

@@ -194,6 +194,51 @@ import Testing
         }
         #expect(statuses.allSatisfy { $0 == "succeeded" })
     }
+
+    /// The seam `MATCHER_FAULT` uses: the store reaches its points in the order the tests above rely on, the
+    /// extra write connections' units included.
+    @Test func theStoreReachesItsFaultPointsInRunOrder() throws {
+        let twin = try Twin()
+        var world = ScenarioWorld(seed: 11)
+        try twin.load(world.day1(profiles: 300, filters: 60))
+        let recorder = RecordedFaultPoints()
+        let database = twin.database
+        let store = PostgresMatchingStore(connection: try database.connect(), faultPoints: recorder) {
+            try database.connect()
+        }
+        let summary = try RunMatching(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 5))
+            .execute(.init(now: ScenarioWorld.day1, shard: .all, maxPerFilter: 100))
+        #expect(summary.counters.matchesWritten > 0)
+        // Units may be written on several connections at once: each commit follows its own before-commit.
+        let points = recorder.points
+        let units = points.filter { $0 == .unitAfterCommit }.count
+        #expect(units == 12)  // 60 filters, 5 a unit: the units of every write connection reach the seam
+        #expect(points.first == .afterRead && points.last == .beforeFinish)
+        #expect(points.filter { $0 == .unitBeforeCommit }.count == units)
+        #expect(points.filter { $0 == .afterRead || $0 == .beforeFinish }.count == 2)
+        var open = 0
+        for point in points {
+            if point == .unitBeforeCommit { open += 1 }
+            if point == .unitAfterCommit { open -= 1 }
+            #expect(open >= 0)
+        }
+    }
+}
+
+/// The store's fault points as a test sees them: every point reached, in order.
+final class RecordedFaultPoints: StoreFaultPoints, @unchecked Sendable {
+    private let lock = NSLock()
+    private var reached: [StoreFaultPoint] = []
+    func reach(_ point: StoreFaultPoint) {
+        lock.lock()
+        reached.append(point)
+        lock.unlock()
+    }
+    var points: [StoreFaultPoint] {
+        lock.lock()
+        defer { lock.unlock() }
+        return reached
+    }
 }
 
 enum ScenarioWorldProfiles {
