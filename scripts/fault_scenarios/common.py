@@ -388,7 +388,9 @@ class Worker:
         self.matcher = str(ROOT / ".build-fault" / cfg.build / "matcher")
 
     def _env(self, conninfo: str) -> dict:
-        return dict(os.environ, DATABASE_URL=conninfo)
+        env = dict(os.environ, DATABASE_URL=conninfo)
+        env.pop("MATCHER_FAULT", None)  # the faults come from outside; a debug build would also obey this
+        return env
 
     def run(self, name: str, db: str, *args) -> Outcome:
         """Runs the worker to the end."""
