@@ -39,39 +39,28 @@ public enum ChangeCapture {
         let columns = watchedColumns.map(quoteIdentifier)
         let old = columns.map { "OLD.\($0)" }.joined(separator: ", ")
         let new = columns.map { "NEW.\($0)" }.joined(separator: ", ")
+        // One recording function per trigger, each the same upsert of (id, transaction, time) from `rows`.
+        func recorder(_ name: String, from rows: String) -> String {
+            """
+            CREATE OR REPLACE FUNCTION \(s).\(name)() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
+            BEGIN
+                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
+                \(rows)
+                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
+                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
+                RETURN NULL;
+            END
+            $body$;
+            """
+        }
+        let now = "pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp()"
         return """
-            CREATE OR REPLACE FUNCTION \(s).matcher_record_inserted_profiles() RETURNS trigger
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
-            BEGIN
-                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
-                SELECT r.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp() FROM inserted_rows r
-                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
-                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
-                RETURN NULL;
-            END
-            $body$;
+            \(recorder("matcher_record_inserted_profiles", from: "SELECT r.id, \(now) FROM inserted_rows r"))
 
-            CREATE OR REPLACE FUNCTION \(s).matcher_record_changed_profile() RETURNS trigger
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
-            BEGIN
-                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
-                VALUES (NEW.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp())
-                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
-                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
-                RETURN NULL;
-            END
-            $body$;
+            \(recorder("matcher_record_changed_profile", from: "VALUES (NEW.id, \(now))"))
 
-            CREATE OR REPLACE FUNCTION \(s).matcher_record_deleted_profiles() RETURNS trigger
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $body$
-            BEGIN
-                INSERT INTO \(s).matcher_profile_changes AS c (profile_id, changed_by, changed_at)
-                SELECT r.id, pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp() FROM deleted_rows r
-                ON CONFLICT (profile_id) DO UPDATE SET changed_by = EXCLUDED.changed_by, changed_at = EXCLUDED.changed_at
-                    WHERE c.changed_by OPERATOR(pg_catalog.<>) EXCLUDED.changed_by;
-                RETURN NULL;
-            END
-            $body$;
+            \(recorder("matcher_record_deleted_profiles", from: "SELECT r.id, \(now) FROM deleted_rows r"))
 
             REVOKE ALL ON FUNCTION \(s).matcher_record_inserted_profiles() FROM PUBLIC;
             REVOKE ALL ON FUNCTION \(s).matcher_record_changed_profile() FROM PUBLIC;
