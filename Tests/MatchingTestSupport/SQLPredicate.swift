@@ -1,6 +1,9 @@
+import Matching
+
 extension FilterConditions {
-    /// The conditions as one SQL boolean expression over the `profiles` table's columns, for checking
-    /// the engine against PostgreSQL. It references two parameters: `$1`, the run's clock
+    /// The conditions as one SQL boolean expression over the `profiles` table's columns: a test oracle for
+    /// checking the engines against PostgreSQL (`EvaluatorAgreesWithSQLTests`), so it ships with the tests, not
+    /// with the worker. It references two parameters: `$1`, the run's clock
     /// (`timestamptz`), and `$2`, the run's date in its time zone (`date`). It is never NULL: `true`
     /// for no condition, else the conjunction of one expression per condition.
     ///
