@@ -142,7 +142,7 @@ public struct RunBrief: Sendable, Hashable {
 
 /// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
 /// while its filter exists, is not deleted, has `notify` on and has had no digest since the match was
-/// recorded (the retention sweep's rule, `RetentionRule`); the others stay listed, never notified, until
+/// recorded (the retention sweep's rule, `RetentionSQL.forgetBatch`); the others stay listed, never notified, until
 /// retention forgets them, and are counted apart so that they never make the oldest waiting digest look late.
 public struct WaitingDigests: Sendable, Hashable {
     public let matches: Int

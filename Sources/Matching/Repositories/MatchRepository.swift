@@ -217,8 +217,9 @@ public protocol MatchRepository: Sendable {
     /// of its own connections as it was made with (`PostgresMatchingStore(writeConnections:)`), closed when
     /// `body` returns. `UnitWriter` keeps their commits in filter-id order.
     func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T
-    /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest
-    /// (`RetentionRule`), in bounded batches. Returns nil when another process is sweeping.
+    /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest, in
+    /// bounded batches; once none is left, also sent notifications created before it (and, in PostgreSQL, the
+    /// bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process is sweeping.
     func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome?
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
