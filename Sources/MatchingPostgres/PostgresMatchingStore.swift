@@ -547,6 +547,9 @@ extension PostgresMatchingStore: MatchRepository {
                 [.int4(MigrationRunner.lockNamespace), .int4(3)]
             ).rows[0].bool(0)
         else { return nil }
+        // A batch's estimate is large (an expired day is a million rows) and its work is small: JIT would
+        // compile for 300 ms per batch (RetentionSQL).
+        try sweeper.execute("SET jit = off")
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0

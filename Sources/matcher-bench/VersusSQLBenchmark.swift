@@ -15,7 +15,11 @@ struct VersusSQLBenchmark: ParsableCommand {
     @Option(help: "Profiles in the synth.sql world.") var profiles = 100_000
     @Option(help: "Saved filters in the synth.sql world.") var filters = 10_000
     @Option(help: "The run's clock.") var clock = "2026-03-01T03:00:00Z"
-    @Option(help: "How many times to time the worker (the world is reset between runs); the median is reported.")
+    @Option(
+        help: """
+            Rounds: each times the worker and the peer back to back, alternating which goes first (the world is \
+            reset before each); the medians and the median of the rounds' ratios are reported.
+            """)
     var repeats = 3
     @Option(help: "Folder with synth.sql and sqlpeer.sql (default: ../shared/bench beside the repository).")
     var benchDir: String?
@@ -59,50 +63,83 @@ struct VersusSQLBenchmark: ParsableCommand {
         }
         let worker = conninfos["matcher_bench_worker"]!
 
+        // Rounds: the worker and the peer back to back, alternating which goes first (ABBA), so that a
+        // machine whose speed drifts (a shared VM) moves both sides of a round's ratio alike.
         var times: [Double] = []
+        var peerTimes: [Double] = []
+        var ratios: [Double] = []
         var peakRSS = 0
         var lastReport = ""
-        for attempt in 0..<max(1, repeats) {
-            if attempt > 0 { try reset(worker) }
-            let result = try Shell.timedChild(
-                matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
-                environment: ["DATABASE_URL": worker])
-            guard result.status == 0 else { throw ValidationError("matcher run failed: \(result.stderr)") }
-            times.append(result.seconds)
-            peakRSS = max(peakRSS, result.maxRSSKiB)
-            lastReport = result.stdout
-            print(
-                "  worker run \(attempt + 1): \(Shell.seconds(result.seconds)), peak RSS \(result.maxRSSKiB / 1024) MiB"
-            )
-        }
-        let workerMedian = times.sorted()[times.count / 2]
-        print("  worker phases (last run): \(Self.phases(lastReport))")
-
-        var peerSeconds: Double?
-        if let peer = conninfos["matcher_bench_peer"] {
-            peerSeconds = try Shell.time {
-                try Shell.run(
-                    psql,
-                    [
-                        peer, "-q", "-v", "ON_ERROR_STOP=1", "-v", "clock=\(clock)",
-                        "-f", bench.appendingPathComponent("sqlpeer.sql").path,
-                    ])
+        let peer = conninfos["matcher_bench_peer"]
+        for round in 0..<max(1, repeats) {
+            var workerSeconds = 0.0
+            var peerSeconds: Double?
+            func timeWorker() throws {
+                try reset(worker)
+                let result = try Shell.timedChild(
+                    matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
+                    environment: ["DATABASE_URL": worker])
+                guard result.status == 0 else { throw ValidationError("matcher run failed: \(result.stderr)") }
+                workerSeconds = result.seconds
+                peakRSS = max(peakRSS, result.maxRSSKiB)
+                lastReport = result.stdout
+                print(
+                    "  round \(round + 1) worker: \(Shell.seconds(result.seconds)), peak RSS "
+                        + "\(result.maxRSSKiB / 1024) MiB [\(Self.phases(result.stdout))]")
+            }
+            func timePeer(_ peer: String) throws {
+                try reset(peer)
+                let seconds = try Shell.time {
+                    try Shell.run(
+                        psql,
+                        [
+                            peer, "-q", "-v", "ON_ERROR_STOP=1", "-v", "clock=\(clock)",
+                            "-f", bench.appendingPathComponent("sqlpeer.sql").path,
+                        ])
+                }
+                peerSeconds = seconds
+                print("  round \(round + 1) peer:   \(Shell.seconds(seconds))")
+            }
+            if let peer, round % 2 == 1 {
+                try timePeer(peer)
+                try timeWorker()
+            } else {
+                try timeWorker()
+                if let peer { try timePeer(peer) }
+            }
+            times.append(workerSeconds)
+            if let peerSeconds {
+                peerTimes.append(peerSeconds)
+                ratios.append(peerSeconds / workerSeconds)
+                print(String(format: "  round %d ratio: %.1fx", round + 1, peerSeconds / workerSeconds))
             }
         }
+        let workerMedian = Self.median(times)
+        print("  worker phases (last run): \(Self.phases(lastReport))")
 
         print("")
         print(
             "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB"
         )
-        if let peerSeconds, let peer = conninfos["matcher_bench_peer"] {
-            print("plain SQL (sqlpeer.sql):           \(Shell.seconds(peerSeconds))")
-            print(String(format: "ratio: the worker is %.1fx faster", peerSeconds / workerMedian))
+        if let peer {
+            print("plain SQL (sqlpeer.sql, median of \(peerTimes.count)): \(Shell.seconds(Self.median(peerTimes)))")
+            print(
+                String(
+                    format: "ratio: the worker is %.1fx faster (median of the rounds' ratios; per round: %@)",
+                    Self.median(ratios), ratios.map { String(format: "%.1fx", $0) }.joined(separator: ", ")))
             let a = try checksums(worker), b = try checksums(peer)
             print("rows identical: \(a == b ? "yes" : "NO") (worker \(a), peer \(b))")
             if a != b { throw ExitCode(1) }
         } else {
             print("worker rows: \(try checksums(worker))")
         }
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted.count % 2 == 1
+            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// Back to the freshly loaded world: the worker's outputs and bookkeeping emptied.
@@ -115,6 +152,9 @@ struct VersusSQLBenchmark: ParsableCommand {
                      matcher_filter_state, matcher_waiting_matches, matcher_quarantine
             """)
         try connection.execute("VACUUM ANALYZE filter_matches, notifications")
+        // Every timing starts after a checkpoint, so that none pays for the previous one's full-page writes
+        // (a role without the right to checkpoint just measures without).
+        try? connection.execute("CHECKPOINT")
     }
 
     private func checksums(_ conninfo: String) throws -> String {

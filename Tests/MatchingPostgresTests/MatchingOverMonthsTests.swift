@@ -138,6 +138,42 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// A waiting match that its digest passed over (the profile was hidden meanwhile) waits no longer: once
+    /// expired it is forgotten with the notified ones, and its entry leaves the waiting list with it.
+    @Test func aWaitingMatchItsDigestPassedOverIsForgottenWithItsListEntry() throws {
+        let twin = try Twin()
+        try twin.saveProfiles(
+            [World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) }, at: ScenarioWorld.day1)
+        try twin.saveFilters([
+            World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 30, microseconds: 0))
+        ])
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
+        try seedMemoryDigest(twin, filterId: 200, owner: 2, at: ScenarioWorld.day1.adding(days: -1))
+        try twin.runBoth(at: ScenarioWorld.day1)
+        #expect(try waiting(twin, filterId: 200) == 4)
+
+        let hiddenAt = ScenarioWorld.day1.adding(days: 2)
+        try twin.saveProfiles([World.profile(10, status: 2, at: hiddenAt)], at: hiddenAt)
+        let digestDay = ScenarioWorld.day1.adding(days: 31)
+        let (pg, mem) = try twin.runBoth(at: digestDay, retentionDays: 7)
+        let digests = try twin.postgres.notifications(filterId: 200)
+        #expect(digests.map(\.matchCount) == [3])
+        #expect(digests.first?.profileIds.contains(10) == false)
+        #expect(pg.counters.matchesForgotten == 4)
+        #expect(mem.counters.matchesForgotten == 4)
+        #expect(try twin.postgres.matches(filterId: 200).isEmpty)
+        #expect(try waiting(twin, filterId: 200) == 0)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+    }
+
+    private func waiting(_ twin: Twin, filterId: Int64) throws -> Int64 {
+        try twin.connection.query(
+            "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = $1", [.int8(filterId)]
+        ).rows[0].int64(0)
+    }
+
     /// The in-memory twin learns the earlier digest the PostgreSQL side was given by hand.
     private func seedMemoryDigest(_ twin: Twin, filterId: Int64, owner: Int64, at time: Timestamp) throws {
         try twin.memory.withUnitTransaction { tx in
