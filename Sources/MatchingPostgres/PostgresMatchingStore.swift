@@ -510,13 +510,22 @@ extension PostgresMatchingStore: MatchRepository {
     }
 
     /// This store, and `writeConnections - 1` more on connections of their own. A writer that cannot be opened
-    /// (the server at `max_connections`, say) is simply not used: the units are written by fewer.
-    public func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T {
+    /// (the server at `max_connections`, say) is not used: the units are written by fewer, and `shortfall`
+    /// says how many and why.
+    public func withUnitWriters<T>(
+        shortfall: (UnitWriterShortfall) -> Void, _ body: ([any MatchRepository]) throws -> T
+    ) throws -> T {
         var extra: [PostgresConnection] = []
         defer { for connection in extra { connection.close() } }
         for _ in 1..<writeConnections {
-            guard let connection = try? openConnection() else { break }
-            extra.append(connection)
+            do {
+                extra.append(try openConnection())
+            } catch {
+                shortfall(
+                    UnitWriterShortfall(
+                        opened: 1 + extra.count, configured: writeConnections, reason: "\(error)"))
+                break
+            }
         }
         let open = openConnection
         return try body(

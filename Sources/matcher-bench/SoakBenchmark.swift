@@ -11,6 +11,9 @@ import PostgresClient
 /// A day: logins by `--logins` of the profiles (an UPDATE of `last_login_at` only: no candidate), then
 /// `matcher seed --changes` with `--changes` of the profiles (15 % sign-ups; 85 % existing members, 45 % of
 /// them editing one or two items; plus hides, deletes, reactivations, filter edits and new blocks on top).
+/// Then a checkpoint (production checkpoints every few minutes, so a daily run always follows one), the run,
+/// timed with the WAL it wrote and its full-page images, the push sender (the day's digests are sent), and the
+/// night: a VACUUM of the worker's tables, autovacuum's turn between two daily runs, timed apart.
 struct SoakBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak",
@@ -56,7 +59,7 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
-                + "  notifications  runs"
+                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s"
         )
         guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
@@ -78,17 +81,28 @@ struct SoakBenchmark: ParsableCommand {
                         "--seed", "\(day)", "--now", clock,
                     ])
             }
+            // A daily run in production follows a checkpoint (they come every few minutes), so it pays a
+            // full-page image for every page it is the first to touch: so does each soak day, measured.
+            try? db.execute("CHECKPOINT")
+            let walBefore = try? Self.walTotals(db)
             let result = try matcherStep(
                 "run day \(day)",
                 [
                     "run", "--now", clock, "--retention-days", "\(retentionDays)",
                     "--format", "json", "--log-format", "json",
                 ])
+            let wal = (try? Self.walTotals(db)).flatMap { after in walBefore.map { after - $0 } } ?? .zero
             let report = Self.report(result.stdout)
             // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
             try db.query(
                 "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
                 [.timestamptz(first.adding(days: day - 1))])
+            // The night between two daily runs: autovacuum's turn, which a soak that runs the days back to back
+            // would not give it (a table that is never vacuumed cannot reuse the space its expired rows left).
+            // Done here, outside the run's timing, and timed on its own.
+            let night = try Shell.time {
+                try db.execute("VACUUM (ANALYZE) filter_matches, matcher_waiting_matches, notifications")
+            }
             let rows = try db.query(
                 """
                 SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
@@ -97,12 +111,30 @@ struct SoakBenchmark: ParsableCommand {
             ).rows[0]
             say(
                 String(
-                    format: "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d",
+                    format:
+                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f",
                     day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
                     report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
                     report.count("matches_written"), report.count("matches_forgotten"),
-                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3)))
+                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
+                    wal.bytes / 1_048_576, wal.fullPageImages / 1000, night))
         }
+    }
+
+    /// The server's WAL written so far (pg_stat_wal, PostgreSQL 14+; the whole server, which only the run
+    /// writes to while it runs).
+    struct WALTotals {
+        static let zero = WALTotals(bytes: 0, fullPageImages: 0)
+        let bytes: Double
+        let fullPageImages: Double
+        static func - (a: WALTotals, b: WALTotals) -> WALTotals {
+            WALTotals(bytes: a.bytes - b.bytes, fullPageImages: a.fullPageImages - b.fullPageImages)
+        }
+    }
+
+    static func walTotals(_ db: PostgresConnection) throws -> WALTotals {
+        let row = try db.query("SELECT wal_bytes::float8, wal_fpi::float8 FROM pg_stat_wal").rows[0]
+        return WALTotals(bytes: try row.double(0), fullPageImages: try row.double(1))
     }
 
     /// The run's JSON report: counts and phase seconds by their keys, wherever they sit.

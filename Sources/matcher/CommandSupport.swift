@@ -257,6 +257,13 @@ struct LoggingRunOutput: RunOutputHandler {
                         "notifications_written": .stringConvertible(notifications),
                     ])
             }
+        case .writersUnavailable(let shortfall):
+            logger.warning(
+                "fewer write connections than configured",
+                metadata: [
+                    "opened": .stringConvertible(shortfall.opened),
+                    "configured": .stringConvertible(shortfall.configured), "reason": "\(shortfall.reason)",
+                ])
         case .forgotten(let outcome):
             logger.info(
                 "retention sweep",

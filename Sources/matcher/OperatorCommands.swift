@@ -124,7 +124,7 @@ struct Progress: ParsableCommand {
 
 /// `K/N` for a `--shard` flag (a usage error, exit 64, when malformed).
 func shardArgument(_ text: String) throws -> Shard {
-    do { return try Shard(parsing: text) } catch let error as ShardError { throw ValidationError(error.description) }
+    do { return try Shard(parsing: text) } catch { throw ValidationError(error.description) }
 }
 
 /// An ISO 8601 instant with its zone offset for `flag`, like `--now` (a time without an offset is refused).

@@ -68,7 +68,7 @@ import Testing
         let interrupted = try twin.postgres.start(
             NewRun(
                 kind: .run, shard: .all, clock: ScenarioWorld.day2, maxPerFilter: 100, writesNotifications: true,
-                coverage: .none, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30,
+                coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30,
                 parameters: "{}",
                 candidates: 0))
 

@@ -223,6 +223,62 @@ import Testing
             #expect(open >= 0)
         }
     }
+
+    /// A write connection the server refuses is not a failed run: the units are written by those that opened,
+    /// the rows are those of a run with every connection, and the run says how many it had and why not more.
+    @Test func aRefusedWriteConnectionIsReportedAndTheRunWritesTheSameRows() throws {
+        let twin = try Twin(), reference = try Twin("reference")
+        var world = ScenarioWorld(seed: 12), same = ScenarioWorld(seed: 12)
+        try twin.load(world.day1(profiles: 300, filters: 60))
+        try reference.load(same.day1(profiles: 300, filters: 60))
+        // The store opens, in order: the run lock's connection, the extra writers', the sweeper's. The third,
+        // the second extra writer, is refused.
+        let database = twin.database
+        let refusal = RefusedConnection(call: 3)
+        let store = PostgresMatchingStore(connection: try database.connect(), writeConnections: 3) {
+            try refusal.next()
+            return try database.connect()
+        }
+        let output = RecordingRunOutput()
+        let summary = try RunMatching(
+            MatchingRepositories(store: store), output: output, options: PassOptions(unitFilterLimit: 5)
+        )
+        .execute(.init(now: ScenarioWorld.day1, shard: .all, maxPerFilter: 100))
+        let shortfalls = output.events.compactMap { event -> UnitWriterShortfall? in
+            if case .writersUnavailable(let shortfall) = event { return shortfall }
+            return nil
+        }
+        #expect(shortfalls.map(\.opened) == [2])
+        #expect(shortfalls.map(\.configured) == [3])
+        #expect(shortfalls.first?.reason.contains("refused for the test") == true)
+
+        let full = try RunMatching(
+            MatchingRepositories(store: reference.postgres), options: PassOptions(unitFilterLimit: 5)
+        )
+        .execute(.init(now: ScenarioWorld.day1, shard: .all, maxPerFilter: 100))
+        #expect(summary.counters.matchesWritten > 0)
+        #expect(summary.counters.matchesWritten == full.counters.matchesWritten)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(reference.connection).matches)
+        #expect(try Rows.of(twin.connection).notifications == Rows.of(reference.connection).notifications)
+    }
+}
+
+/// Refuses one connection, the `call`-th opened, as a server at `max_connections` would.
+final class RefusedConnection: @unchecked Sendable {
+    struct Refused: Error, CustomStringConvertible {
+        var description: String { "connection refused for the test" }
+    }
+    private let lock = NSLock()
+    private var calls = 0
+    private let call: Int
+    init(call: Int) { self.call = call }
+    func next() throws {
+        lock.lock()
+        calls += 1
+        let current = calls
+        lock.unlock()
+        if current == call { throw Refused() }
+    }
 }
 
 /// The store's fault points as a test sees them: every point reached, in order.

@@ -23,7 +23,7 @@ import Testing
         let run = try twin.postgres.start(
             NewRun(
                 kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100,
-                writesNotifications: true, coverage: .none, upTo: nil,
+                writesNotifications: true, coverage: nil, upTo: nil,
                 upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
                 parameters: "{}", candidates: 3))
         return (twin, run, NotificationCandidateFilter(filter: filter, owner: FilterOwner(id: 1, status: 1, plan: 0)))

@@ -215,8 +215,11 @@ public protocol MatchRepository: Sendable {
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T
     /// Runs `body` with the stores units of work may be written on at the same time: this one, and as many more
     /// of its own connections as it was made with (`PostgresMatchingStore(writeConnections:)`), closed when
-    /// `body` returns. `UnitWriter` keeps their commits in filter-id order.
-    func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T
+    /// `body` returns. `UnitWriter` keeps their commits in filter-id order. When fewer could be opened than
+    /// the store was made with, the units are written by fewer, and `shortfall` says so before `body` runs.
+    func withUnitWriters<T>(
+        shortfall: (UnitWriterShortfall) -> Void, _ body: ([any MatchRepository]) throws -> T
+    ) throws -> T
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest, in
     /// bounded batches; once none is left, also sent notifications created before it (and, in PostgreSQL, the
     /// bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process is sweeping.
@@ -227,10 +230,27 @@ public protocol MatchRepository: Sendable {
 
 extension MatchRepository {
     /// One writer, this store: units are written one after another.
-    public func withUnitWriters<T>(_ body: ([any MatchRepository]) throws -> T) throws -> T { try body([self]) }
+    public func withUnitWriters<T>(
+        shortfall: (UnitWriterShortfall) -> Void, _ body: ([any MatchRepository]) throws -> T
+    ) throws -> T { try body([self]) }
 
     /// Commits a unit of work atomically (`UnitCommitter`).
     public func commit(_ unit: WorkUnit, planner: NotificationPlanner) throws -> WorkUnitOutcome {
         try UnitCommitter(planner: planner).commit(unit, to: self)
+    }
+}
+
+/// Fewer writers than a store was made with (`--write-connections`): the server refused the others (at
+/// `max_connections`, say). The run goes on with those it has; the operator learns why from the log.
+public struct UnitWriterShortfall: Sendable, Equatable {
+    public let opened: Int
+    public let configured: Int
+    /// The first refusal, as the server or libpq gave it.
+    public let reason: String
+
+    public init(opened: Int, configured: Int, reason: String) {
+        self.opened = opened
+        self.configured = configured
+        self.reason = reason
     }
 }

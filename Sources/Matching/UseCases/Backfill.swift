@@ -50,8 +50,15 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             case .ids(let ids): filterPart = "ids " + ids.sorted().map(String.init).joined(separator: ",")
             case .owners(let ids): filterPart = "owners " + ids.sorted().map(String.init).joined(separator: ",")
             }
-            return
-                "{\"profiles\": \"\(profilePart)\", \"filters\": \"\(filterPart)\", \"notify\": \(writesNotifications)}"
+            return JSONText.encode(
+                StoredSelection(profiles: profilePart, filters: filterPart, notify: writesNotifications))
+        }
+
+        /// The stored form's keys (`matcher_runs.parameters`, read by operators and by `sameParameters`).
+        private struct StoredSelection: Encodable {
+            let profiles: String
+            let filters: String
+            let notify: Bool
         }
     }
 

@@ -370,7 +370,7 @@ final class UnitWriter: @unchecked Sendable {
     /// Writes `units` (in filter-id order); throws the first failure, after every earlier unit has committed.
     func write(_ units: [Pending]) throws {
         guard !units.isEmpty else { return }
-        try matches.withUnitWriters { writers in
+        try matches.withUnitWriters(shortfall: { output.handle(.writersUnavailable($0)) }) { writers in
             let order = CommitOrder(units: units.count)
             DispatchQueue.concurrentPerform(iterations: max(1, min(writers.count, units.count))) { slot in
                 let writer = writers[slot]

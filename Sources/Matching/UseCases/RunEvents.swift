@@ -12,6 +12,8 @@ public enum RunEvent: Sendable {
     /// A profile or filter row that could not be read: left out, listed in `matcher_quarantine`.
     case quarantined(QuarantinedRow)
     case unitCommitted(filtersDone: Int, filtersTotal: Int, matches: Int, notifications: Int)
+    /// Units are written on fewer connections than configured (the others could not be opened).
+    case writersUnavailable(UnitWriterShortfall)
     /// The retention sweep ran (another process may have been sweeping instead: then no event).
     case forgotten(RetentionOutcome)
     /// An interrupted run of another shard layout was abandoned: this run covers its owners.
