@@ -59,6 +59,11 @@ struct VersusSQLBenchmark: ParsableCommand {
                     ])
             }
             print("  loaded \(name) in \(Shell.seconds(load))")
+            // A settled world for both sides: hint bits set and statistics taken, so that neither side's first
+            // timing pays for the load (the first worker round used to, 1-2 s more than the next).
+            let settle = try PostgresConnection(conninfo)
+            try settle.execute("VACUUM (FREEZE, ANALYZE)")
+            settle.close()
             conninfos[name] = conninfo
         }
         let worker = conninfos["matcher_bench_worker"]!

@@ -54,9 +54,14 @@ import Testing
                 """
             ).rows.first.map { try $0.int32(0) }
         }
-        // Units 1 to 4 are committed; the fifth is open, its rows written up to the held pair.
-        let cursor = try faulted.connection.query("SELECT resume_after_filter FROM matcher_runs").rows[0].optionalInt64(
-            0)
+        // Units 1 to 4 commit; the fifth is open, its rows written up to the held pair. With two write
+        // connections the fourth may still be on its way when the fifth blocks: the cursor gets to 1020 (and no
+        // further: the sixth waits for the fifth's commit).
+        let cursor = try Self.waitFor("units 1 to 4 committed", timeout: 30) {
+            let value = try faulted.connection.query("SELECT resume_after_filter FROM matcher_runs").rows[0]
+                .optionalInt64(0)
+            return value == 1020 ? value : nil
+        }
         #expect(cursor == 1020)
         let committed = try faulted.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0)
         #expect(committed > 0)
