@@ -89,13 +89,15 @@ public struct FilterConditions: Sendable, Hashable {
         guard case .object(let members) = document else {
             throw FilterValidationError(itemKey: nil, problem: "not a JSON object")
         }
-        let unknown = members.keys.filter { key in !catalogue.contains { $0.key == key } }
-        if let first = unknown.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            throw FilterValidationError(itemKey: MessageText.key(first), problem: "unknown item")
+        let present = catalogue.compactMap { item in members[item.key].map { (item, $0) } }
+        if present.count < members.count {  // a key outside the catalogue
+            let unknown = members.keys.filter { key in !catalogue.contains { $0.key == key } }
+            if let first = unknown.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                throw FilterValidationError(itemKey: MessageText.key(first), problem: "unknown item")
+            }
         }
         var conditions: [FilterCondition] = []
-        for item in catalogue {
-            guard let value = members[item.key] else { continue }
+        for (item, value) in present {
             conditions.append(FilterCondition(item: item, form: try item.decodeCondition(value)))
         }
         return FilterConditions(conditions: conditions)
