@@ -81,17 +81,23 @@ public struct FilterConditions: Sendable, Hashable {
     /// When several problems exist, the one reported is, deterministically and whatever the order of
     /// the members: an unknown key first (the first in byte order), else the first invalid condition in
     /// catalogue order (and within it, per its kind's fixed order of checks).
-    public static func decode(_ document: JSONValue) throws(FilterValidationError) -> FilterConditions {
+    ///
+    /// `catalogue` is `MasterItem.all`; a test may pass another list of items (indexed as their columns).
+    public static func decode(
+        _ document: JSONValue, catalogue: [AnyMasterItem] = MasterItem.all
+    ) throws(FilterValidationError) -> FilterConditions {
         guard case .object(let members) = document else {
             throw FilterValidationError(itemKey: nil, problem: "not a JSON object")
         }
-        let unknown = members.keys.filter { MasterItem.item(forKey: $0) == nil }
-        if let first = unknown.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
-            throw FilterValidationError(itemKey: MessageText.key(first), problem: "unknown item")
+        let present = catalogue.compactMap { item in members[item.key].map { (item, $0) } }
+        if present.count < members.count {  // a key outside the catalogue
+            let unknown = members.keys.filter { key in !catalogue.contains { $0.key == key } }
+            if let first = unknown.min(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+                throw FilterValidationError(itemKey: MessageText.key(first), problem: "unknown item")
+            }
         }
         var conditions: [FilterCondition] = []
-        for item in MasterItem.all {
-            guard let value = members[item.key] else { continue }
+        for (item, value) in present {
             conditions.append(FilterCondition(item: item, form: try item.decodeCondition(value)))
         }
         return FilterConditions(conditions: conditions)

@@ -55,26 +55,34 @@ public enum ReferenceEvaluator {
         }
         var lines: [Explanation.ConditionLine] = []
         if let effective = facts.effectiveConditions, case .success(let all) = facts.conditions {
-            let ignored = Set(effective.ignoredPaidKeys)
-            for condition in all.conditions {
-                let item = condition.item
-                let value = profile.map { item.describe(value: $0.value(of: item), clock: clock) } ?? "no profile"
-                let outcome: Explanation.Outcome
-                if ignored.contains(item.key) {
-                    outcome = .ignoredNotOnPlan
-                } else if let profile, item.evaluate(condition.form, on: profile.value(of: item), clock: clock) {
-                    outcome = .pass
-                } else {
-                    outcome = .fail
-                }
-                lines.append(
-                    Explanation.ConditionLine(
-                        itemKey: item.key, profileValue: value,
-                        condition: item.describe(condition: condition.form, clock: clock), outcome: outcome))
-            }
+            lines = conditionLines(
+                all, ignoredPaidKeys: Set(effective.ignoredPaidKeys), value: profile.map { $0.value(of:) },
+                clock: clock)
         }
         let matches = checks.allSatisfy(\.passed) && lines.allSatisfy { $0.outcome != .fail }
         return Explanation(eligibility: checks, conditions: lines, matches: matches)
+    }
+
+    /// Each condition with the profile's value (`value`; nil: no profile) and its outcome, for `explain`.
+    static func conditionLines(
+        _ conditions: FilterConditions, ignoredPaidKeys: Set<String>, value: ((AnyMasterItem) -> ItemValue)?,
+        clock: EvaluationClock
+    ) -> [Explanation.ConditionLine] {
+        conditions.conditions.map { condition in
+            let item = condition.item
+            let outcome: Explanation.Outcome
+            if ignoredPaidKeys.contains(item.key) {
+                outcome = .ignoredNotOnPlan
+            } else if let value, item.evaluate(condition.form, on: value(item), clock: clock) {
+                outcome = .pass
+            } else {
+                outcome = .fail
+            }
+            return Explanation.ConditionLine(
+                itemKey: item.key,
+                profileValue: value.map { item.describe(value: $0(item), clock: clock) } ?? "no profile",
+                condition: item.describe(condition: condition.form, clock: clock), outcome: outcome)
+        }
     }
 
     private static func decode(_ filter: SavedFilter) -> Result<FilterConditions, FilterValidationError> {

@@ -33,6 +33,14 @@ public struct AnyMasterItem: Sendable, Hashable, CustomStringConvertible {
         definition.evaluate(form, on: value, clock: clock)
     }
 
+    public func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        definition.selection(for: form, clock: clock)
+    }
+
+    public func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
+        definition.orderedKeys(of: column, clock: clock)
+    }
+
     public func describe(value: ItemValue, clock: EvaluationClock) -> String {
         definition.describe(value: value, clock: clock)
     }

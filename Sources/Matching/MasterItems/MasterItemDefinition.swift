@@ -46,8 +46,10 @@ public enum ItemKind: Sendable, Hashable {
 ///
 /// Conform through the kind protocols (`RangeItemDefinition`, `SingleChoiceItemDefinition`,
 /// `MultiChoiceItemDefinition`, `FlagItemDefinition`, `RecencyItemDefinition`), which supply the
-/// kind's decoding, evaluation and descriptions, so that an item declares only its key, column,
-/// domain, and optionally its storage, labels and required plan. Then list it in `MasterItem.all`.
+/// kind's decoding, evaluation (`evaluate` of one value for the reference evaluator and explain;
+/// `selection` and `orderedKeys` of whole columns for the bitset engine) and descriptions, so that an
+/// item declares only its key, column, domain, and optionally its storage, labels and required plan.
+/// Then list it in `MasterItem.all`. A kind's rule is written once, in its file in `Kinds/`.
 public protocol MasterItemDefinition: SendableMetatype {
     /// The key in a filter's JSON and in code; stable.
     static var key: String { get }
@@ -68,6 +70,12 @@ public protocol MasterItemDefinition: SendableMetatype {
     /// Whether a profile's `value` of this item satisfies `form` at `clock`.
     /// A form or value of another kind's shape never satisfies.
     static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool
+    /// The same rule as `evaluate`, as the bitset engine applies it to a whole column: which stored
+    /// values satisfy `form` at `clock`, as tests of a row's code, flag or ordered key.
+    static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection
+    /// Each row's ordered key in this item's `column` (what `.atLeast` and `.atMost` tests compare), or
+    /// nil when the kind has none or the column is not of its shape. Called once per batch, not per row.
+    static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys?
     /// A profile's value for an explanation, such as `34 (born 1991-05-02)` or `13 (東京都)`.
     static func describe(value: ItemValue, clock: EvaluationClock) -> String
     /// A condition for an explanation, such as `between 25 and 32` or `any of 1, 5`.
@@ -77,6 +85,10 @@ public protocol MasterItemDefinition: SendableMetatype {
 extension MasterItemDefinition {
     public static var requiredPlan: Int16 { Profile.Plan.free }
     public static var labels: [String] { [] }
+    /// No ordered key: the kinds that compare one (range, recency) say what it is.
+    public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
+        nil
+    }
 
     /// This item's entry in `MasterItem.all`.
     public static var item: AnyMasterItem {

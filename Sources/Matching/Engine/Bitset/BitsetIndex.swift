@@ -1,26 +1,15 @@
 import Chronology
 import Dispatch
 
-/// A set of candidate rows the bitset engine needs for some condition: built once per evaluation and
-/// shared by every filter that uses it.
-enum BitsetNeed: Hashable, Sendable {
-    /// Single choice: the row's code equals `code`. Multi choice: the row's set contains `code`.
-    case code(item: Int, code: Int32)
-    /// Range or recency: the row's value is answered and `>= bound` (a range value, or microseconds).
-    case atLeast(item: Int, bound: Int64)
-    /// Range: the row's value is answered and `<= bound`.
-    case atMost(item: Int, bound: Int64)
-    /// Flag: the row's flag equals `value`.
-    case flag(item: Int, value: Bool)
-
-    var item: Int {
-        switch self {
-        case .code(let item, _), .atLeast(let item, _), .atMost(let item, _), .flag(let item, _): item
-        }
-    }
+/// A set of candidate rows the bitset engine needs for some condition: the rows of item `item` (its
+/// index, and its column's) that pass `test`. Built once per evaluation and shared by every filter that
+/// uses it. What a test means for a kind is its definition's `selection(for:clock:)`.
+struct BitsetNeed: Hashable, Sendable {
+    let item: Int
+    let test: ValueTest
 
     var isCode: Bool {
-        if case .code = self { return true }
+        if case .holds = test { return true }
         return false
     }
 }
@@ -72,10 +61,11 @@ struct BitsetIndex: Sendable {
     }
 
     /// Builds the postings of `needs`, and of the groups (OR-groups of two or more needs, by need
-    /// number, with how many filters use each) worth sharing.
+    /// number, with how many filters use each) worth sharing. `items[k]` is the item of index `k` when a
+    /// need reads its column: its definition gives the ordered keys that bounds compare.
     static func build(
         batch: CandidateBatch, needs: [BitsetNeed], groups: [[Int32]], groupUses: [Int],
-        clock: EvaluationClock, options: Options
+        items: [AnyMasterItem?], clock: EvaluationClock, options: Options
     ) -> BitsetIndex {
         let rowCount = batch.count
         let wordCount = (rowCount + 63) >> 6
@@ -144,7 +134,7 @@ struct BitsetIndex: Sendable {
             filled.set(
                 index,
                 Self.fill(
-                    itemNeeds, needs: needs, column: columns.columns[item], listed: frozenListed,
+                    itemNeeds, needs: needs, item: items[item], column: columns.columns[item], listed: frozenListed,
                     denseRows: frozenRows, bitsets: bitsets, rowCount: rowCount, clock: clock))
         }
         var sparseLists: [[Int32]] = []
@@ -242,7 +232,7 @@ struct BitsetIndex: Sendable {
                 for row in 0..<rowCount { histogram[Int(codes[row]) + 32768] += 1 }
             }
             return needs.map { need in
-                guard case .code(_, let code) = need, let narrow = Int16(exactly: code) else { return 0 }
+                guard case .holds(let code) = need.test, let narrow = Int16(exactly: code) else { return 0 }
                 return histogram[Int(narrow) + 32768]
             }
         case .codeSets(let sets):
@@ -271,7 +261,7 @@ struct BitsetIndex: Sendable {
     private static func codeTable(_ needs: [BitsetNeed]) -> CodeTable {
         var table = CodeTable(capacity: needs.count)
         for (index, need) in needs.enumerated() {
-            guard case .code(_, let code) = need else { continue }
+            guard case .holds(let code) = need.test else { continue }
             table.insert(code, Int32(index))
         }
         return table
@@ -305,7 +295,7 @@ struct BitsetIndex: Sendable {
         case .codes(let codes):
             var slot = [Int32](repeating: -1, count: 1 << 16)
             for (k, need) in itemNeeds.enumerated() {
-                guard case .code(_, let code) = needs[need], let narrow = Int16(exactly: code),
+                guard case .holds(let code) = needs[need].test, let narrow = Int16(exactly: code),
                     denseRows[need] >= 0 || listed[need]
                 else { continue }
                 slot[Int(narrow) + 32768] = Int32(k)
@@ -319,7 +309,9 @@ struct BitsetIndex: Sendable {
         case .codeSets(let sets):
             var table = CodeTable(capacity: itemNeeds.count)
             for (k, need) in itemNeeds.enumerated() {
-                guard case .code(_, let code) = needs[need], denseRows[need] >= 0 || listed[need] else { continue }
+                guard case .holds(let code) = needs[need].test, denseRows[need] >= 0 || listed[need] else {
+                    continue
+                }
                 table.insert(code, Int32(k))
             }
             var lastRow = [Int32](repeating: -1, count: itemNeeds.count)
@@ -353,7 +345,7 @@ struct BitsetIndex: Sendable {
     /// Fills the bitsets and lists of one item's needs (by number); `denseRows[need]` is the need's row of
     /// `bitsets`, -1 when it has none (a listed or an empty code).
     private static func fill(
-        _ itemNeeds: [Int], needs: [BitsetNeed], column: ProfileColumns.Column, listed: [Bool],
+        _ itemNeeds: [Int], needs: [BitsetNeed], item: AnyMasterItem?, column: ProfileColumns.Column, listed: [Bool],
         denseRows: [Int], bitsets: BitMatrix, rowCount: Int, clock: EvaluationClock
     ) -> Filled {
         let wordCount = (rowCount + 63) >> 6
@@ -364,12 +356,12 @@ struct BitsetIndex: Sendable {
             : fillCodes(
                 codeNeeds, needs: needs, column: column, listed: listed, denseRows: denseRows, bitsets: bitsets,
                 rowCount: rowCount)
-        var cuts: [(Int, BitsetNeed)] = []
+        var cuts: [(Int, ValueTest)] = []
         for need in itemNeeds {
-            switch needs[need] {
-            case .code:
+            switch needs[need].test {
+            case .holds:
                 break
-            case .flag(_, let value):
+            case .flag(let value):
                 let target = denseRows[need]
                 var population = 0
                 if case .flags(let bits) = column {
@@ -383,12 +375,17 @@ struct BitsetIndex: Sendable {
                 }
                 result.populations.append((need, population))
             case .atLeast, .atMost:
-                cuts.append((need, needs[need]))
+                cuts.append((need, needs[need].test))
             }
         }
         if !cuts.isEmpty {
-            result.populations += fillCuts(
-                cuts, column: column, denseRows: denseRows, bitsets: bitsets, rowCount: rowCount, clock: clock)
+            // A bound on a column without ordered keys never matches: every bitset stays empty.
+            if let ordered = item?.orderedKeys(of: column, clock: clock) {
+                result.populations += fillCuts(
+                    cuts, ordered: ordered, denseRows: denseRows, bitsets: bitsets, rowCount: rowCount)
+            } else {
+                result.populations += cuts.map { ($0.0, 0) }
+            }
         }
         return result
     }
@@ -400,38 +397,22 @@ struct BitsetIndex: Sendable {
         return valid >= 64 ? ~0 : (1 << UInt64(valid)) &- 1
     }
 
-    /// The bitsets of `atLeast` / `atMost` needs on one ordered column (a range value or a timestamp):
-    /// rows sorted into buckets between the bounds, then one sweep up (atMost) and one down (atLeast).
+    /// The bitsets of `atLeast` / `atMost` needs on one column's ordered keys (as its item's definition
+    /// gives them): rows sorted into buckets between the bounds, then one sweep up (atMost) and one down
+    /// (atLeast). A row whose key is not defined is in no bitset.
     private static func fillCuts(
-        _ cuts: [(Int, BitsetNeed)], column: ProfileColumns.Column, denseRows: [Int],
-        bitsets: BitMatrix, rowCount: Int, clock: EvaluationClock
+        _ cuts: [(Int, ValueTest)], ordered: OrderedKeys, denseRows: [Int], bitsets: BitMatrix, rowCount: Int
     ) -> [(Int, Int)] {
         let wordCount = (rowCount + 63) >> 6
-        // The row values, nil when unanswered (never matching a bound).
-        var values = [Int64](repeating: 0, count: rowCount)
-        var answered = [Bool](repeating: false, count: rowCount)
-        switch column {
-        case .integers(let column):
-            for row in 0..<rowCount where column.answered[row] {
-                values[row] = Int64(column.values[row])
-                answered[row] = true
-            }
-        case .dates(let column):
-            values = Self.ages(column, rowCount: rowCount, clock: clock)
-            for row in 0..<rowCount where column.answered[row] { answered[row] = true }
-        case .timestamps(let stamps):
-            for row in 0..<rowCount { values[row] = stamps[row] }
-            answered = [Bool](repeating: true, count: rowCount)
-        default:
-            // A bound on a column without ordered values never matches: every bitset stays empty.
-            return cuts.map { ($0.0, 0) }
-        }
+        precondition(ordered.keys.count == rowCount, "one ordered key per row")
+        let values = ordered.keys
+        let answered = ordered.defined
         // Split points: value <= split[k] for atMost(split[k]); value > split[k] for atLeast(split[k] + 1).
         var splitSet = Set<Int64>()
         for (_, cut) in cuts {
             switch cut {
-            case .atMost(_, let bound): splitSet.insert(bound)
-            case .atLeast(_, let bound) where bound > Int64.min: splitSet.insert(bound - 1)
+            case .atMost(let bound): splitSet.insert(bound)
+            case .atLeast(let bound) where bound > Int64.min: splitSet.insert(bound - 1)
             default: break
             }
         }
@@ -468,8 +449,8 @@ struct BitsetIndex: Sendable {
         let splitIndex = Dictionary(uniqueKeysWithValues: splits.enumerated().map { ($1, $0) })
         for (need, cut) in cuts {
             switch cut {
-            case .atMost(_, let bound): atMostBySplit[splitIndex[bound]!] = need
-            case .atLeast(_, let bound) where bound > Int64.min: atLeastBySplit[splitIndex[bound - 1]!] = need
+            case .atMost(let bound): atMostBySplit[splitIndex[bound]!] = need
+            case .atLeast(let bound) where bound > Int64.min: atLeastBySplit[splitIndex[bound - 1]!] = need
             default: everyAnswered.append(need)
             }
         }
@@ -511,29 +492,10 @@ struct BitsetIndex: Sendable {
         }
         return result
     }
-
-    /// Each row's age on the run's date, as the reference counts it; 0 where unanswered.
-    private static func ages(_ column: NullableInt32Column, rowCount: Int, clock: EvaluationClock) -> [Int64] {
-        var ages = [Int64](repeating: 0, count: rowCount)
-        let runDate = clock.runDate
-        // Memoized by birth day: most candidates share a few thousand days.
-        var memo = CodeTable(capacity: 1 << 12)
-        for row in 0..<rowCount where column.answered[row] {
-            let days = column.values[row]
-            let cached = memo.lookupValue(days)
-            if let cached {
-                ages[row] = Int64(cached)
-            } else {
-                let age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
-                if memo.count < 1 << 16 { memo.insert(days, age) }
-                ages[row] = Int64(age)
-            }
-        }
-        return ages
-    }
 }
 
-/// An open-addressing hash table from Int32 keys to Int32 values (multi-choice codes to need slots),
+/// An open-addressing hash table from Int32 keys to Int32 values (multi-choice codes to need slots, birth days
+/// to ages in `RangeItemDefinition.orderedKeys`),
 /// much faster than `Dictionary` in the per-element loops. Grows as needed.
 struct CodeTable {
     private var keys: [Int32]

@@ -6,12 +6,16 @@ import Foundation
 /// chunk, filters spread across cores in blocks. A filter's scan stops at its `limit`-th candidate
 /// that `exclusions` lets through, so its answer is exactly the reference engine's.
 ///
-/// - Codes (single and multi choice) get a bitset each, built for the codes filters list only; a
+/// Which stored values satisfy a condition is not written here: each condition's item gives it, as a
+/// `ValueSelection` (an AND of OR-groups of `ValueTest`s) from its kind definition in
+/// `Sources/Matching/MasterItems/Kinds`, beside the `evaluate` the reference evaluator uses. The engine
+/// only builds the rows of each test:
+///
+/// - Code tests (single and multi choice) get a bitset each, built for the codes filters list only; a
 ///   rare code (communities) keeps a sorted list of rows instead, which also lets a scan skip chunks.
-/// - Range conditions use cumulative bitsets (`value <= b`, `value >= b`) for the bounds filters use;
-///   age is counted per candidate on the run's date first. NULL fails every range.
-/// - `last_login` recency is a prefix of the candidates (they are in `last_login_at` order); any other
-///   recency item is a cumulative bitset over its timestamps.
+/// - Bound tests use cumulative bitsets (`key <= b`, `key >= b`) over the ordered keys the item's
+///   definition gives per batch (`orderedKeys`: a range's value, age on the run's date, a timestamp).
+/// - A lower bound on `last_login` is a prefix of the candidates (they are in `last_login_at` order).
 /// - anyOf lists used by several filters are OR-ed once into a shared bitset, within a memory budget.
 /// - In each chunk a filter ANDs its groups, most selective first, and stops at the first empty result.
 public struct BitsetMatchEngine: MatchEngine {
@@ -102,7 +106,8 @@ public struct BitsetMatchEngine: MatchEngine {
 
         started = ContinuousClock.now
         let index = BitsetIndex.build(
-            batch: batch, needs: plans.needs, groups: plans.groups, groupUses: plans.groupUses, clock: clock,
+            batch: batch, needs: plans.needs, groups: plans.groups, groupUses: plans.groupUses, items: plans.items,
+            clock: clock,
             options: .init(
                 sparseDivisor: options.sparseDivisor, groupBudgetBytes: options.sharedGroupBudgetBytes,
                 groupMinimumUses: options.sharedGroupMinimumUses))
@@ -450,6 +455,8 @@ private struct Kernel {
 struct CompiledPlans: Sendable {
     /// Distinct needs; a need's number is its index.
     let needs: [BitsetNeed]
+    /// The items the filters' conditions name, by index (`AnyMasterItem.index`); nil for the others.
+    let items: [AnyMasterItem?]
     /// Distinct OR-groups of two or more needs (by number), and how many filters use each.
     let groups: [[Int32]]
     let groupUses: [Int]
@@ -469,7 +476,9 @@ struct CompiledPlans: Sendable {
         let slots = ResultSlots<Part>(count: partCount)
         DispatchQueue.concurrentPerform(iterations: partCount) { part in
             let range = part * partSize..<min(filters.count, part * partSize + partSize)
-            slots.set(part, Part(range.map { FilterPlan(filters[$0].conditions, clock: clock) }))
+            var plans = Part(range.map { FilterPlan(filters[$0].conditions, clock: clock) })
+            for filter in range { plans.note(filters[filter].conditions) }
+            slots.set(part, plans)
         }
         var numbers = Numbering()
         var never: [Bool] = []
@@ -479,7 +488,12 @@ struct CompiledPlans: Sendable {
         never.reserveCapacity(filters.count)
         login.reserveCapacity(filters.count)
         termStarts.reserveCapacity(filters.count + 1)
+        var items: [AnyMasterItem?] = []
         for part in slots.values() {
+            for case let item? in part.items {
+                if item.index >= items.count { items += Array(repeating: nil, count: item.index + 1 - items.count) }
+                items[item.index] = item
+            }
             let needMap = part.numbers.needs.map { numbers.number($0) }
             var groupMap: [Int32] = []
             for (group, members) in part.numbers.groups.enumerated() {
@@ -493,6 +507,7 @@ struct CompiledPlans: Sendable {
             termStarts += part.termEnds.map { $0 + base }
         }
         self.needs = numbers.needs
+        self.items = items
         self.groups = numbers.groups
         self.groupUses = numbers.groupUses
         self.never = never
@@ -538,6 +553,17 @@ struct CompiledPlans: Sendable {
         /// Per filter: the end of its terms in `terms`.
         var termEnds: [Int] = []
         var terms: [Int32] = []
+        /// The items the part's conditions name, by index.
+        var items: [AnyMasterItem?] = []
+
+        /// Notes the items of `conditions`.
+        mutating func note(_ conditions: FilterConditions) {
+            for condition in conditions.conditions {
+                let index = condition.item.index
+                if index >= items.count { items += Array(repeating: nil, count: index + 1 - items.count) }
+                if items[index] == nil { items[index] = condition.item }
+            }
+        }
 
         init(_ plans: [FilterPlan]) {
             for plan in plans {

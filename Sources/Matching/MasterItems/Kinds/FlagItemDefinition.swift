@@ -19,6 +19,11 @@ extension FlagItemDefinition {
         return wanted == actual
     }
 
+    public static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        guard case .flag(let wanted) = form, storage == .boolean else { return .never }
+        return .anyOf([.flag(wanted)])
+    }
+
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .flag(let actual) = value else { return "\(value)" }
         return "\(actual)"

@@ -37,6 +37,20 @@ extension MultiChoiceItemDefinition {
         }
     }
 
+    /// anyOf: one group, the set holds one of the codes. allOf: a group per code, the set holds each
+    /// (none listed: every set holds them all).
+    public static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        guard storage == .smallintArray || storage == .integerArray else { return .never }
+        switch form {
+        case .anyOf(let listed):
+            return .anyOf(Set(listed).sorted().map { .holds(code: $0) })
+        case .allOf(let listed):
+            return ValueSelection(allOf: Set(listed).sorted().map { [.holds(code: $0)] })
+        default:
+            return .never
+        }
+    }
+
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .codes(let held) = value else { return "\(value)" }
         return held.isEmpty ? "none (unanswered)" : held.map(describeCode).joined(separator: ", ")

@@ -1,3 +1,5 @@
+import Chronology
+
 /// A range item: an ordered integer, `{"min": a, "max": b}` with at least one bound, inclusive.
 /// Stored as a nullable `smallint` by default; an item stored as a nullable `date` ranges over the
 /// full years from that date to the run's date (age).
@@ -42,6 +44,51 @@ extension RangeItemDefinition {
             return false
         }
         return (min.map { actual >= $0 } ?? true) && (max.map { actual <= $0 } ?? true)
+    }
+
+    /// A group per bound, inclusive, over the ordered key (`rangeValue`); no bound: the row is answered.
+    public static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        guard case .range(let min, let max) = form, storage == .nullableSmallint || storage == .nullableDate else {
+            return .never
+        }
+        if let min, let max, min > max { return .never }
+        var groups: [[ValueTest]] = []
+        if min == nil && max == nil { groups.append([.atLeast(Int64.min)]) }  // answered
+        if let min { groups.append([.atLeast(Int64(min))]) }
+        if let max { groups.append([.atMost(Int64(max))]) }
+        return ValueSelection(allOf: groups)
+    }
+
+    /// `rangeValue` of every row: the integer, or the full years from the date to the run's date;
+    /// undefined where unanswered (NULL).
+    public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
+        switch column {
+        case .integers(let column):
+            return OrderedKeys(keys: column.values.map { Int64($0) }, defined: column.answered)
+        case .dates(let column):
+            return OrderedKeys(keys: ages(column, clock: clock), defined: column.answered)
+        default:
+            return nil
+        }
+    }
+
+    /// Each row's full years on the run's date, as `rangeValue` counts them; 0 where unanswered.
+    private static func ages(_ column: NullableInt32Column, clock: EvaluationClock) -> [Int64] {
+        var ages = [Int64](repeating: 0, count: column.count)
+        let runDate = clock.runDate
+        // Memoized by birth day: most candidates share a few thousand days.
+        var memo = CodeTable(capacity: 1 << 12)
+        for row in 0..<column.count where column.answered[row] {
+            let days = column.values[row]
+            if let cached = memo.lookupValue(days) {
+                ages[row] = Int64(cached)
+            } else {
+                let age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
+                if memo.count < 1 << 16 { memo.insert(days, age) }
+                ages[row] = Int64(age)
+            }
+        }
+        return ages
     }
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {

@@ -34,6 +34,22 @@ extension RecencyItemDefinition {
         return actual >= threshold(days: days, clock: clock)
     }
 
+    /// One group: the timestamp is at or after `threshold` (in microseconds).
+    public static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        guard case .withinDays(let days) = form, storage == .timestamptz else { return .never }
+        return .anyOf([.atLeast(threshold(days: days, clock: clock).microsecondsSinceEpoch)])
+    }
+
+    /// The microseconds of every row; undefined where `missing` (NULL, or infinite read as NULL).
+    public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
+        guard case .timestamps(let stamps) = column else { return nil }
+        var defined = Bitmap(count: stamps.count)
+        for (row, stamp) in stamps.enumerated() where stamp != Timestamp.missing.microsecondsSinceEpoch {
+            defined.set(row)
+        }
+        return OrderedKeys(keys: stamps, defined: defined)
+    }
+
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .timestamp(let actual) = value else { return "\(value)" }
         return actual == .missing ? "NULL (none, or infinite)" : actual.iso8601

@@ -25,6 +25,12 @@ extension SingleChoiceItemDefinition {
         return codes.sortedContains(Int32(code))
     }
 
+    /// One group: the row's code is one of the listed codes (0 included: unanswered rows hold 0).
+    public static func selection(for form: ConditionForm, clock: EvaluationClock) -> ValueSelection {
+        guard case .anyOf(let codes) = form, storage == .smallint else { return .never }
+        return .anyOf(Set(codes).sorted().map { .holds(code: $0) })
+    }
+
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .code(let code) = value else { return "\(value)" }
         return code == 0 ? "0 (unanswered)" : describeCode(Int32(code))
