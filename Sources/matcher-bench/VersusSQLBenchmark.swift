@@ -60,7 +60,7 @@ struct VersusSQLBenchmark: ParsableCommand {
             }
             print("  loaded \(name) in \(Shell.seconds(load))")
             // A settled world for both sides: hint bits set and statistics taken, so that neither side's first
-            // timing pays for the load (the first worker round used to, 1-2 s more than the next).
+            // timing pays for the load (the first worker round was 1.5-2.4 s slower than the next ones).
             let settle = try PostgresConnection(conninfo)
             try settle.execute("VACUUM (FREEZE, ANALYZE)")
             settle.close()
