@@ -550,6 +550,14 @@ class Context:
     def m(self, name, db, *args) -> Outcome:
         return self.worker.run(name, db, *args)
 
+    def next_run(self, name, db):
+        """Once no worker session is left on `db`, one more plain run: its outcome, and whether the rows now
+        equal the clean reference (with the comparison's text)."""
+        self.server.wait_no_matcher(db)
+        after = self.m(name, db, *self.cfg.run_args)
+        ok, text = self.checks.compare(db)
+        return after, ok, text
+
     def m_bg(self, name, db, *args) -> subprocess.Popen:
         return self.worker.start_on(name, db, *args)
 

@@ -24,9 +24,7 @@ def sigkill_at_ten_instants(ctx: Context) -> None:
             how = f"finished before {delay}s"
         st = wait_status(worker)
         where = ctx.checks.progress(db)
-        ctx.server.wait_no_matcher(db)
-        after = ctx.m(f"s1-{pct}-after", db, *ctx.cfg.run_args)
-        ok, text = ctx.checks.compare(db)
+        after, ok, text = ctx.next_run(f"s1-{pct}-after", db)
         if not (after.rc == 0 and ok):
             held = False
         detail(f"{pct:>3}%: {how} (exit {st}): {where}; next run exit {after.rc} in {after.dur}s → {text}")

@@ -45,9 +45,7 @@ def backend_terminated(ctx: Context) -> None:
     w = ctx.worker
     detail(f"run exit {st}; {w.errlines('s2')} line(s) from the worker: {w.errline('s2')}")
     detail(f"left: {ctx.checks.progress(db)}")
-    ctx.server.wait_no_matcher(db)
-    after = ctx.m("s2-after", db, *ctx.cfg.run_args)
-    ok, text = ctx.checks.compare(db)
+    after, ok, text = ctx.next_run("s2-after", db)
     detail(f"next run exit {after.rc} in {after.dur}s → {text}")
     held = "terminated" in killer and st == 1 and w.errlines("s2") == 1 and after.rc == 0 and ok
     line = w.errline("s2").removeprefix("matcher: run failed: ")[:40]

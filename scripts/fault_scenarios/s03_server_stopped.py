@@ -20,9 +20,7 @@ def server_stopped(ctx: Context) -> None:
     if not ctx.server.start():
         raise Fatal("the private server did not restart")
     detail(f"server restarted (crash recovery) in {since(stopped)}s since the stop; left: {ctx.checks.progress(db)}")
-    ctx.server.wait_no_matcher(db)
-    after = ctx.m("s3-after", db, *ctx.cfg.run_args)
-    ok, text = ctx.checks.compare(db)
+    after, ok, text = ctx.next_run("s3-after", db)
     detail(f"next run exit {after.rc} in {after.dur}s → {text}")
     held = st == 1 and w.errlines("s3") == 1 and after.rc == 0 and ok
     line = w.errline("s3").removeprefix("matcher: run failed: ")[:40]

@@ -30,9 +30,7 @@ def statement_timeout(ctx: Context) -> None:
     w = ctx.worker
     detail(f"run exit {run.rc} after {run.dur}s: {w.errline('s4')}")
     detail(f"left: {ctx.checks.progress(db)}")
-    ctx.server.wait_no_matcher(db)
-    after = ctx.m("s4-after", db, *ctx.cfg.run_args)
-    ok, text = ctx.checks.compare(db)
+    after, ok, text = ctx.next_run("s4-after", db)
     detail(f"lock released; next run (default timeout) exit {after.rc} in {after.dur}s → {text}")
     held = (run.rc == 1 and w.errlines("s4") == 1 and "statement timeout" in w.errline("s4") and after.rc == 0
             and ok)

@@ -98,9 +98,7 @@ def frozen_proxy(ctx: Context) -> None:
     else:
         detail(f"run exit {st} {ttf}s after the freeze: {ctx.worker.errline('s5')}")
         outcome = f"exit {st} {ttf}s after the freeze; next run ok"
-    ctx.server.wait_no_matcher(db)
-    after = ctx.m("s5-after", db, *ctx.cfg.run_args)
-    ok, text = ctx.checks.compare(db)
+    after, ok, text = ctx.next_run("s5-after", db)
     detail(f"proxy resumed and ended; next run (Unix socket) exit {after.rc} in {after.dur}s → {text}")
     if not (after.rc == 0 and ok):
         outcome = f"{outcome.removesuffix('; next run ok')}; next run exit {after.rc}, rows {text}"
@@ -127,9 +125,7 @@ def dropped_packets(ctx: Context) -> None:
     else:
         detail(f"run exit {st} {ttf}s after the cut: {ctx.worker.errline('s5b')}")
         outcome = f"exit {st} {ttf}s after the cut"
-    ctx.server.wait_no_matcher(db)
-    after = ctx.m("s5b-after", db, *ctx.cfg.run_args)
-    ok, text = ctx.checks.compare(db)
+    after, ok, text = ctx.next_run("s5b-after", db)
     detail(f"rules removed; next run exit {after.rc} in {after.dur}s → {text}")
     held = st != "hung" and st != 0 and after.rc == 0 and ok
     if held:
