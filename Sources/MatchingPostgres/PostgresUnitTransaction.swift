@@ -78,11 +78,12 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// of rows on an ordinary day instead of a probe per profile.
     func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts {
         guard !profileIds.isEmpty else { return ProfileFacts(statuses: [:], blocks: .none) }
-        var statuses: [Int64: Int16] = [:]
+        var statuses: [Int64: Int16?] = [:]
         let rows: [PostgresRow]
-        // Total over the app's odd rows: a NULL or out-of-range status is not active; no row, absent.
+        let unlisted: Int16?
+        // Total over the app's odd rows: a NULL or out-of-range status is not active; no row, nil.
         if let readAt, case .snapshot(let snapshot) = ChangeMark.Form(readAt) {
-            for id in profileIds { statuses[id] = Profile.Status.active }
+            unlisted = Profile.Status.active
             rows =
                 try tx.query(
                     """
@@ -94,6 +95,7 @@ struct PostgresUnitTransaction: UnitTransaction {
                     """, [.int8Array(profileIds), .text(snapshot)]
                 ).rows
         } else {
+            unlisted = nil
             rows =
                 try tx.query(
                     """
@@ -104,7 +106,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         for row in rows {
             let id = try row.int64(0)
-            statuses[id] = try row.bool(2) ? Int16(clamping: try row.optionalInt64(1) ?? 0) : nil
+            statuses.updateValue(try row.bool(2) ? Int16(clamping: try row.optionalInt64(1) ?? 0) : nil, forKey: id)
         }
         var pairs: [(blocker: Int64, blocked: Int64)] = []
         for row in try tx.query(
@@ -114,7 +116,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         ).rows {
             pairs.append((try row.int64(0), try row.int64(1)))
         }
-        return ProfileFacts(statuses: statuses, blocks: BlockSet(pairs))
+        return ProfileFacts(statuses: statuses, unlistedStatus: unlisted, blocks: BlockSet(pairs))
     }
 
     func savepoint() throws { try tx.execute("SAVEPOINT matcher_unit") }

@@ -24,23 +24,18 @@ struct DatabaseOptions: ParsableArguments {
         return try Self.startPrivateServer()
     }
 
-    /// Runs `<repo>/scripts/pg start` and returns the connection string it prints last.
+    /// Runs `<repo>/scripts/pg start` and returns the connection string it prints last. Through `Shell` (posix_spawn
+    /// and wait4), not Foundation's `Process`: when the script had to start the server, `waitUntilExit` never
+    /// saw the script end (it stayed a zombie, the benchmark hung).
     static func startPrivateServer() throws -> String {
         let root = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let script = root.appendingPathComponent("scripts/pg")
-        let process = Process()
-        process.executableURL = script
-        process.arguments = ["start"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let stdout = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let lines = String(decoding: stdout, as: UTF8.self).split(whereSeparator: \.isNewline)
-        guard process.terminationStatus == 0, let conninfo = lines.last, !conninfo.isEmpty else {
+        let script = root.appendingPathComponent("scripts/pg").path
+        let result = try Shell.timedChild(script, ["start"], environment: [:])
+        let lines = result.stdout.split(whereSeparator: \.isNewline)
+        guard result.status == 0, let conninfo = lines.last, !conninfo.isEmpty else {
             throw ValidationError(
-                "\(script.path) start failed (status \(process.terminationStatus)); pass --database-url")
+                "\(script) start failed (status \(result.status)): \(result.stderr); pass --database-url")
         }
         return String(conninfo)
     }

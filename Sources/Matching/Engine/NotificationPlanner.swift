@@ -10,16 +10,20 @@ public struct WaitingMatch: Sendable, Hashable {
     public let profileLastLoginAt: Timestamp?
     /// Whether the filter's owner and the profile have blocked each other, either way, by now.
     public let blockedEitherWay: Bool
+    /// Found by the unit that is deciding: it satisfies the filter as it is now by definition, so the
+    /// planner does not ask `qualifies` about it.
+    public let isNew: Bool
 
     public init(
         filterId: Int64, profileId: Int64, profileStatus: Int16?, profileLastLoginAt: Timestamp?,
-        blockedEitherWay: Bool
+        blockedEitherWay: Bool, isNew: Bool = false
     ) {
         self.filterId = filterId
         self.profileId = profileId
         self.profileStatus = profileStatus
         self.profileLastLoginAt = profileLastLoginAt
         self.blockedEitherWay = blockedEitherWay
+        self.isNew = isNew
     }
 }
 
@@ -87,8 +91,9 @@ public struct NotificationPlanner: Sendable {
         decide(filters: filters, waiting: waiting, lastNotifiedAt: lastNotifiedAt, clock: clock).planned
     }
 
-    /// The rule, with the run's findings: `qualifies` tells the pairs that still satisfy their filter's
-    /// current conditions (by default every one); `mutual` holds the pairs found mutual.
+    /// The rule, with the run's findings: `qualifies` tells which waiting matches still satisfy their filter's
+    /// current conditions (by default every one; a match found by the deciding unit, `isNew`, always does);
+    /// `mutual` holds the pairs found mutual.
     public func decide(
         filters: [NotificationCandidateFilter], waiting: [WaitingMatch],
         lastNotifiedAt: [Int64: Timestamp], clock: EvaluationClock,
@@ -109,7 +114,7 @@ public struct NotificationPlanner: Sendable {
                 PairEligibility.isActive(match.profileStatus)
                     && !PairEligibility.excludes(
                         profileId: match.profileId, ownerId: filter.ownerId, blockedEitherWay: match.blockedEitherWay)
-                    && qualifies(MatchPair(filterId: filter.id, profileId: match.profileId))
+                    && (match.isNew || qualifies(MatchPair(filterId: filter.id, profileId: match.profileId)))
             }
             guard !eligible.isEmpty else {
                 heldBack.append(filter.id)

@@ -26,6 +26,6 @@ public struct BlockSet: BlockLookup, Hashable {
     }
 
     public func blocksEitherWay(_ a: Int64, _ b: Int64) -> Bool {
-        blocks(a, b) || blocks(b, a)
+        !pairs.isEmpty && (blocks(a, b) || blocks(b, a))
     }
 }

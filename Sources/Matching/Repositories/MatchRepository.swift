@@ -81,22 +81,35 @@ public struct WorkUnit: Sendable {
             guard let owner = owners[result.filterId] else { return [] }
             return result.profileIds.map { id in
                 WaitingMatch(
-                    filterId: result.filterId, profileId: id, profileStatus: facts.statuses[id],
-                    profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id))
+                    filterId: result.filterId, profileId: id, profileStatus: facts.status(of: id),
+                    profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id),
+                    isNew: true)
             }
         }
     }
 }
 
-/// Profiles' eligibility facts as they stand in a unit's transaction: status (absent: no row) and blocks.
+/// Profiles' eligibility facts as they stand in a unit's transaction: status and blocks.
 public struct ProfileFacts: Sendable {
-    public let statuses: [Int64: Int16]
+    /// The statuses read (nil: the profile has no row).
+    public let statuses: [Int64: Int16?]
+    /// The status of every profile asked about that `statuses` does not list: active when the store read only
+    /// those that changed since the run's snapshot (every candidate was active in it); nil, no row, when it
+    /// read every one.
+    public let unlistedStatus: Int16?
     /// Every block with a side among the profiles asked about.
     public let blocks: BlockSet
 
-    public init(statuses: [Int64: Int16], blocks: BlockSet) {
+    public init(statuses: [Int64: Int16?], unlistedStatus: Int16? = nil, blocks: BlockSet) {
         self.statuses = statuses
+        self.unlistedStatus = unlistedStatus
         self.blocks = blocks
+    }
+
+    /// The status of a profile asked about (nil: no row).
+    public func status(of profileId: Int64) -> Int16? {
+        guard !statuses.isEmpty, let listed = statuses[profileId] else { return unlistedStatus }
+        return listed
     }
 }
 

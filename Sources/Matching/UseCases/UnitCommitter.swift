@@ -68,11 +68,9 @@ public struct UnitCommitter: Sendable {
                 mutualWritten: unit.mutualCount(inserted))
         }
         let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
-        // A waiting match counts only if the run found it still qualifies; the unit's new ones do.
-        let newPairs = Set(pairs)
-        let qualifies: (MatchPair) -> Bool = { pair in
-            newPairs.contains(pair) || (unit.qualifyingWaiting?.contains(pair) ?? true)
-        }
+        // A waiting match counts only if the run found it still qualifies; the unit's new ones always do
+        // (`WaitingMatch.isNew`: they are not looked up pair by pair).
+        let waitingQualifies: (MatchPair) -> Bool = { pair in unit.qualifyingWaiting?.contains(pair) ?? true }
 
         // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
         // the lock, for the filters that are due); written once, already marked.
@@ -82,27 +80,42 @@ public struct UnitCommitter: Sendable {
             NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
         }
         let dueIds = Set(dueUnderLock.map(\.filter.id))
-        let dueProfiles = Set(unit.matches.filter { dueIds.contains($0.filterId) }.flatMap(\.profileIds))
+        let dueProfiles = Self.sortedUnique(unit.matches.filter { dueIds.contains($0.filterId) }.flatMap(\.profileIds))
         let fresh =
             dueProfiles.isEmpty
             ? []
             : unit.newMatchesAsWaiting(
-                of: dueUnderLock, facts: try tx.profileFacts(dueProfiles.sorted(), readAt: unit.readAt))
+                of: dueUnderLock, facts: try tx.profileFacts(dueProfiles, readAt: unit.readAt))
         let decision = planner.decide(
             filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
-            clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+            clock: unit.clock, qualifies: waitingQualifies, mutual: unit.mutual)
         let planned = decision.planned
         let ids = try tx.writeNotifications(planned, at: now, runId: unit.runId)
-        let marks = Self.marks(planned, ids)
-        let rows = pairs.map { NewMatch(pair: $0, notificationId: marks[$0], mutual: unit.mutual.contains($0)) }
+        let digests = DigestMarks(planned, ids)
+        // Each new match once: its row (marked when a digest counts it), and whether it waits.
+        var rows: [NewMatch] = []
+        rows.reserveCapacity(pairs.count)
+        var waitingNow: [MatchPair] = []
+        for result in unit.matches {
+            let digest = digests.byFilter[result.filterId]
+            let listed = notifying.contains(result.filterId)
+            for profileId in result.profileIds {
+                let pair = MatchPair(filterId: result.filterId, profileId: profileId)
+                let notificationId = digest.flatMap { $0.counts(profileId) ? $0.id : nil }
+                rows.append(
+                    NewMatch(
+                        pair: pair, notificationId: notificationId,
+                        mutual: !unit.mutual.isEmpty && unit.mutual.contains(pair)))
+                if notificationId == nil && listed { waitingNow.append(pair) }
+            }
+        }
         if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId) {
-            let waitingPairs = Set(waiting.map(\.pair))
-            try tx.markNotified(marks.filter { waitingPairs.contains($0.key) }, mutual: unit.mutual)
-            try tx.addWaiting(pairs.filter { marks[$0] == nil && waits($0) }, at: now)
+            try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
+            try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
-                mutualWritten: unit.mutualCount(pairs), digestsHeldBack: decision.heldBack.count)
+                mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
         }
 
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
@@ -111,9 +124,11 @@ public struct UnitCommitter: Sendable {
             pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
+        // Read back from the table, the unit's new matches are waiting ones like the others.
+        let newPairs = Set(pairs)
         let redecided = planner.decide(
             filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
-            clock: unit.clock, qualifies: qualifies, mutual: unit.mutual)
+            clock: unit.clock, qualifies: { newPairs.contains($0) || waitingQualifies($0) }, mutual: unit.mutual)
         let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
         try tx.markNotified(Self.marks(replanned, newIds), mutual: unit.mutual)
@@ -136,6 +151,18 @@ public struct UnitCommitter: Sendable {
         return try tx.insertMatchesSkippingRecorded(rows, at: unit.clock.now, runId: unit.runId)
     }
 
+    /// `ids` sorted, each once.
+    private static func sortedUnique(_ ids: [Int64]) -> [Int64] {
+        var sorted = ids.sorted()
+        var kept = 0
+        for id in sorted where kept == 0 || sorted[kept - 1] != id {
+            sorted[kept] = id
+            kept += 1
+        }
+        sorted.removeLast(sorted.count - kept)
+        return sorted
+    }
+
     private static func marks(_ planned: [PlannedNotification], _ ids: [Int64]) -> [MatchPair: Int64] {
         var marks: [MatchPair: Int64] = [:]
         for (id, notification) in zip(ids, planned) {
@@ -156,4 +183,44 @@ extension WorkUnit {
 
 extension WaitingMatch {
     public var pair: MatchPair { MatchPair(filterId: filterId, profileId: profileId) }
+}
+
+/// Which digest counts which match, by filter: a unit writes at most one digest a filter, and a match is
+/// looked up by its filter once and then by binary search among the digest's counted profiles, not hashed
+/// pair by pair (the first run marks about a million new matches).
+struct DigestMarks {
+    struct Digest {
+        let id: Int64
+        /// The profiles the digest counts, sorted.
+        let counted: [Int64]
+
+        func counts(_ profileId: Int64) -> Bool {
+            var low = 0
+            var high = counted.count
+            while low < high {
+                let middle = (low + high) / 2
+                if counted[middle] < profileId { low = middle + 1 } else { high = middle }
+            }
+            return low < counted.count && counted[low] == profileId
+        }
+    }
+
+    let byFilter: [Int64: Digest]
+
+    init(_ planned: [PlannedNotification], _ ids: [Int64]) {
+        byFilter = Dictionary(
+            zip(ids, planned).map { id, notification in
+                (notification.filterId, Digest(id: id, counted: notification.countedProfileIds.sorted()))
+            },
+            uniquingKeysWith: { _, later in later })
+    }
+
+    /// The digest ids of those of `pairs` a digest counts.
+    func marks(of pairs: [MatchPair]) -> [MatchPair: Int64] {
+        var marks: [MatchPair: Int64] = [:]
+        for pair in pairs {
+            if let digest = byFilter[pair.filterId], digest.counts(pair.profileId) { marks[pair] = digest.id }
+        }
+        return marks
+    }
 }
