@@ -571,7 +571,7 @@ extension PostgresMatchingStore: MatchRepository {
             }
             return (deleted, true)
         }
-        let pairs = try sweepLedger(sweeper, before: cutoff, batchSize: batchSize, maxBatches: maxBatches)
+        let pairs = try sweep(RetentionSQL.forgetBatch, batches: maxBatches)
         guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.deleted, backlog: true) }
         // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
         let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, batches: maxBatches)
@@ -580,31 +580,6 @@ extension PostgresMatchingStore: MatchRepository {
         return RetentionOutcome(
             forgotten: pairs.deleted, backlog: notifications.backlog, notificationsForgotten: notifications.deleted,
             bookkeepingForgotten: bookkeeping)
-    }
-
-    /// The pairs' part of the sweep: ledger rows oldest first, a batch per transaction, each batch starting
-    /// where the one before stopped (RetentionSQL.forgetBatch).
-    private func sweepLedger(
-        _ sweeper: PostgresConnection, before cutoff: Timestamp, batchSize: Int, maxBatches: Int
-    ) throws -> (deleted: Int, backlog: Bool) {
-        var deleted = 0
-        var after: (matchedAt: Timestamp, id: Int64)?
-        for _ in 0..<max(1, maxBatches) {
-            let row = try sweeper.transaction { tx in
-                try tx.query(
-                    RetentionSQL.forgetBatch,
-                    [
-                        .timestamptz(cutoff), .int8(Int64(max(1, batchSize))), PostgresValue(after?.matchedAt),
-                        after.map { .int8($0.id) } ?? .null,
-                    ]
-                ).rows[0]
-            }
-            deleted += Int(try row.int64(0))
-            guard try row.int64(2) > 0, let matchedAt = try row.optionalTimestamp(3), let id = try row.optionalInt64(4)
-            else { return (deleted, false) }
-            after = (matchedAt, id)
-        }
-        return (deleted, true)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

@@ -99,8 +99,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
     }
 
     /// The size of `filter_matches` (the planner's estimate, counted when small) and, with `oldest`, its
-    /// oldest `matched_at` as the retention ledger lists it (one descent of the ledger's primary key; the
-    /// sweep keeps a ledger row until its pairs are forgotten).
+    /// oldest `matched_at` (one descent of the `matched_at` index).
     private func retentionState(
         _ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool
     ) throws -> RetentionState {
@@ -118,7 +117,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         }
         let oldestMatchedAt =
             oldest
-            ? try tx.query("SELECT min(matched_at) FROM matcher_match_ledger").rows[0].optionalTimestamp(0) : nil
+            ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
             retentionDays: days)

@@ -59,7 +59,7 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
-                + "  ledger_MiB  notifications  runs  wal_MiB  fpi_k  vacuum_s"
+                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s"
         )
         guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
@@ -101,25 +101,22 @@ struct SoakBenchmark: ParsableCommand {
             // would not give it (a table that is never vacuumed cannot reuse the space its expired rows left).
             // Done here, outside the run's timing, and timed on its own.
             let night = try Shell.time {
-                try db.execute(
-                    "VACUUM (ANALYZE) filter_matches, matcher_match_ledger, matcher_waiting_matches, notifications")
+                try db.execute("VACUUM (ANALYZE) filter_matches, matcher_waiting_matches, notifications")
             }
             let rows = try db.query(
                 """
                 SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
-                       (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs),
-                       pg_total_relation_size('matcher_match_ledger')
+                       (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs)
                 """
             ).rows[0]
             say(
                 String(
                     format:
-                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %10.1f  %13d  %4d  %7.0f  %5.0f  %8.2f",
+                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f",
                     day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
                     report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
                     report.count("matches_written"), report.count("matches_forgotten"),
-                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, Double(try rows.int64(4)) / 1_048_576,
-                    try rows.int64(2), try rows.int64(3),
+                    try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night))
         }
     }

@@ -30,8 +30,7 @@
 --                forgets pairs older than --retention-days), and its bookkeeping:
 --                matcher_profile_changes, matcher_runs (+ identity),
 --                matcher_shard_progress, matcher_invalid_filters,
---                matcher_filter_state, matcher_waiting_matches, matcher_quarantine,
---                matcher_match_ledger (+ identity: the retention ledger, migration 0010)
+--                matcher_filter_state, matcher_waiting_matches, matcher_quarantine
 --   read, insert, update   matcher_service_state (the notification pause: runs read
 --                it; on-call pauses and resumes with the job's own credentials)
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
@@ -105,14 +104,13 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('matcher_invalid_filters', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_filter_state',    'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_service_state',   'SELECT, INSERT, UPDATE'),
-        ('matcher_quarantine',      'SELECT, INSERT, UPDATE, DELETE'),
-        ('matcher_match_ledger',    'SELECT, INSERT, UPDATE, DELETE')
+        ('matcher_quarantine',      'SELECT, INSERT, UPDATE, DELETE')
        ) AS g(tbl, privileges)
 \gexec
 
 -- Identity sequences of the tables the worker inserts into (nextval needs USAGE).
 SELECT format('GRANT USAGE ON SEQUENCE %s TO %I', s.seq, :'worker_role')
-  FROM (VALUES ('notifications'), ('matcher_runs'), ('matcher_match_ledger')) AS t(tbl),
+  FROM (VALUES ('notifications'), ('matcher_runs')) AS t(tbl),
        LATERAL (SELECT pg_get_serial_sequence(format('%I.%I', :'schema', t.tbl), 'id') AS seq) AS s
  WHERE s.seq IS NOT NULL
 \gexec
