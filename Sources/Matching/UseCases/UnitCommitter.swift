@@ -131,7 +131,8 @@ public struct UnitCommitter: Sendable {
             clock: unit.clock, qualifies: { newPairs.contains($0) || waitingQualifies($0) }, mutual: unit.mutual)
         let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
-        try tx.markNotified(Self.marks(replanned, newIds), mutual: unit.mutual)
+        // A digest counts only matches it was planned from, all of them in `nowWaiting`.
+        try tx.markNotified(DigestMarks(replanned, newIds).marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
@@ -153,24 +154,10 @@ public struct UnitCommitter: Sendable {
 
     /// `ids` sorted, each once.
     private static func sortedUnique(_ ids: [Int64]) -> [Int64] {
-        var sorted = ids.sorted()
-        var kept = 0
-        for id in sorted where kept == 0 || sorted[kept - 1] != id {
-            sorted[kept] = id
-            kept += 1
-        }
-        sorted.removeLast(sorted.count - kept)
-        return sorted
-    }
-
-    private static func marks(_ planned: [PlannedNotification], _ ids: [Int64]) -> [MatchPair: Int64] {
-        var marks: [MatchPair: Int64] = [:]
-        for (id, notification) in zip(ids, planned) {
-            for profileId in notification.countedProfileIds {
-                marks[MatchPair(filterId: notification.filterId, profileId: profileId)] = id
-            }
-        }
-        return marks
+        var unique: [Int64] = []
+        unique.reserveCapacity(ids.count)
+        for id in ids.sorted() where unique.last != id { unique.append(id) }
+        return unique
     }
 }
 
