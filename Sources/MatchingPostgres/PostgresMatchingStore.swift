@@ -383,8 +383,8 @@ extension PostgresMatchingStore: FilterRepository {
         return try connection.query(
             """
             SELECT \(Self.filterColumns) FROM saved_filters
-            WHERE deleted_at IS NULL AND owner_id = ANY($1) ORDER BY id
-            """, [.int8Array(ownerIds)]
+            WHERE deleted_at IS NULL AND owner_id IN (SELECT unnest($1::bigint[])) ORDER BY id
+            """, [.int8Array(ownerIds)]  // not `= ANY($1)`: planned per element, 40 ms for 80k owners
         ).rows.map(Self.filter(from:))
     }
 

@@ -97,7 +97,7 @@ public struct ProfileFacts: Sendable {
     /// those that changed since the run's snapshot (every candidate was active in it); nil, no row, when it
     /// read every one.
     public let unlistedStatus: Int16?
-    /// Every block with a side among the profiles asked about.
+    /// Every block with a side among the owners asked about.
     public let blocks: BlockSet
 
     public init(statuses: [Int64: Int16?], unlistedStatus: Int16? = nil, blocks: BlockSet) {
@@ -170,11 +170,13 @@ public protocol UnitTransaction {
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// The filters' waiting matches with the facts eligibility needs, as they stand now.
     func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch]
-    /// The profiles' status and the blocks involving them, as they stand now. With `readAt`, a snapshot in which
-    /// every one of them was active (a run's read, where they matched), a store that records matching changes
-    /// may read the status only of those changed since (updated, or their row deleted) and report the others
-    /// active: the same answer, without a probe per profile.
-    func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts
+    /// The status of `profileIds` (sorted, each once) and the blocks involving `ownerIds` (the owners of the
+    /// filters they matched: a block between an owner and a profile has the owner on one side), as they stand
+    /// now. With `readAt`, a snapshot in which every one of the profiles was active (a run's read, where they
+    /// matched), a store that records matching changes may read the status only of those changed since
+    /// (updated, or their row deleted) and report the others active: the same answer, without a probe per
+    /// profile.
+    func profileFacts(_ profileIds: [Int64], ownerIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts
     /// Marks a point `rollbackToSavepoint` returns to (one at a time).
     func savepoint() throws
     func rollbackToSavepoint() throws

@@ -16,7 +16,7 @@ public struct ChangedProfiles: Sendable {
     /// When `mark` was taken, by the store's clock.
     public let takenAt: Timestamp
     /// The snapshot the rows were read in (`mark` is an older one when an interrupted run is completed), when
-    /// the store can tell later which profiles changed since (`UnitTransaction.profileFacts(_:readAt:)`).
+    /// the store can tell later which profiles changed since (`UnitTransaction.profileFacts(_:ownerIds:readAt:)`).
     public let readAt: ChangeMark?
 
     public init(

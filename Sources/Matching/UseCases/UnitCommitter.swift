@@ -85,7 +85,9 @@ public struct UnitCommitter: Sendable {
             dueProfiles.isEmpty
             ? []
             : unit.newMatchesAsWaiting(
-                of: dueUnderLock, facts: try tx.profileFacts(dueProfiles, readAt: unit.readAt))
+                of: dueUnderLock,
+                facts: try tx.profileFacts(
+                    dueProfiles, ownerIds: Self.sortedUnique(dueUnderLock.map(\.filter.ownerId)), readAt: unit.readAt))
         let decision = planner.decide(
             filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
             clock: unit.clock, qualifies: waitingQualifies, mutual: unit.mutual)

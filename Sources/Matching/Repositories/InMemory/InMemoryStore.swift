@@ -338,11 +338,11 @@ final class InMemoryUnitTransaction: UnitTransaction {
     }
 
     /// Reads every status: the twin has no cost to save, and its answer is the one the shortcut must give.
-    func profileFacts(_ profileIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts {
-        let wanted = Set(profileIds)
+    func profileFacts(_ profileIds: [Int64], ownerIds: [Int64], readAt: ChangeMark?) throws -> ProfileFacts {
         var statuses: [Int64: Int16?] = [:]
-        for id in wanted { if let profile = profiles[id] { statuses.updateValue(profile.status, forKey: id) } }
-        let involved = blocks.filter { wanted.contains($0.blockerId) || wanted.contains($0.blockedId) }
+        for id in Set(profileIds) { if let profile = profiles[id] { statuses.updateValue(profile.status, forKey: id) } }
+        let owners = Set(ownerIds)
+        let involved = blocks.filter { owners.contains($0.blockerId) || owners.contains($0.blockedId) }
         return ProfileFacts(statuses: statuses, blocks: BlockSet(involved.map { ($0.blockerId, $0.blockedId) }))
     }
 
