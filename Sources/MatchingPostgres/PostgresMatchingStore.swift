@@ -16,8 +16,9 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     let faultPoints: (any StoreFaultPoints)?
 
     /// The default number of write connections: the server's insert work, not the worker's, bounds a run's
-    /// write, and two backends use both cores of a small machine (README, "Performance").
-    public static let defaultWriteConnections = 2
+    /// write; two backends use both cores of a small machine, and a third lets the next unit write while the
+    /// others wait for their commit's flush (`UnitWriter.busyLimit`; README, "Performance").
+    public static let defaultWriteConnections = 3
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).

@@ -83,8 +83,8 @@ struct RunOptions: ParsableArguments {
 
     @Option(
         help: """
-            Connections that write units of work at once; units still commit in filter-id order (1: one at a \
-            time).
+            Connections that write units of work; at most one a core writes rows at once, the others wait for \
+            their commit; units still commit in filter-id order (1: one at a time).
             """)
     var writeConnections: Int = PostgresMatchingStore.defaultWriteConnections
 

@@ -372,22 +372,43 @@ final class UnitWriter: @unchecked Sendable {
         guard !units.isEmpty else { return }
         try matches.withUnitWriters(shortfall: { output.handle(.writersUnavailable($0)) }) { writers in
             let order = CommitOrder(units: units.count)
-            DispatchQueue.concurrentPerform(iterations: max(1, min(writers.count, units.count))) { slot in
-                let writer = writers[slot]
-                while let index = order.take() {
-                    do {
-                        try commit(units[index], index: index, on: writer, order: order)
-                    } catch {
-                        order.fail(index, error)
-                        return
+            let slots = max(1, min(writers.count, units.count))
+            let busy = DispatchSemaphore(value: Self.busyLimit(writers: slots))
+            let done = DispatchGroup()
+            for slot in 0..<slots {
+                done.enter()
+                let thread = Thread { [self] in
+                    defer { done.leave() }
+                    let writer = writers[slot]
+                    while let index = order.take() {
+                        do {
+                            try commit(units[index], index: index, on: writer, order: order, busy: busy)
+                        } catch {
+                            order.fail(index, error)
+                            return
+                        }
                     }
                 }
+                thread.stackSize = 8 << 20
+                thread.start()
             }
+            done.wait()
             if let failure = order.failure { throw failure }
         }
     }
 
-    private func commit(_ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder) throws {
+    /// How many units write their rows at once: one a core, at most one a connection. A connection beyond
+    /// that lets the next unit write while earlier ones wait for their turn and their commit's flush.
+    static func busyLimit(writers: Int) -> Int {
+        max(1, min(writers, ProcessInfo.processInfo.activeProcessorCount))
+    }
+
+    private func commit(
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+    ) throws {
+        busy.wait()
+        var holding = true
+        defer { if holding { busy.signal() } }
         if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
         var logins: [Int64: Timestamp] = [:]
         if plan.writesNotifications {
@@ -401,7 +422,12 @@ final class UnitWriter: @unchecked Sendable {
                 notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
                 lastLoginAt: logins, silent: !plan.writesNotifications,
                 qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt),
-            to: writer, beforeAdvance: { try order.waitForTurn(index) })
+            to: writer,
+            beforeAdvance: {
+                holding = false
+                busy.signal()
+                try order.waitForTurn(index)
+            })
         order.committed(index) {
             written =
                 written + unit.counters
