@@ -13,7 +13,8 @@ struct DigestFindings: Sendable {
 
     static func gather(
         prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
-        plan: MatchingPass.Plan, blocks: BlockSet, repositories: MatchingRepositories, engine: any MatchEngine
+        plan: MatchingPass.Plan, blocks: BlockSet, repositories: MatchingRepositories, engine: any MatchEngine,
+        candidates: ProfileColumns? = nil
     ) throws -> DigestFindings {
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
@@ -26,7 +27,7 @@ struct DigestFindings: Sendable {
         }
         let finder = MutualFinder(
             engine: engine, profiles: repositories.profiles, filters: repositories.filters, blocks: blocks,
-            clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)))
+            clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)), candidates: candidates)
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared.byId)
         return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
     }
@@ -94,6 +95,9 @@ struct MutualFinder {
     /// (those among them not prepared are not eligible: invalid, quarantined, suspended, owner inactive).
     let known: [Int64: PreparedFilter]
     let knownIneligible: Set<Int64>
+    /// The run's candidates as it read them: when every owner to judge is among them (a first run, a backfill of
+    /// everyone), their columns are taken from here instead of read again.
+    var candidates: ProfileColumns? = nil
 
     static let blockSize = 1_024
 
@@ -132,35 +136,52 @@ struct MutualFinder {
         }
         guard !byMatched.isEmpty else { return [] }
         let ownerIds = Array(Set(byMatched.values.joined().map(\.ownerId))).sorted()
-        let ownerColumns = try profiles.profileColumns(ids: ownerIds)
-        var rowOf: [Int64: Int] = [:]
-        for (row, id) in ownerColumns.ids.enumerated() { rowOf[id] = row }
+        let ownerColumns = try columns(of: ownerIds)
+        let rowOf = Dictionary(ownerColumns.ids.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        let pairsOf = byMatched
 
-        reverse.sort { ($0.owner.id, $0.filter.id) < ($1.owner.id, $1.filter.id) }
+        // Blocks of filters, evaluated on all cores at once: one block is too small to spread.
+        let judging = reverse.sorted { ($0.owner.id, $0.filter.id) < ($1.owner.id, $1.filter.id) }
         let exclusions = MatchExclusions(existing: [], blocks: blocks)
-        var mutual = Set<MatchPair>()
-        var start = 0
-        while start < reverse.count {
-            let block = Array(reverse[start..<min(start + Self.blockSize, reverse.count)])
-            start += block.count
+        let blockCount = (judging.count + Self.blockSize - 1) / Self.blockSize
+        let found = ResultSlots<[MatchPair]>(count: blockCount)
+        DispatchQueue.concurrentPerform(iterations: blockCount) { index in
+            let block = Array(judging[index * Self.blockSize..<min((index + 1) * Self.blockSize, judging.count)])
             var rows = Set<Int>()
             for owner in Set(block.map(\.owner.id)) {
-                for entry in byMatched[owner] ?? [] { if let row = rowOf[entry.ownerId] { rows.insert(row) } }
+                for entry in pairsOf[owner] ?? [] { if let row = rowOf[entry.ownerId] { rows.insert(row) } }
             }
-            guard !rows.isEmpty else { continue }
+            var mutual: [MatchPair] = []
+            defer { found.set(index, mutual) }
+            guard !rows.isEmpty else { return }
             let batch = CandidateBatch(ownerColumns.selecting(rows: rows.sorted()))
-            guard batch.count > 0 else { continue }
+            guard batch.count > 0 else { return }
             let byId = Dictionary(block.map { ($0.filter.id, $0) }, uniquingKeysWith: { a, _ in a })
             for result in engine.evaluate(
                 block, against: batch, limit: batch.count, clock: clock, exclusions: exclusions)
             where !result.profileIds.isEmpty {
                 guard let filter = byId[result.filterId] else { continue }
                 let liked = Set(result.profileIds)
-                for entry in byMatched[filter.owner.id] ?? [] where liked.contains(entry.ownerId) {
-                    mutual.insert(entry.pair)
+                for entry in pairsOf[filter.owner.id] ?? [] where liked.contains(entry.ownerId) {
+                    mutual.append(entry.pair)
                 }
             }
         }
-        return mutual
+        return Set(found.values().joined())
+    }
+
+    /// The owners' current columns: the run's candidates' rows when every owner is among them, else read.
+    private func columns(of ownerIds: [Int64]) throws -> ProfileColumns {
+        if let candidates {
+            let wanted = Set(ownerIds)
+            var rows: [Int] = []
+            rows.reserveCapacity(wanted.count)
+            var seen = Set<Int64>()
+            for (row, id) in candidates.ids.enumerated() where wanted.contains(id) && seen.insert(id).inserted {
+                rows.append(row)
+            }
+            if rows.count == wanted.count { return candidates.selecting(rows: rows) }
+        }
+        return try profiles.profileColumns(ids: ownerIds)
     }
 }

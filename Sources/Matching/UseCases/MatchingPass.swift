@@ -70,7 +70,7 @@ struct MatchingPass {
         timings.begin(.evaluate, output)
         let findings = try DigestFindings.gather(
             prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
-            repositories: repositories, engine: engine)
+            repositories: repositories, engine: engine, candidates: candidates.columns)
         timings.end(.evaluate, output)
 
         // Write, in units of work: each commits its matches, the digests they make due, its counters and the
@@ -193,12 +193,13 @@ struct PreparedFilters {
     private(set) var suspended = 0
 
     init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
-        for filter in chosen {
-            if filter.quarantineReason != nil { continue }  // unreadable: in readIssues, never evaluated
+        for (filter, decoded) in zip(chosen, Self.decode(chosen)) {
+            guard let decoded else { continue }  // unreadable: in readIssues, never evaluated
             let conditions: FilterConditions
-            do {
-                conditions = try FilterConditions.decode(json: filter.conditionsJSON)
-            } catch {
+            switch decoded {
+            case .success(let value):
+                conditions = value
+            case .failure(let error):
                 invalid.append(InvalidFilter(filterId: filter.id, ownerId: filter.ownerId, error: error))
                 counted[filter.id] = RunCounters(filtersInvalid: 1)
                 continue
@@ -221,6 +222,27 @@ struct PreparedFilters {
             byId[filter.id] = ready
             byWindow[windows.window(forOwner: owner.id), default: []].append(ready)
         }
+    }
+}
+
+extension PreparedFilters {
+    /// Each filter's conditions decoded and validated (nil for a quarantined filter), on all cores: parsing
+    /// the JSON of 10k filters takes 0.1 s on one.
+    static func decode(_ chosen: [SavedFilter]) -> [Result<FilterConditions, FilterValidationError>?] {
+        let chunkSize = 256
+        let chunks = (chosen.count + chunkSize - 1) / chunkSize
+        guard chunks > 1 else { return chosen.map(decode) }
+        let slots = ResultSlots<[Result<FilterConditions, FilterValidationError>?]>(count: chunks)
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            let lower = chunk * chunkSize
+            slots.set(chunk, chosen[lower..<min(chosen.count, lower + chunkSize)].map(decode))
+        }
+        return Array(slots.values().joined())
+    }
+
+    private static func decode(_ filter: SavedFilter) -> Result<FilterConditions, FilterValidationError>? {
+        guard filter.quarantineReason == nil else { return nil }
+        return Result { () throws(FilterValidationError) in try filter.decodedConditions() }
     }
 }
 
