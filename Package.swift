@@ -74,7 +74,9 @@ let package = Package(
             name: "MatchingTests",
             dependencies: ["Matching", "MatchingTestSupport", "Chronology", "DeterministicRandom"],
             exclude: ["Golden"]),  // read by path (ServiceStatusTests)
-        .testTarget(name: "MatcherTests", dependencies: ["matcher", "Matching", "Chronology"]),
+        .testTarget(
+            name: "MatcherTests",
+            dependencies: ["matcher", "Matching", "Chronology", "PostgresClient", "PostgresTestSupport"]),
         .testTarget(
             name: "MatchingPostgresTests",
             dependencies: [

@@ -25,7 +25,10 @@ struct Database {
             "keepalives_count": "3",
             "tcp_user_timeout": "60000",
         ]
-        var serverSettings: [String] = []
+        // The worker's statements are many and small (a unit's rows, a probe's chunk): JIT compiling one
+        // costs more than it saves. With it on, the unit's query of waiting matches crossed the JIT cost
+        // thresholds as filter_matches grew and spent 60-80 ms a call compiling (docs/decisions.md).
+        var serverSettings: [String] = ["-c jit=off"]
         if settings.statementTimeout > 0 {
             serverSettings.append("-c statement_timeout=\(settings.statementTimeout * 1000)")
         }
@@ -35,7 +38,7 @@ struct Database {
             // locks for long: the server ends such a session once the client's own deadline has passed.
             serverSettings.append("-c idle_in_transaction_session_timeout=\((seconds + 30) * 1000)")
         }
-        if !serverSettings.isEmpty { options["options"] = serverSettings.joined(separator: " ") }
+        options["options"] = serverSettings.joined(separator: " ")
         // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
         // so it is never in the environment, the command line or a log.
         if let password = Database.passwordFromFile() { options["password"] = password }

@@ -46,6 +46,19 @@ struct MatchingPass {
         let readIssues = ReadIssues(candidates: candidates.columns, filters: chosen, owners: owners)
         for row in readIssues.quarantined { output.handle(.quarantined(row)) }
 
+        // Every connection units may be written on is opened once, for the probe of recorded pairs and for
+        // the writes: both are server work, a core per connection.
+        return try matches.withUnitWriters(shortfall: { output.handle(.writersUnavailable($0)) }) { connections in
+            try evaluateAndWrite(
+                plan, candidates: candidates, chosen: chosen, owners: owners, blockSet: blockSet,
+                readIssues: readIssues, connections: connections, timings: &timings)
+        }
+    }
+
+    private func evaluateAndWrite(
+        _ plan: Plan, candidates: CandidateProfiles, chosen: [SavedFilter], owners: [Int64: FilterOwner],
+        blockSet: BlockSet, readIssues: ReadIssues, connections: [any MatchRepository], timings: inout PhaseTimer
+    ) throws -> Outcome {
         // Evaluate, then keep only the pairs not recorded yet.
         timings.begin(.evaluate, output)
         let prepared = PreparedFilters(chosen, owners: owners, windows: plan.windows)
@@ -57,7 +70,7 @@ struct MatchingPass {
         let evaluation = WindowedEvaluation(
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
-        let results = try NewPairSelection(evaluation: evaluation, matches: matches).select(prepared.byWindow)
+        let results = try NewPairSelection(evaluation: evaluation, probers: connections).select(prepared.byWindow)
         timings.end(.evaluate, output)
         let found = results.values.reduce(0) { $0 + $1.count }
 
@@ -79,7 +92,7 @@ struct MatchingPass {
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(
-            matches: matches, output: output, stop: options.stop, run: run, plan: plan,
+            output: output, stop: options.stop, run: run, plan: plan,
             lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
             findings: findings)
         var units: [UnitWriter.Pending] = []
@@ -94,7 +107,7 @@ struct MatchingPass {
             }
         }
         if unit.filterCount > 0 { units.append(unit) }
-        try writer.write(units)
+        try writer.write(units, on: connections)
         timings.end(.write, output)
         return Outcome(counters: writer.written, matchesFound: found)
     }
@@ -273,7 +286,8 @@ struct WindowedEvaluation {
 /// evaluated again without them, until its answer holds only new pairs.
 struct NewPairSelection {
     let evaluation: WindowedEvaluation
-    let matches: any MatchRepository
+    /// The connections the probe asks on at once (`MatchRepository.withUnitWriters`).
+    let probers: [any MatchRepository]
     /// Pairs per probe: memory stays small however many pairs a run chooses.
     var probeChunk = 50_000
 
@@ -306,27 +320,111 @@ struct NewPairSelection {
         return results
     }
 
-    /// The recorded pairs among the answers of `filterIds`, leaving out what was probed before.
+    /// The recorded pairs among the answers of `filterIds`, leaving out what was probed before: chunk by chunk,
+    /// on every prober at once (the day's millions of primary-key probes are server work, a core per
+    /// connection), a chunk per prober in memory.
     private func probe(
         _ filterIds: [Int64], _ results: [Int64: [Int64]], _ probed: [Int64: Set<Int64>]
     ) throws
         -> Set<MatchPair>
     {
-        var found = Set<MatchPair>()
+        let chunks = PairChunks(filterIds: filterIds, results: results, probed: probed, size: probeChunk)
+        let found = LockedPairs()
+        let probers = self.probers
+        try SlotThreads.run(probers.count) { slot in
+            while let chunk = chunks.next() { found.add(try probers[slot].recordedPairs(among: chunk)) }
+        }
+        return found.pairs
+    }
+}
+
+/// The pairs a probe asks about, handed out a chunk at a time to whichever connection asks next.
+final class PairChunks: @unchecked Sendable {
+    private let lock = NSLock()
+    private let filterIds: [Int64]
+    private let results: [Int64: [Int64]]
+    private let probed: [Int64: Set<Int64>]
+    private let size: Int
+    private var filterIndex = 0
+    private var profileIndex = 0
+
+    init(filterIds: [Int64], results: [Int64: [Int64]], probed: [Int64: Set<Int64>], size: Int) {
+        self.filterIds = filterIds
+        self.results = results
+        self.probed = probed
+        self.size = max(1, size)
+    }
+
+    /// The next chunk (at most `size` pairs, in filter order), or nil when every pair was handed out.
+    func next() -> [MatchPair]? {
+        lock.lock()
+        defer { lock.unlock() }
         var chunk: [MatchPair] = []
-        chunk.reserveCapacity(probeChunk)
-        for filterId in filterIds {
+        chunk.reserveCapacity(size)
+        while filterIndex < filterIds.count {
+            let filterId = filterIds[filterIndex]
+            let ids = results[filterId] ?? []
             let seen = probed[filterId]
-            for profileId in results[filterId] ?? [] where !(seen?.contains(profileId) ?? false) {
+            while profileIndex < ids.count {
+                let profileId = ids[profileIndex]
+                profileIndex += 1
+                if seen?.contains(profileId) ?? false { continue }
                 chunk.append(MatchPair(filterId: filterId, profileId: profileId))
-                if chunk.count >= probeChunk {
-                    found.formUnion(try matches.recordedPairs(among: chunk))
-                    chunk.removeAll(keepingCapacity: true)
+                if chunk.count >= size { return chunk }
+            }
+            filterIndex += 1
+            profileIndex = 0
+        }
+        return chunk.isEmpty ? nil : chunk
+    }
+}
+
+/// A set of pairs several threads add to.
+final class LockedPairs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var found = Set<MatchPair>()
+
+    func add(_ pairs: Set<MatchPair>) {
+        guard !pairs.isEmpty else { return }
+        lock.lock()
+        defer { lock.unlock() }
+        found.formUnion(pairs)
+    }
+
+    var pairs: Set<MatchPair> {
+        lock.lock()
+        defer { lock.unlock() }
+        return found
+    }
+}
+
+/// Runs `body(slot)` for every slot in `0..<count`, each on a thread of its own rather than Dispatch's pool
+/// (whose threads are one a core: a slot blocks on its database connection while the others work), and
+/// returns when all have. Throws the error of the lowest slot that threw; the other slots run to their end.
+enum SlotThreads {
+    static func run(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+        guard count > 1 else {
+            if count == 1 { try body(0) }
+            return
+        }
+        let errors = ResultSlots<(any Error)?>(count: count)
+        let done = DispatchGroup()
+        for slot in 0..<count {
+            done.enter()
+            let thread = Thread {
+                defer { done.leave() }
+                do {
+                    try body(slot)
+                    errors.set(slot, nil)
+                } catch {
+                    errors.set(slot, error)
                 }
             }
+            thread.stackSize = 8 << 20
+            thread.start()
         }
-        if !chunk.isEmpty { found.formUnion(try matches.recordedPairs(among: chunk)) }
-        return found
+        done.wait()
+        if let error = errors.values().lazy.compactMap({ $0 }).first { throw error }
     }
 }
 
@@ -359,7 +457,6 @@ final class UnitWriter: @unchecked Sendable {
         }
     }
 
-    private let matches: any MatchRepository
     private let output: any RunOutputHandler
     private let stop: StopRequest
     private let run: RunRecord
@@ -374,13 +471,12 @@ final class UnitWriter: @unchecked Sendable {
     private var done = 0
 
     init(
-        matches: any MatchRepository, output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
+        output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
         findings: DigestFindings
     ) {
         self.readAt = readAt
         self.findings = findings
-        self.matches = matches
         self.output = output
         self.stop = stop
         self.run = run
@@ -389,34 +485,25 @@ final class UnitWriter: @unchecked Sendable {
         self.filtersTotal = filtersTotal
     }
 
-    /// Writes `units` (in filter-id order); throws the first failure, after every earlier unit has committed.
-    func write(_ units: [Pending]) throws {
+    /// Writes `units` (in filter-id order) on `writers` at once (`MatchRepository.withUnitWriters`); throws the
+    /// first failure, after every earlier unit has committed.
+    func write(_ units: [Pending], on writers: [any MatchRepository]) throws {
         guard !units.isEmpty else { return }
-        try matches.withUnitWriters(shortfall: { output.handle(.writersUnavailable($0)) }) { writers in
-            let order = CommitOrder(units: units.count)
-            let slots = max(1, min(writers.count, units.count))
-            let busy = DispatchSemaphore(value: Self.busyLimit(writers: slots))
-            let done = DispatchGroup()
-            for slot in 0..<slots {
-                done.enter()
-                let thread = Thread { [self] in
-                    defer { done.leave() }
-                    let writer = writers[slot]
-                    while let index = order.take() {
-                        do {
-                            try commit(units[index], index: index, on: writer, order: order, busy: busy)
-                        } catch {
-                            order.fail(index, error)
-                            return
-                        }
-                    }
+        let order = CommitOrder(units: units.count)
+        let slots = max(1, min(writers.count, units.count))
+        let busy = DispatchSemaphore(value: Self.busyLimit(writers: slots))
+        try SlotThreads.run(slots) { [self] slot in
+            let writer = writers[slot]
+            while let index = order.take() {
+                do {
+                    try commit(units[index], index: index, on: writer, order: order, busy: busy)
+                } catch {
+                    order.fail(index, error)
+                    return
                 }
-                thread.stackSize = 8 << 20
-                thread.start()
             }
-            done.wait()
-            if let failure = order.failure { throw failure }
         }
+        if let failure = order.failure { throw failure }
     }
 
     /// How many units write their rows at once: one a core, at most one a connection. A connection beyond
