@@ -52,23 +52,50 @@ struct PostgresUnitTransaction: UnitTransaction {
         return last
     }
 
+    /// The due filters' waiting matches with their profiles' current status and last login, and whether a
+    /// block stands between profile and owner. Three reads, none a probe per waiting match: the waiting
+    /// list by its key, each distinct profile once (a digest day's waiting matches share their profiles:
+    /// 6.8M new pairs a day at 1M x 100k come from 28.5k candidates), and the owners' blocks.
     func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
         guard !filters.isEmpty else { return [] }
-        return try tx.query(
+        let filterIds = filters.map(\.filter.id)
+        var pairs: [MatchPair] = []
+        for row in try tx.query(
             """
-            SELECT w.filter_id, w.profile_id, p.status, p.last_login_at,
-                   EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = u.owner_id AND b.blocked_id = w.profile_id)
-                   OR EXISTS (SELECT 1 FROM blocks b WHERE b.blocker_id = w.profile_id AND b.blocked_id = u.owner_id)
-                       AS blocked
-            FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, owner_id)
-            JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
-            LEFT JOIN profiles p ON p.id = w.profile_id
+            SELECT w.filter_id, w.profile_id
+            FROM unnest($1::bigint[]) AS u(filter_id) JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
-            """, [.int8Array(filters.map(\.filter.id)), .int8Array(filters.map(\.filter.ownerId))]
-        ).rows.map { row in
-            WaitingMatch(
-                filterId: try row.int64(0), profileId: try row.int64(1), profileStatus: try row.optionalInt16(2),
-                profileLastLoginAt: try row.optionalTimestamp(3), blockedEitherWay: try row.bool(4))
+            """, [.int8Array(filterIds)]
+        ).rows {
+            pairs.append(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
+        }
+        guard !pairs.isEmpty else { return [] }
+        var profiles: [Int64: (status: Int16?, lastLoginAt: Timestamp?)] = [:]
+        for row in try tx.query(
+            """
+            SELECT p.id, p.status, p.last_login_at FROM unnest($1::bigint[]) AS u(id) JOIN profiles p ON p.id = u.id
+            """, [.int8Array(Array(Set(pairs.map(\.profileId))).sorted())]
+        ).rows {
+            profiles[try row.int64(0)] = (try row.optionalInt16(1), try row.optionalTimestamp(2))
+        }
+        let owners = Dictionary(
+            filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { first, _ in first })
+        var blockPairs: [(blocker: Int64, blocked: Int64)] = []
+        for row in try tx.query(
+            """
+            SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)
+            """, [.int8Array(Array(Set(owners.values)).sorted())]
+        ).rows {
+            blockPairs.append((try row.int64(0), try row.int64(1)))
+        }
+        let blocks = BlockSet(blockPairs)
+        return pairs.map { pair in
+            let profile = profiles[pair.profileId]
+            let owner = owners[pair.filterId]
+            return WaitingMatch(
+                filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status ?? nil,
+                profileLastLoginAt: profile?.lastLoginAt ?? nil,
+                blockedEitherWay: owner.map { blocks.blocksEitherWay($0, pair.profileId) } ?? false)
         }
     }
 
