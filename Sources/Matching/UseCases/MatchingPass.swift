@@ -332,7 +332,12 @@ struct NewPairSelection {
         let found = LockedPairs()
         let probers = self.probers
         try SlotThreads.run(probers.count) { slot in
-            while let chunk = chunks.next() { found.add(try probers[slot].recordedPairs(among: chunk)) }
+            do {
+                while let chunk = chunks.next() { found.add(try probers[slot].recordedPairs(among: chunk)) }
+            } catch {
+                chunks.stop()  // the run fails with this error: the other connections stop after their chunk
+                throw error
+            }
         }
         return found.pairs
     }
@@ -353,6 +358,13 @@ final class PairChunks: @unchecked Sendable {
         self.results = results
         self.probed = probed
         self.size = max(1, size)
+    }
+
+    /// Hands out nothing more.
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        filterIndex = filterIds.count
     }
 
     /// The next chunk (at most `size` pairs, in filter order), or nil when every pair was handed out.
