@@ -441,18 +441,23 @@ extension PostgresMatchingStore: FilterRepository {
 
 extension PostgresMatchingStore: BlockRepository {
     public func blocks(involving ids: [Int64]?) throws -> BlockSet {
+        if let ids { return try Self.blocks(involving: ids, on: connection) }
         var pairs: [(blocker: Int64, blocked: Int64)] = []
-        if let ids {
-            for row in try connection.query(
-                "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
-                [.int8Array(ids)]
-            ).rows {
-                pairs.append((try row.int64(0), try row.int64(1)))
-            }
-        } else {
-            try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
-                pairs.append((try row.int64() ?? 0, try row.int64() ?? 0))
-            }
+        try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
+            pairs.append((try row.int64() ?? 0, try row.int64() ?? 0))
+        }
+        return BlockSet(pairs)
+    }
+
+    /// The blocks `ids` made or received, read on `connection` (the store's, or a unit's transaction).
+    static func blocks(involving ids: [Int64], on connection: PostgresConnection) throws -> BlockSet {
+        guard !ids.isEmpty else { return .none }
+        var pairs: [(blocker: Int64, blocked: Int64)] = []
+        for row in try connection.query(
+            "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
+            [.int8Array(ids)]
+        ).rows {
+            pairs.append((try row.int64(0), try row.int64(1)))
         }
         return BlockSet(pairs)
     }

@@ -80,15 +80,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         let owners = Dictionary(
             filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { first, _ in first })
-        var blockPairs: [(blocker: Int64, blocked: Int64)] = []
-        for row in try tx.query(
-            """
-            SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)
-            """, [.int8Array(Array(Set(owners.values)).sorted())]
-        ).rows {
-            blockPairs.append((try row.int64(0), try row.int64(1)))
-        }
-        let blocks = BlockSet(blockPairs)
+        let blocks = try PostgresMatchingStore.blocks(involving: Array(Set(owners.values)).sorted(), on: tx)
         return pairs.map { pair in
             let profile = profiles[pair.profileId]
             let owner = owners[pair.filterId]
@@ -139,17 +131,9 @@ struct PostgresUnitTransaction: UnitTransaction {
             guard Self.sortedContains(profileIds, id) else { continue }
             statuses.updateValue(try row.bool(2) ? Int16(clamping: try row.optionalInt64(1) ?? 0) : nil, forKey: id)
         }
-        var pairs: [(blocker: Int64, blocked: Int64)] = []
-        if !ownerIds.isEmpty {
-            for row in try tx.query(
-                """
-                SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)
-                """, [.int8Array(ownerIds)]
-            ).rows {
-                pairs.append((try row.int64(0), try row.int64(1)))
-            }
-        }
-        return ProfileFacts(statuses: statuses, unlistedStatus: unlisted, blocks: BlockSet(pairs))
+        return ProfileFacts(
+            statuses: statuses, unlistedStatus: unlisted,
+            blocks: try PostgresMatchingStore.blocks(involving: ownerIds, on: tx))
     }
 
     /// Whether `sorted` (ascending) holds `id`.

@@ -329,17 +329,19 @@ struct NewPairSelection {
         -> Set<MatchPair>
     {
         let chunks = PairChunks(filterIds: filterIds, results: results, probed: probed, size: probeChunk)
-        let found = LockedPairs()
+        let found = ResultSlots<Set<MatchPair>>(count: probers.count)
         let probers = self.probers
         try SlotThreads.run(probers.count) { slot in
+            var recorded = Set<MatchPair>()
             do {
-                while let chunk = chunks.next() { found.add(try probers[slot].recordedPairs(among: chunk)) }
+                while let chunk = chunks.next() { recorded.formUnion(try probers[slot].recordedPairs(among: chunk)) }
             } catch {
                 chunks.stop()  // the run fails with this error: the other connections stop after their chunk
                 throw error
             }
+            found.set(slot, recorded)
         }
-        return found.pairs
+        return found.values().reduce(into: Set<MatchPair>()) { $0.formUnion($1) }
     }
 }
 
@@ -388,25 +390,6 @@ final class PairChunks: @unchecked Sendable {
             profileIndex = 0
         }
         return chunk.isEmpty ? nil : chunk
-    }
-}
-
-/// A set of pairs several threads add to.
-final class LockedPairs: @unchecked Sendable {
-    private let lock = NSLock()
-    private var found = Set<MatchPair>()
-
-    func add(_ pairs: Set<MatchPair>) {
-        guard !pairs.isEmpty else { return }
-        lock.lock()
-        defer { lock.unlock() }
-        found.formUnion(pairs)
-    }
-
-    var pairs: Set<MatchPair> {
-        lock.lock()
-        defer { lock.unlock() }
-        return found
     }
 }
 
