@@ -562,9 +562,20 @@ extension PostgresMatchingStore: MatchRepository {
                 [.int4(MigrationRunner.lockNamespace), .int4(3)]
             ).rows[0].bool(0)
         else { return nil }
+        // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
+        var helpers: [PostgresConnection] = []
+        defer { helpers.forEach { $0.close() } }
+        for _ in 1..<writeConnections {
+            guard let helper = try? openConnection() else { break }
+            helpers.append(helper)
+        }
         // A batch's estimate is large (an expired day is a million rows) and its work is small: JIT would
         // compile for 300 ms per batch (RetentionSQL).
-        try sweeper.execute("SET jit = off")
+        for connection in [sweeper] + helpers { try connection.execute("SET jit = off") }
+        let pairs = try RetentionSweep(
+            connections: [sweeper] + helpers, cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches
+        ).forgetPairs()
+        guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.forgotten, backlog: true) }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
@@ -577,14 +588,12 @@ extension PostgresMatchingStore: MatchRepository {
             }
             return (deleted, true)
         }
-        let pairs = try sweep(RetentionSQL.forgetBatch, batches: maxBatches)
-        guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.deleted, backlog: true) }
         // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
         let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, batches: maxBatches)
         var bookkeeping = 0
         for sql in RetentionSQL.forgetBookkeeping { bookkeeping += try sweep(sql, batches: maxBatches).deleted }
         return RetentionOutcome(
-            forgotten: pairs.deleted, backlog: notifications.backlog, notificationsForgotten: notifications.deleted,
+            forgotten: pairs.forgotten, backlog: notifications.backlog, notificationsForgotten: notifications.deleted,
             bookkeepingForgotten: bookkeeping)
     }
 

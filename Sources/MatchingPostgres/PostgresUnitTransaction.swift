@@ -299,10 +299,13 @@ struct PostgresUnitTransaction: UnitTransaction {
     private typealias Parameter = PostgresValue
 }
 
-/// The retention sweep's statement (runs.md): a bounded batch of pairs recorded before the cutoff, except
-/// matches waiting for a digest. A waiting match is kept while its filter exists, is not deleted, has
-/// `notify` on, and has had no digest since the match was recorded; once a digest passed it over (it no
-/// longer qualified) or the filter can never notify it, it is forgotten like any other.
+/// The retention sweep's statements (runs.md), run by `RetentionSweep`.
+///
+/// `forgetBatch`: a bounded batch of one run's pairs (one `matched_at`, $1) in a range of filter ids
+/// ($3...$4), in filter-id order, except matches waiting for a digest; it returns how many it forgot and the
+/// last filter id among them, where the range's next batch starts. A waiting match is kept while its filter
+/// exists, is not deleted, has `notify` on, and has had no digest since the match was recorded; once a digest
+/// passed it over (it no longer qualified) or the filter can never notify it, it is forgotten like any other.
 ///
 /// Only an unnotified, non-silent pair can wait (`UnitCommitter` lists a pair waiting only when it records it
 /// unnotified for a notifying filter, and `markNotified` takes it off the list in the transaction that
@@ -311,11 +314,23 @@ struct PostgresUnitTransaction: UnitTransaction {
 /// (the sweeper's session also turns JIT off: a batch's cost estimate is large, its work is not). Measured on
 /// the 30-day soak's table (8.4M pairs, 222k waiting): 280 ms per 50,000-pair batch before, 120 ms after.
 enum RetentionSQL {
+    /// The distinct `matched_at` values before the cutoff ($1), oldest first, at most $2: one descent of the
+    /// retention index each (a run's pairs share its clock, so there are about as many as expired runs).
+    static let expiredClocks = """
+        WITH RECURSIVE clocks(t) AS (
+            SELECT min(matched_at) FROM filter_matches WHERE matched_at < $1
+          UNION ALL
+            SELECT (SELECT min(m.matched_at) FROM filter_matches m WHERE m.matched_at > c.t AND m.matched_at < $1)
+            FROM clocks c WHERE c.t IS NOT NULL
+        )
+        SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
+        """
+
     static let forgetBatch = """
         WITH doomed AS (
             SELECT m.ctid AS row_id, m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
             FROM filter_matches m
-            WHERE m.matched_at < $1          -- the oldest first, by the matched_at index
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $3 AND $4   -- a range of the retention index
               AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
                   ELSE NOT coalesce((
                       SELECT true FROM matcher_waiting_matches w
@@ -325,18 +340,19 @@ enum RetentionSQL {
                       WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
                         AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
                   END
-            ORDER BY m.matched_at
+            ORDER BY m.filter_id
             LIMIT $2
         ), waiting_gone AS (
             DELETE FROM matcher_waiting_matches w USING doomed d
             WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
               AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM doomed WHERE may_wait))   -- by the list's key
+        ), gone AS (
+            DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
+            RETURNING filter_id
         )
-        DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
+        SELECT count(*), max(filter_id) FROM gone
         """
 
-    /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).
-    /// Unsent ones are the push sender's and are never forgotten by the worker.
     static let forgetNotificationsBatch = """
         DELETE FROM notifications WHERE ctid = ANY (ARRAY(
             SELECT n.ctid FROM notifications n

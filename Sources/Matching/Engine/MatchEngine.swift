@@ -107,10 +107,10 @@ public struct ReferenceMatchEngine: MatchEngine {
 
 /// Fixed slots that concurrent workers fill, one distinct index each. The buffer is allocated once,
 /// so no worker ever touches another's slot or the container itself (no exclusivity conflict).
-final class ResultSlots<Value: Sendable>: @unchecked Sendable {
+package final class ResultSlots<Value: Sendable>: @unchecked Sendable {
     private let buffer: UnsafeMutableBufferPointer<Value?>
 
-    init(count: Int) {
+    package init(count: Int) {
         buffer = .allocate(capacity: count)
         buffer.initialize(repeating: nil)
     }
@@ -121,8 +121,8 @@ final class ResultSlots<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Safe because every index is written by exactly one worker and read only after all finish.
-    func set(_ index: Int, _ value: Value) { buffer[index] = value }
+    package func set(_ index: Int, _ value: Value) { buffer[index] = value }
 
     /// Every slot must have been set.
-    func values() -> [Value] { buffer.map { $0! } }
+    package func values() -> [Value] { buffer.map { $0! } }
 }

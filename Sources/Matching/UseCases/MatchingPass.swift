@@ -396,8 +396,8 @@ final class PairChunks: @unchecked Sendable {
 /// Runs `body(slot)` for every slot in `0..<count`, each on a thread of its own rather than Dispatch's pool
 /// (whose threads are one a core: a slot blocks on its database connection while the others work), and
 /// returns when all have. Throws the error of the lowest slot that threw; the other slots run to their end.
-enum SlotThreads {
-    static func run(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
+package enum SlotThreads {
+    package static func run(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) throws {
         guard count > 1 else {
             if count == 1 { try body(0) }
             return

@@ -1,0 +1,112 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import MatchingTestSupport
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// The retention sweep over several connections: every expired pair not waiting for its digest is forgotten
+/// exactly once, whatever the batch size, the number of sweepers and the runs' clocks, and a budget that runs
+/// out leaves a backlog the next sweeps finish.
+@Suite struct RetentionSweepTests {
+    /// 40 filters (ids 1...40, notifying), 6 profiles each, recorded at three expired clocks and one kept one;
+    /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now).
+    private func world() throws -> (TestDatabase, PostgresConnection) {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles((1...6).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters((1...41).map { World.filter(Int64($0), owner: 1) })
+        try connection.execute("DELETE FROM saved_filters WHERE id = 41")
+        // Clock by filter and profile: days 1, 2 and 3 (expired on day 20 with 7 days kept) and day 19.
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, notification_id)
+            SELECT f, p, $1::timestamptz + ((f + p) % 4 * CASE WHEN (f + p) % 4 = 3 THEN 6 ELSE 1 END) * interval '1 day',
+                   CASE WHEN p % 2 = 0 THEN 1 END
+            FROM generate_series(1, 41) f, generate_series(1, 6) p
+            """, [.timestamptz(ScenarioWorld.day1)])
+        // Every unnotified expired pair of filters 1...10 waits for its filter's first digest.
+        try connection.query(
+            """
+            INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
+            SELECT filter_id, profile_id, matched_at FROM filter_matches
+            WHERE filter_id <= 10 AND notification_id IS NULL AND matched_at < $1
+            """, [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
+        return (database, connection)
+    }
+
+    private func count(
+        _ connection: PostgresConnection, _ sql: String, _ parameters: [PostgresValue] = []
+    ) throws -> Int64 {
+        try connection.query(sql, parameters).rows[0].int64(0)
+    }
+
+    @Test(arguments: [(1, 7), (3, 1), (3, 2), (2, 100)])
+    func everyExpiredPairNotWaitingIsForgottenOnce(writeConnections: Int, batchSize: Int) throws {
+        let (database, connection) = try world()
+        defer { connection.close() }
+        let cutoff = ScenarioWorld.day1.adding(days: 13)
+        let expired = try count(
+            connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)])
+        let waiting = try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+        let kept = try count(connection, "SELECT count(*) FROM filter_matches") - expired
+        #expect(expired > 0 && waiting > 0 && kept > 0)
+
+        let store = PostgresMatchingStore(connection: connection, writeConnections: writeConnections) {
+            try database.connect()
+        }
+        let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: 10_000))
+        #expect(outcome.forgotten == Int(expired - waiting))
+        #expect(!outcome.backlog)
+        // What is left: the pairs kept by their clock, and the waiting ones with their list entries.
+        #expect(try count(connection, "SELECT count(*) FROM filter_matches") == kept + waiting)
+        let strays = try count(
+            connection,
+            """
+            SELECT count(*) FROM filter_matches m WHERE m.matched_at < $1
+              AND NOT EXISTS (SELECT 1 FROM matcher_waiting_matches w
+                              WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id)
+            """, [.timestamptz(cutoff)])
+        #expect(strays == 0)
+        #expect(try count(connection, "SELECT count(*) FROM matcher_waiting_matches") == waiting)
+    }
+
+    @Test func aSpentBudgetLeavesABacklogTheNextSweepsFinish() throws {
+        let (database, connection) = try world()
+        defer { connection.close() }
+        let cutoff = ScenarioWorld.day1.adding(days: 13)
+        let expired = try count(
+            connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)])
+        let waiting = try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 2) { try database.connect() }
+
+        var forgotten = 0
+        var sweeps = 0
+        while true {
+            let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: 2, maxBatches: 3))
+            forgotten += outcome.forgotten
+            sweeps += 1
+            if !outcome.backlog || sweeps == 100 { break }
+        }
+        #expect(sweeps > 1)
+        #expect(forgotten == Int(expired - waiting))
+        #expect(
+            try count(connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)])
+                == waiting)
+    }
+
+    @Test func anotherSweeperHoldingTheLockMakesTheSweepSkip() throws {
+        let (database, connection) = try world()
+        defer { connection.close() }
+        let holder = try database.connect()
+        defer { holder.close() }
+        let locked = try holder.query("SELECT pg_try_advisory_lock(1296126976, 3)").rows[0].bool(0)
+        #expect(locked)
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 3) { try database.connect() }
+        let outcome = try store.forgetExpired(before: ScenarioWorld.day1.adding(days: 13), batchSize: 5, maxBatches: 10)
+        #expect(outcome?.forgotten == nil)
+    }
+}
