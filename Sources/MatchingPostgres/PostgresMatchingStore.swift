@@ -556,12 +556,11 @@ extension PostgresMatchingStore: MatchRepository {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
         let sweeper = try openConnection()
         defer { sweeper.close() }
-        guard
-            try sweeper.query(
-                "SELECT pg_try_advisory_lock($1, $2)",
-                [.int4(MigrationRunner.lockNamespace), .int4(3)]
-            ).rows[0].bool(0)
-        else { return nil }
+        let lock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(3)]
+        guard try sweeper.query("SELECT pg_try_advisory_lock($1, $2)", lock).rows[0].bool(0) else { return nil }
+        // Released before the session closes: its backend may outlive the close by a moment, and a sweep
+        // started right after this one must not find the lock still held.
+        defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         var helpers: [PostgresConnection] = []
         defer { helpers.forEach { $0.close() } }

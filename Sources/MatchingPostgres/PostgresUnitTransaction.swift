@@ -255,11 +255,13 @@ struct PostgresUnitTransaction: UnitTransaction {
                 filterIds, profileIds, .int8Array(pairs.map(\.value)),
                 .int2Array(pairs.map { mutual.contains($0.key) ? 1 : 0 }),
             ])
+        // One probe of the list's key a pair. Not `USING unnest(...) WHERE w.filter_id = ANY ($1)`: with the
+        // pairs' filter ids (one per pair, thousands) in the array the planner read the whole list instead,
+        // 253 ms against 84 ms for a unit's 14,098 pairs on a 1.8M-entry list (1M x 100k soak, day 7).
         try tx.query(
             """
-            DELETE FROM matcher_waiting_matches w USING unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
-            WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id
-              AND w.filter_id = ANY ($1::bigint[])   -- by the list's key, never a scan of the whole list
+            DELETE FROM matcher_waiting_matches w
+            WHERE (w.filter_id, w.profile_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
             """, [filterIds, profileIds])
     }
 
