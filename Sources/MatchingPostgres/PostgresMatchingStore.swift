@@ -561,18 +561,26 @@ extension PostgresMatchingStore: MatchRepository {
         // Released before the session closes: its backend may outlive the close by a moment, and a sweep
         // started right after this one must not find the lock still held.
         defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
+        // A batch's estimate is large (an expired day is a million rows) and its work is small: JIT would
+        // compile for 300 ms per batch (RetentionSQL).
+        try sweeper.execute("SET jit = off")
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         var helpers: [PostgresConnection] = []
         defer { helpers.forEach { $0.close() } }
-        for _ in 1..<writeConnections {
-            guard let helper = try? openConnection() else { break }
-            helpers.append(helper)
-        }
-        // A batch's estimate is large (an expired day is a million rows) and its work is small: JIT would
-        // compile for 300 ms per batch (RetentionSQL).
-        for connection in [sweeper] + helpers { try connection.execute("SET jit = off") }
         let pairs = try RetentionSweep(
-            connections: [sweeper] + helpers, cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches
+            lead: sweeper,
+            openHelpers: { [openConnection, writeConnections] in
+                for _ in 1..<writeConnections {
+                    guard let helper = try? openConnection() else { break }
+                    guard (try? helper.execute("SET jit = off")) != nil else {
+                        helper.close()
+                        break
+                    }
+                    helpers.append(helper)
+                }
+                return helpers
+            },
+            cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches
         ).forgetPairs()
         guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.forgotten, backlog: true) }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.

@@ -12,8 +12,11 @@ import PostgresClient
 /// deleting leaves the rest of the machine idle (the worker waits; the server works on one core); the ranges
 /// are disjoint, so the connections never wait for each other's rows.
 struct RetentionSweep {
-    /// The sweepers' connections, the first holding the service-wide sweeper lock.
-    let connections: [PostgresConnection]
+    /// The connection holding the service-wide sweeper lock; it lists the work and takes its share.
+    let lead: PostgresConnection
+    /// Opens the other sweepers' connections (closed by the caller), only when there is something to forget:
+    /// most runs of a young service have nothing expired and pay nothing for them.
+    let openHelpers: () -> [PostgresConnection]
     let cutoff: Timestamp
     let batchSize: Int
     /// Full batches allowed in all (a batch that forgot fewer than `batchSize` ends its range).
@@ -27,11 +30,11 @@ struct RetentionSweep {
 
     /// Forgets what it can; `backlog` when expired pairs were left for the next runs.
     func forgetPairs() throws -> (forgotten: Int, backlog: Bool) {
-        let lead = connections[0]
         let clocks = try lead.query(
             RetentionSQL.expiredClocks, [.timestamptz(cutoff), .int4(Int32(Self.maxClocks + 1))]
         ).rows.map { try $0.timestamp(0) }
         guard !clocks.isEmpty else { return (0, false) }
+        let connections = [lead] + openHelpers()
         let bounds = try lead.query("SELECT min(id), max(id) FROM saved_filters").rows[0]
         let ranges = Self.filterRanges(
             low: try bounds.optionalInt64(0) ?? 0, high: try bounds.optionalInt64(1) ?? 0,
@@ -40,7 +43,6 @@ struct RetentionSweep {
             tasks: clocks.prefix(Self.maxClocks).flatMap { clock in ranges.map { (clock, $0) } },
             maxBatches: maxBatches)
         let forgotten = ResultSlots<Int>(count: connections.count)
-        let connections = self.connections
         let batchSize = self.batchSize
         try SlotThreads.run(connections.count) { slot in
             var total = 0
