@@ -355,6 +355,8 @@ enum RetentionSQL {
         SELECT count(*), max(filter_id) FROM gone
         """
 
+    /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).
+    /// Unsent ones are the push sender's and are never forgotten by the worker.
     static let forgetNotificationsBatch = """
         DELETE FROM notifications WHERE ctid = ANY (ARRAY(
             SELECT n.ctid FROM notifications n

@@ -7,7 +7,7 @@ import PostgresClient
 ///
 /// A run's pairs share its clock as `matched_at`, so the expired pairs are a few runs' worth, each a
 /// contiguous stretch of the retention index `(matched_at, filter_id)`. The sweep lists those clocks, cuts
-/// each into ranges of filter ids, and its connections take the ranges from one queue, each range a series
+/// the newest into ranges of filter ids, and its connections take clocks and ranges from one queue, each a series
 /// of bounded batches (`RetentionSQL.forgetBatch`) that resumes where the last one ended. One connection
 /// deleting leaves the rest of the machine idle (the worker waits; the server works on one core); the ranges
 /// are disjoint, so the connections never wait for each other's rows.
@@ -39,8 +39,13 @@ struct RetentionSweep {
         let ranges = Self.filterRanges(
             low: try bounds.optionalInt64(0) ?? 0, high: try bounds.optionalInt64(1) ?? 0,
             count: connections.count * Self.rangesPerConnection)
+        // Only the newest expired clock is cut into ranges: in steady state it is the run that has just expired
+        // (a day's pairs), and the older ones are what waits for a digest past the cutoff, a statement each.
+        // After a pause several full runs expire at once; they are then swept side by side, one a connection.
+        let listed = Array(clocks.prefix(Self.maxClocks))
+        let whole = Int64.min...Int64.max
         let work = SweepQueue(
-            tasks: clocks.prefix(Self.maxClocks).flatMap { clock in ranges.map { (clock, $0) } },
+            tasks: listed.dropLast().map { ($0, whole) } + ranges.map { (listed[listed.count - 1], $0) },
             maxBatches: maxBatches)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
