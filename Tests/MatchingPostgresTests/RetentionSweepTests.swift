@@ -44,14 +44,22 @@ import Testing
         try connection.query(sql, parameters).rows[0].int64(0)
     }
 
+    /// The cutoff of the tests: days 1-3 expired, day 19 kept.
+    private let cutoff = ScenarioWorld.day1.adding(days: 13)
+
+    /// The pairs recorded before the cutoff, and the waiting list's entries (all of them expired).
+    private func expiredAndWaiting(_ connection: PostgresConnection) throws -> (Int64, Int64) {
+        (
+            try count(connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)]),
+            try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+        )
+    }
+
     @Test(arguments: [(1, 7), (3, 1), (3, 2), (2, 100)])
     func everyExpiredPairNotWaitingIsForgottenOnce(writeConnections: Int, batchSize: Int) throws {
         let (database, connection) = try world()
         defer { connection.close() }
-        let cutoff = ScenarioWorld.day1.adding(days: 13)
-        let expired = try count(
-            connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)])
-        let waiting = try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+        let (expired, waiting) = try expiredAndWaiting(connection)
         let kept = try count(connection, "SELECT count(*) FROM filter_matches") - expired
         #expect(expired > 0 && waiting > 0 && kept > 0)
 
@@ -77,10 +85,7 @@ import Testing
     @Test func aSpentBudgetLeavesABacklogTheNextSweepsFinish() throws {
         let (database, connection) = try world()
         defer { connection.close() }
-        let cutoff = ScenarioWorld.day1.adding(days: 13)
-        let expired = try count(
-            connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)])
-        let waiting = try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+        let (expired, waiting) = try expiredAndWaiting(connection)
         let store = PostgresMatchingStore(connection: connection, writeConnections: 2) { try database.connect() }
 
         var forgotten = 0
