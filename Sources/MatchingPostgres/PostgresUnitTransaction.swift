@@ -328,6 +328,40 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
         """
 
+    /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: every pair of
+    /// the filters before the one holding the range's ($4 + 1)-th pair (an index-only count on the retention
+    /// index), deleted in place, except the waiting ones. Returns how many it forgot, the last filter id it
+    /// covered, and whether pairs are left in the range after it. When the first filter alone holds more than
+    /// $4 pairs it covers nothing (last < $2) and `forgetBatch` takes that filter. One heap access a pair: a
+    /// day's clock (898k pairs) in 1.49-1.53 s on one connection, against 1.93-2.29 s through `forgetBatch`.
+    static let forgetSpan = """
+        WITH stop AS (
+            SELECT m.filter_id FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND $3
+            ORDER BY m.filter_id OFFSET $4 LIMIT 1
+        ), span AS (
+            SELECT coalesce((SELECT filter_id FROM stop) - 1, $3::bigint) AS last
+        ), gone AS (
+            DELETE FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span)
+              AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
+                  ELSE NOT coalesce((
+                      SELECT true FROM matcher_waiting_matches w
+                      JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                                           AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+                      LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+                      WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
+                        AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
+                  END
+            RETURNING m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w USING gone d
+            WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
+              AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM gone WHERE may_wait))   -- by the list's key
+        )
+        SELECT (SELECT count(*) FROM gone), (SELECT last FROM span), EXISTS (SELECT 1 FROM stop)
+        """
+
     static let forgetBatch = """
         WITH doomed AS (
             SELECT m.ctid AS row_id, m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait

@@ -19,7 +19,7 @@ struct RetentionSweep {
     let openHelpers: () -> [PostgresConnection]
     let cutoff: Timestamp
     let batchSize: Int
-    /// Full batches allowed in all (a batch that forgot fewer than `batchSize` ends its range).
+    /// The sweep forgets at most `maxBatches` x `batchSize` pairs (give or take a batch), then leaves a backlog.
     let maxBatches: Int
 
     /// At most this many expired clocks a run (more are left to the next runs, as a backlog).
@@ -46,31 +46,17 @@ struct RetentionSweep {
         let whole = Int64.min...Int64.max
         let work = SweepQueue(
             tasks: listed.dropLast().map { ($0, whole) } + ranges.map { (listed[listed.count - 1], $0) },
-            maxBatches: maxBatches)
+            budget: maxBatches * batchSize)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
         try SlotThreads.run(connections.count) { slot in
             var total = 0
             defer { forgotten.set(slot, total) }
             do {
+                let connection = connections[slot]
                 while let (clock, range) = work.next() {
-                    var low = range.lowerBound
-                    while true {
-                        let row = try connections[slot].transaction { tx in
-                            try tx.query(
-                                RetentionSQL.forgetBatch,
-                                [
-                                    .timestamptz(clock), .int4(Int32(clamping: batchSize)), .int8(low),
-                                    .int8(range.upperBound),
-                                ]
-                            ).rows[0]
-                        }
-                        let deleted = Int(try row.int64(0))
-                        total += deleted
-                        guard deleted >= batchSize, let last = try row.optionalInt64(1) else { break }
-                        guard work.takeFullBatch() else { break }
-                        low = last  // the last filter may have more pairs; those forgotten are gone
-                    }
+                    total += try Self.sweep(
+                        clock: clock, range: range, batchSize: batchSize, on: connection, work: work)
                 }
             } catch {
                 work.stop()
@@ -78,6 +64,51 @@ struct RetentionSweep {
             }
         }
         return (forgotten.values().reduce(0, +), work.backlog || clocks.count > Self.maxClocks)
+    }
+
+    /// Forgets one clock's pairs in `range`, a batch a transaction: each batch the filters before the one holding
+    /// the range's next `batchSize + 1`-th pair (`RetentionSQL.forgetSpan`), a filter larger than a batch in
+    /// batches of its own (`RetentionSQL.forgetBatch`). Returns how many it forgot; stops early when the
+    /// sweep's budget is spent.
+    static func sweep(
+        clock: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
+        work: SweepQueue
+    ) throws -> Int {
+        var total = 0
+        var low = range.lowerBound
+        while true {
+            let span = try connection.transaction { tx in
+                try tx.query(
+                    RetentionSQL.forgetSpan,
+                    [.timestamptz(clock), .int8(low), .int8(range.upperBound), .int8(Int64(batchSize))]
+                ).rows[0]
+            }
+            total += Int(try span.int64(0))
+            let last = try span.int64(1)
+            guard try span.bool(2) else { return total }  // nothing left in the range after `last`
+            if last < low {
+                // Filter `low` alone holds more than a batch: its pairs by the bounded batch statement.
+                while true {
+                    let batch = try connection.transaction { tx in
+                        try tx.query(
+                            RetentionSQL.forgetBatch,
+                            [.timestamptz(clock), .int4(Int32(clamping: batchSize)), .int8(low), .int8(low)]
+                        ).rows[0]
+                    }
+                    let deleted = Int(try batch.int64(0))
+                    total += deleted
+                    guard deleted >= batchSize else { break }
+                    guard work.spend(deleted) else { return total }
+                }
+                guard low < range.upperBound else { return total }
+                low += 1
+            } else {
+                // Budgeted by pairs forgotten, not statements: a span of waiting matches only forgets nothing,
+                // and the next sweep must not spend its budget on the same ones again.
+                guard work.spend(Int(try span.int64(0))), last < range.upperBound else { return total }
+                low = last + 1
+            }
+        }
     }
 
     /// `count` ranges covering every filter id, equal parts of `low...high` (the ids filters have now; pairs of
@@ -98,18 +129,19 @@ struct RetentionSweep {
     }
 }
 
-/// The sweep's shared queue of (clock, filter range) tasks and its budget of full batches.
-private final class SweepQueue: @unchecked Sendable {
+/// The sweep's shared queue of (clock, filter range) tasks and its budget of pairs.
+final class SweepQueue: @unchecked Sendable {
     private let lock = NSLock()
     private let tasks: [(Timestamp, ClosedRange<Int64>)]
     private var position = 0
-    private var fullBatchesLeft: Int
+    private var pairsLeft: Int
     private var stopped = false
     private var leftWork = false
 
-    init(tasks: [(Timestamp, ClosedRange<Int64>)], maxBatches: Int) {
+    /// `budget`: pairs the sweep may forget before it stops with a backlog (the last batch may pass it).
+    init(tasks: [(Timestamp, ClosedRange<Int64>)], budget: Int) {
         self.tasks = tasks
-        self.fullBatchesLeft = max(1, maxBatches)
+        self.pairsLeft = max(1, budget)
     }
 
     /// The next task; nil when none is left or the sweep stopped.
@@ -121,16 +153,17 @@ private final class SweepQueue: @unchecked Sendable {
         }
     }
 
-    /// Whether a range that just forgot a full batch may go on; when the budget is spent, the sweep stops
-    /// with a backlog.
-    func takeFullBatch() -> Bool {
+    /// Counts `pairs` just forgotten by a range with more to go; whether it may go on. When the budget is
+    /// spent, the sweep stops with a backlog.
+    func spend(_ pairs: Int) -> Bool {
         lock.withLock {
-            guard !stopped, fullBatchesLeft > 1 else {
-                if !stopped { leftWork = true }
+            guard !stopped else { return false }
+            pairsLeft -= pairs
+            guard pairsLeft > 0 else {
                 stopped = true
+                leftWork = true
                 return false
             }
-            fullBatchesLeft -= 1
             return true
         }
     }
