@@ -565,11 +565,10 @@ extension PostgresMatchingStore: MatchRepository {
         // compile for 300 ms per batch (RetentionSQL).
         try sweeper.execute("SET jit = off")
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
-        var helpers: [PostgresConnection] = []
-        defer { helpers.forEach { $0.close() } }
         let pairs = try RetentionSweep(
             lead: sweeper,
             openHelpers: { [openConnection, writeConnections] in
+                var helpers: [PostgresConnection] = []
                 for _ in 1..<writeConnections {
                     guard let helper = try? openConnection() else { break }
                     guard (try? helper.execute("SET jit = off")) != nil else {

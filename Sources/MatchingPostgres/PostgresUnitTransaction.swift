@@ -301,13 +301,11 @@ struct PostgresUnitTransaction: UnitTransaction {
     private typealias Parameter = PostgresValue
 }
 
-/// The retention sweep's statements (runs.md), run by `RetentionSweep`.
-///
-/// `forgetBatch`: a bounded batch of one run's pairs (one `matched_at`, $1) in a range of filter ids
-/// ($3...$4), in filter-id order, except matches waiting for a digest; it returns how many it forgot and the
-/// last filter id among them, where the range's next batch starts. A waiting match is kept while its filter
-/// exists, is not deleted, has `notify` on, and has had no digest since the match was recorded; once a digest
-/// passed it over (it no longer qualified) or the filter can never notify it, it is forgotten like any other.
+/// The retention sweep's statements (runs.md), run by `RetentionSweep`: `forgetSpan` for most batches,
+/// `forgetBatch` for a filter larger than a batch. Both keep matches waiting for a digest. A waiting match is
+/// kept while its filter exists, is not deleted, has `notify` on, and has had no digest since the match was
+/// recorded; once a digest passed it over (it no longer qualified) or the filter can never notify it, it is
+/// forgotten like any other.
 ///
 /// Only an unnotified, non-silent pair can wait (`UnitCommitter` lists a pair waiting only when it records it
 /// unnotified for a notifying filter, and `markNotified` takes it off the list in the transaction that
@@ -328,6 +326,30 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
         """
 
+    /// The condition that keeps a pair of `filter_matches m` because it waits for a digest (see above).
+    private static let notWaiting = """
+        AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
+                          ELSE NOT coalesce((
+                              SELECT true FROM matcher_waiting_matches w
+                              JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                                                   AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+                              LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+                              WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
+                                AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
+                          END
+        """
+
+    /// Takes the forgotten pairs of CTE `cte` (filter_id, profile_id, may_wait) off the waiting list.
+    private static func waitingGone(from cte: String) -> String {
+        """
+
+                    DELETE FROM matcher_waiting_matches w USING \(cte) d
+                    WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
+                      AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM \(cte) WHERE may_wait))   -- by the list's key
+
+        """
+    }
+
     /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: every pair of
     /// the filters before the one holding the range's ($4 + 1)-th pair (an index-only count on the retention
     /// index), deleted in place, except the waiting ones. Returns how many it forgot, the last filter id it
@@ -344,49 +366,27 @@ enum RetentionSQL {
         ), gone AS (
             DELETE FROM filter_matches m
             WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span)
-              AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
-                  ELSE NOT coalesce((
-                      SELECT true FROM matcher_waiting_matches w
-                      JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                           AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
-                      LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-                      WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
-                        AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
-                  END
+              \(notWaiting)
             RETURNING m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
-        ), waiting_gone AS (
-            DELETE FROM matcher_waiting_matches w USING gone d
-            WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
-              AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM gone WHERE may_wait))   -- by the list's key
-        )
+        ), waiting_gone AS (\(waitingGone(from: "gone")))
         SELECT (SELECT count(*) FROM gone), (SELECT last FROM span), EXISTS (SELECT 1 FROM stop)
         """
 
+    /// A bounded batch of one run's pairs (`matched_at` $1) of one filter ($3), at most $2, except the waiting
+    /// ones; returns how many it forgot. For a filter holding more than a batch at one clock, which
+    /// `forgetSpan` cannot bound: found by the retention index, deleted by `ctid` (a DELETE has no LIMIT).
     static let forgetBatch = """
         WITH doomed AS (
             SELECT m.ctid AS row_id, m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
             FROM filter_matches m
-            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $3 AND $4   -- a range of the retention index
-              AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
-                  ELSE NOT coalesce((
-                      SELECT true FROM matcher_waiting_matches w
-                      JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                           AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
-                      LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-                      WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
-                        AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
-                  END
-            ORDER BY m.filter_id
+            WHERE m.matched_at = $1 AND m.filter_id = $3
+              \(notWaiting)
             LIMIT $2
-        ), waiting_gone AS (
-            DELETE FROM matcher_waiting_matches w USING doomed d
-            WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
-              AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM doomed WHERE may_wait))   -- by the list's key
-        ), gone AS (
+        ), waiting_gone AS (\(waitingGone(from: "doomed"))), gone AS (
             DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
-            RETURNING filter_id
+            RETURNING 1
         )
-        SELECT count(*), max(filter_id) FROM gone
+        SELECT count(*) FROM gone
         """
 
     /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).

@@ -7,15 +7,15 @@ import PostgresClient
 ///
 /// A run's pairs share its clock as `matched_at`, so the expired pairs are a few runs' worth, each a
 /// contiguous stretch of the retention index `(matched_at, filter_id)`. The sweep lists those clocks, cuts
-/// the newest into ranges of filter ids, and its connections take clocks and ranges from one queue, each a series
-/// of bounded batches (`RetentionSQL.forgetBatch`) that resumes where the last one ended. One connection
+/// the newest into ranges of filter ids, and its connections take clocks and ranges from one queue, each a
+/// series of bounded batches deleted in place (`RetentionSQL.forgetSpan`). One connection
 /// deleting leaves the rest of the machine idle (the worker waits; the server works on one core); the ranges
 /// are disjoint, so the connections never wait for each other's rows.
 struct RetentionSweep {
     /// The connection holding the service-wide sweeper lock; it lists the work and takes its share.
     let lead: PostgresConnection
-    /// Opens the other sweepers' connections (closed by the caller), only when there is something to forget:
-    /// most runs of a young service have nothing expired and pay nothing for them.
+    /// Opens the other sweepers' connections (as many as it can; the sweep closes them), only when there is
+    /// something to forget: most runs of a young service have nothing expired and pay nothing for them.
     let openHelpers: () -> [PostgresConnection]
     let cutoff: Timestamp
     let batchSize: Int
@@ -34,7 +34,9 @@ struct RetentionSweep {
             RetentionSQL.expiredClocks, [.timestamptz(cutoff), .int4(Int32(Self.maxClocks + 1))]
         ).rows.map { try $0.timestamp(0) }
         guard !clocks.isEmpty else { return (0, false) }
-        let connections = [lead] + openHelpers()
+        let helpers = openHelpers()
+        defer { helpers.forEach { $0.close() } }
+        let connections = [lead] + helpers
         let bounds = try lead.query("SELECT min(id), max(id) FROM saved_filters").rows[0]
         let ranges = Self.filterRanges(
             low: try bounds.optionalInt64(0) ?? 0, high: try bounds.optionalInt64(1) ?? 0,
@@ -46,7 +48,7 @@ struct RetentionSweep {
         let whole = Int64.min...Int64.max
         let work = SweepQueue(
             tasks: listed.dropLast().map { ($0, whole) } + ranges.map { (listed[listed.count - 1], $0) },
-            budget: maxBatches * batchSize)
+            budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
         try SlotThreads.run(connections.count) { slot in
@@ -70,7 +72,7 @@ struct RetentionSweep {
     /// the range's next `batchSize + 1`-th pair (`RetentionSQL.forgetSpan`), a filter larger than a batch in
     /// batches of its own (`RetentionSQL.forgetBatch`). Returns how many it forgot; stops early when the
     /// sweep's budget is spent.
-    static func sweep(
+    private static func sweep(
         clock: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
         work: SweepQueue
     ) throws -> Int {
@@ -92,7 +94,7 @@ struct RetentionSweep {
                     let batch = try connection.transaction { tx in
                         try tx.query(
                             RetentionSQL.forgetBatch,
-                            [.timestamptz(clock), .int4(Int32(clamping: batchSize)), .int8(low), .int8(low)]
+                            [.timestamptz(clock), .int4(Int32(clamping: batchSize)), .int8(low)]
                         ).rows[0]
                     }
                     let deleted = Int(try batch.int64(0))
@@ -130,7 +132,7 @@ struct RetentionSweep {
 }
 
 /// The sweep's shared queue of (clock, filter range) tasks and its budget of pairs.
-final class SweepQueue: @unchecked Sendable {
+private final class SweepQueue: @unchecked Sendable {
     private let lock = NSLock()
     private let tasks: [(Timestamp, ClosedRange<Int64>)]
     private var position = 0
