@@ -484,9 +484,12 @@ extension PostgresMatchingStore: MatchRepository {
                 """, [.int8(first.filterId), .int8(last.filterId)]
             ).rows[0].bool(0)
             guard any else { continue }
+            // The arrays are unnested in the select list (a ProjectSet, streamed), not `FROM unnest($1, $2)`:
+            // a function in FROM first copies its 50,000 rows into a tuplestore.
             for row in try connection.query(
                 """
-                SELECT u.filter_id, u.profile_id FROM unnest($1::bigint[], $2::bigint[]) AS u(filter_id, profile_id)
+                SELECT u.filter_id, u.profile_id
+                FROM (SELECT unnest($1::bigint[]) AS filter_id, unnest($2::bigint[]) AS profile_id) AS u
                 WHERE EXISTS (SELECT 1 FROM filter_matches m WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id)
                 """, [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId))]
             ).rows {

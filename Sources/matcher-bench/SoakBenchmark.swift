@@ -59,8 +59,9 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
-                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s"
+                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s"
         )
+        let server = ServerCPU(db)
         guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
             let clock = first.adding(days: day - 1).iso8601
@@ -85,12 +86,14 @@ struct SoakBenchmark: ParsableCommand {
             // full-page image for every page it is the first to touch: so does each soak day, measured.
             try? db.execute("CHECKPOINT")
             let walBefore = try? Self.walTotals(db)
+            let serverBefore = server?.seconds()
             let result = try matcherStep(
                 "run day \(day)",
                 [
                     "run", "--now", clock, "--retention-days", "\(retentionDays)",
                     "--format", "json", "--log-format", "json",
                 ])
+            let serverCPU = server?.seconds().flatMap { after in serverBefore.map { after - $0 } }
             let wal = (try? Self.walTotals(db)).flatMap { after in walBefore.map { after - $0 } } ?? .zero
             let report = Self.report(result.stdout)
             // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
@@ -112,12 +115,13 @@ struct SoakBenchmark: ParsableCommand {
             say(
                 String(
                     format:
-                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f",
+                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f  %5.2f",
                     day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
                     report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
                     report.count("matches_written"), report.count("matches_forgotten"),
                     try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
-                    wal.bytes / 1_048_576, wal.fullPageImages / 1000, night))
+                    wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
+                    + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -"))
         }
     }
 

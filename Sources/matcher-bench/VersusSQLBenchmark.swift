@@ -81,6 +81,10 @@ struct VersusSQLBenchmark: ParsableCommand {
             var peerSeconds: Double?
             func timeWorker() throws {
                 try reset(worker)
+                let server = try? PostgresConnection(worker)
+                defer { server?.close() }
+                let serverCPU = server.flatMap(ServerCPU.init)
+                let serverBefore = serverCPU?.seconds()
                 let result = try Shell.timedChild(
                     matcher, ["run", "--now", clock, "--format", "json", "--log-format", "json"],
                     environment: ["DATABASE_URL": worker])
@@ -88,9 +92,11 @@ struct VersusSQLBenchmark: ParsableCommand {
                 workerSeconds = result.seconds
                 peakRSS = max(peakRSS, result.maxRSSKiB)
                 lastReport = result.stdout
+                let serverSeconds = serverCPU?.seconds().flatMap { after in serverBefore.map { after - $0 } }
                 print(
                     "  round \(round + 1) worker: \(Shell.seconds(result.seconds)), peak RSS "
-                        + "\(result.maxRSSKiB / 1024) MiB [\(Self.phases(result.stdout))]")
+                        + "\(result.maxRSSKiB / 1024) MiB [\(Self.phases(result.stdout))], CPU: worker "
+                        + "\(Shell.seconds(result.cpuSeconds)), server \(serverSeconds.map(Shell.seconds) ?? "-")")
             }
             func timePeer(_ peer: String) throws {
                 try reset(peer)
@@ -235,6 +241,8 @@ enum Shell {
         let status: Int32
         let seconds: Double
         let maxRSSKiB: Int
+        /// The child's CPU time, user and system (wait4's rusage).
+        let cpuSeconds: Double
         let stdout: String
         let stderr: String
     }
@@ -276,6 +284,8 @@ enum Shell {
         return ChildResult(
             status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
             seconds: Double(s) + Double(atto) / 1e18, maxRSSKiB: Int(usage.ru_maxrss),
+            cpuSeconds: Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6,
             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
