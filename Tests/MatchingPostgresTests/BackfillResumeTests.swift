@@ -21,6 +21,7 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
     }
 
     func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> { try base.recordedPairs(among: pairs) }
+    func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] { try base.lastNotified(filterIds: filterIds) }
     func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
         try base.waitingProfiles(filterIds: filterIds)
     }

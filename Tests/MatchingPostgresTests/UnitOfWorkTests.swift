@@ -90,6 +90,20 @@ import Testing
         #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
     }
 
+    /// The run's unlocked reading of the digest times: a filter's recorded time after its unit's digest,
+    /// nothing for a filter without one (a state row whose time is NULL, or none at all).
+    @Test func lastNotifiedGivesTheRecordedDigestTimes() throws {
+        let (twin, run, notify) = try setUp()
+        #expect(try twin.postgres.lastNotified(filterIds: [10, 11, 12]).isEmpty)
+        _ = try twin.postgres.commit(unit(run, notify, [2]), planner: NotificationPlanner())
+        try twin.connection.query("INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (11, NULL)")
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (13, $1)",
+            [.timestamptz(ScenarioWorld.day1)])
+        #expect(try twin.postgres.lastNotified(filterIds: [10, 11, 12]) == [10: ScenarioWorld.day1])
+        #expect(try twin.postgres.lastNotified(filterIds: []).isEmpty)
+    }
+
     @Test func aNotifiedMatchIsMarkedInPlaceAndLeavesTheWaitingList() throws {
         let (twin, run, notify) = try setUp()
         // Recorded while its filter was not due: waiting.

@@ -115,6 +115,75 @@ import Testing
         #expect(store.waitingPairs.isEmpty)
     }
 
+    /// The in-memory store, noting whose waiting lists a run reads.
+    final class WaitingReads: MatchRepository, @unchecked Sendable {
+        let base: InMemoryStore
+        private let lock = NSLock()
+        private var asked: Set<Int64> = []
+
+        init(_ base: InMemoryStore) { self.base = base }
+
+        /// The filters whose waiting lists were read since the last call.
+        func taken() -> Set<Int64> {
+            lock.lock()
+            defer { lock.unlock() }
+            defer { asked = [] }
+            return asked
+        }
+
+        func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+            lock.lock()
+            asked.formUnion(filterIds)
+            lock.unlock()
+            return try base.waitingProfiles(filterIds: filterIds)
+        }
+        func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
+            try base.lastNotified(filterIds: filterIds)
+        }
+        func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
+            try base.recordedPairs(among: pairs)
+        }
+        func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
+            try base.withUnitTransaction(body)
+        }
+        func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+            try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches)
+        }
+        func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
+        func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }
+    }
+
+    /// A run reads the waiting lists only of filters a digest may be due for: a weekly filter's list on its
+    /// digest's day, not on the days between (where no unit could use it), and a daily filter's every day.
+    @Test func aWeeklyFiltersWaitingListIsReadOnlyOnItsDigestsDay() throws {
+        let store = weeklyStore(#"{"gender": {"anyOf": [2]}}"#)
+        store.save([World.profile(2, gender: 1)])
+        store.save([World.filter(200, owner: 2)])  // daily
+        let reads = WaitingReads(store)
+        var repositories = MatchingRepositories(store: store)
+        repositories.matches = reads
+        func run(_ now: Timestamp) throws -> RunSummary {
+            store.setClock(now)
+            return try RunMatching(repositories).execute(.init(now: now, maxPerFilter: 100))
+        }
+        _ = try run(World.day1)
+        #expect(reads.taken() == [100, 200])  // neither has had a digest yet
+        store.setClock(World.day2)
+        store.save([World.profile(20, at: World.day2)])
+        #expect(try run(World.day2).counters.matchesWritten == 2)
+        #expect(reads.taken() == [200])
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+        let day3 = World.day1.adding(days: 2)
+        _ = try run(day3)
+        #expect(reads.taken() == [200])
+        let day8 = World.day1.adding(days: 7)
+        let summary = try run(day8)
+        #expect(reads.taken() == [100, 200])
+        #expect(summary.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).last?.profileIds == [20])
+        #expect(store.waitingPairs.isEmpty)
+    }
+
     @Test func aProfileThatTurnedThirtyThreeIsNotShownByATwentyFiveToThirtyTwoFilter() throws {
         let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}}"#)
         store.save([World.profile(10, born: "1996-01-01")])

@@ -226,6 +226,10 @@ public protocol MatchRepository: Sendable {
     /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
     /// their profiles (a profile without a row is absent). Costs what the waiting matches cost.
     func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles
+    /// When each of `filterIds` last had a digest, as recorded (a filter without a recorded time is absent),
+    /// read without a lock. A unit reads the time again under its lock, and it can only have moved later, so
+    /// a filter not due by this reading is not due in any unit of the run.
+    func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// Runs `body` in one transaction and commits it when `body` returns (rolls back when it throws).
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T
     /// Runs `body` with the stores units of work may be written on at the same time: this one, and as many more

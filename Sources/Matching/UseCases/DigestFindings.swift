@@ -18,11 +18,16 @@ struct DigestFindings: Sendable {
     ) throws -> DigestFindings {
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
-            let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter.id).sorted()
+            // Only the filters a digest may be due for at the run's clock: a weekly filter's list (with the
+            // matches its digests passed over, kept until the retention) is read on its digest's day, not daily.
+            let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter)
+            let last = notifying.isEmpty ? [:] : try repositories.matches.lastNotified(filterIds: notifying.map(\.id))
+            let due = notifying.filter { NotificationPlanner.isDue($0, lastNotifiedAt: last[$0.id], clock: plan.clock) }
+                .map(\.id).sorted()
             let waiting =
-                notifying.isEmpty
+                due.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty)
-                : try repositories.matches.waitingProfiles(filterIds: notifying)
+                : try repositories.matches.waitingProfiles(filterIds: due)
             qualifying = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
         }
         let finder = MutualFinder(

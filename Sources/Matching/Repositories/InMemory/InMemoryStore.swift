@@ -227,6 +227,11 @@ extension InMemoryStore: MatchRepository {
         locked { Set(pairs.filter { written.matchRows[$0] != nil }) }
     }
 
+    public func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
+        let wanted = Set(filterIds)
+        return locked { written.lastNotifiedAt.filter { wanted.contains($0.key) } }
+    }
+
     public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
         let wanted = Set(filterIds)
         return locked {
