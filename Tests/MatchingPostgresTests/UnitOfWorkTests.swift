@@ -90,6 +90,26 @@ import Testing
         #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
     }
 
+    /// The blocks of some profiles, looked up by them or, for more ids than one lookup takes, streamed and
+    /// kept: the same answer both ways, never a block without a side among the ids.
+    @Test func blocksInvolvingIdsAreTheSameByLookupAndByStream() throws {
+        let twin = try Twin()
+        let blocks =
+            (1...300).map { Block(blockerId: Int64($0), blockedId: Int64(1_000 + $0 % 7)) }
+            + [Block(blockerId: 500_000, blockedId: 600_000), Block(blockerId: 1_003, blockedId: 2)]
+        try twin.writer.insertBlocks(blocks)
+        let few: [Int64] = [2, 3, 1_003]
+        let expected = BlockSet(
+            blocks.filter { few.contains($0.blockerId) || few.contains($0.blockedId) }
+                .map { (blocker: $0.blockerId, blocked: $0.blockedId) })
+        #expect(expected.count == 2 + 43)  // 2 and 3 blocked 1_002 and 1_003; 1_003 blocked 2; 42 blocked 1_003
+        #expect(try twin.postgres.blocks(involving: few) == expected)
+        let many = few + (5_000..<Int64(5_000 + PostgresMatchingStore.blockLookupLimit))
+        #expect(try twin.postgres.blocks(involving: many) == expected)
+        #expect(try twin.postgres.blocks(involving: nil).count == blocks.count)
+        #expect(try twin.postgres.blocks(involving: []).count == 0)
+    }
+
     /// The run's unlocked reading of the digest times: a filter's recorded time after its unit's digest,
     /// nothing for a filter without one (a state row whose time is NULL, or none at all).
     @Test func lastNotifiedGivesTheRecordedDigestTimes() throws {

@@ -184,6 +184,64 @@ import Testing
         #expect(store.waitingPairs.isEmpty)
     }
 
+    /// The in-memory store's blocks, noting which profiles a run asks about.
+    final class BlockReads: BlockRepository, @unchecked Sendable {
+        let base: InMemoryStore
+        private let lock = NSLock()
+        private var asked: [[Int64]?] = []
+
+        init(_ base: InMemoryStore) { self.base = base }
+
+        /// The requests since the last call: the ids of each, sorted (nil: the whole table).
+        func taken() -> [[Int64]?] {
+            lock.lock()
+            defer { lock.unlock() }
+            defer { asked = [] }
+            return asked
+        }
+
+        func blocks(involving ids: [Int64]?) throws -> BlockSet {
+            lock.lock()
+            asked.append(ids?.sorted())
+            lock.unlock()
+            return try base.blocks(involving: ids)
+        }
+    }
+
+    /// A run reads the blocks of its candidates, and for its digests those of the waiting matches' profiles,
+    /// never the whole table (which the app grows without bound); a block between an owner and a waiting
+    /// profile that is no candidate that day still keeps the profile out of the digest.
+    @Test func aRunReadsOnlyTheBlocksOfItsCandidatesAndWaitingProfiles() throws {
+        let store = weeklyStore(#"{"gender": {"anyOf": [2]}}"#)
+        let reads = BlockReads(store)
+        var repositories = MatchingRepositories(store: store)
+        repositories.blocks = reads
+        func run(_ now: Timestamp) throws -> RunSummary {
+            store.setClock(now)
+            return try RunMatching(repositories).execute(.init(now: now, maxPerFilter: 100))
+        }
+        store.block(1, 99)  // the owner once blocked someone who is never a candidate here
+        _ = try run(World.day1)
+        #expect(reads.taken() == [[1, 10]])
+        store.setClock(World.day2)
+        store.save([World.profile(20, at: World.day2), World.profile(21, at: World.day2)])
+        _ = try run(World.day2)
+        #expect(reads.taken() == [[20, 21]])
+        #expect(
+            store.waitingPairs == [MatchPair(filterId: 100, profileId: 20), MatchPair(filterId: 100, profileId: 21)])
+        // Day 8, the weekly digest: 30 is new; 21 blocked the owner meanwhile, and neither 20 nor 21 changed.
+        let day8 = World.day1.adding(days: 7)
+        store.setClock(day8)
+        store.save([World.profile(30, at: day8)])
+        store.block(21, 1)
+        let summary = try run(day8)
+        #expect(reads.taken() == [[30], [20, 21]])
+        #expect(summary.counters.notificationsWritten == 1)
+        let digest = try #require(try store.notifications(filterId: 100).last)
+        #expect(Set(digest.profileIds) == [20, 30])
+        #expect(digest.matchCount == 2)
+    }
+
     @Test func aProfileThatTurnedThirtyThreeIsNotShownByATwentyFiveToThirtyTwoFilter() throws {
         let store = weeklyStore(#"{"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}}"#)
         store.save([World.profile(10, born: "1996-01-01")])

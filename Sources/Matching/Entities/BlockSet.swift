@@ -28,4 +28,13 @@ public struct BlockSet: BlockLookup, Hashable {
     public func blocksEitherWay(_ a: Int64, _ b: Int64) -> Bool {
         !pairs.isEmpty && (blocks(a, b) || blocks(b, a))
     }
+
+    /// The blocks of both sets (a new value).
+    public func union(_ other: BlockSet) -> BlockSet {
+        other.pairs.isEmpty ? self : BlockSet(pairs: pairs.union(other.pairs))
+    }
+
+    private init(pairs: Set<Pair>) {
+        self.pairs = pairs
+    }
 }

@@ -13,9 +13,10 @@ struct DigestFindings: Sendable {
 
     static func gather(
         prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
-        plan: MatchingPass.Plan, blocks: BlockSet, repositories: MatchingRepositories, engine: any MatchEngine,
-        candidates: ProfileColumns? = nil
+        plan: MatchingPass.Plan, blocks candidateBlocks: BlockSet, repositories: MatchingRepositories,
+        engine: any MatchEngine, candidates: ProfileColumns? = nil
     ) throws -> DigestFindings {
+        var blocks = candidateBlocks
         var qualifying: Set<MatchPair>?
         if plan.writesNotifications {
             // Only the filters a digest may be due for at the run's clock: a weekly filter's list (with the
@@ -28,6 +29,10 @@ struct DigestFindings: Sendable {
                 due.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty)
                 : try repositories.matches.waitingProfiles(filterIds: due)
+            // The run read the blocks of its candidates; a waiting match's profile need not be one.
+            if !waiting.pairs.isEmpty {
+                blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))
+            }
             qualifying = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
         }
         let finder = MutualFinder(

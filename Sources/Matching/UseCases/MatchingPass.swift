@@ -40,7 +40,9 @@ struct MatchingPass {
         timings.begin(.read, output)
         let chosen = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)
         let owners = try profiles.owners(ids: Array(Set(chosen.map(\.ownerId))))
-        let blockSet = try blocks.blocks(involving: nil)
+        // The blocks with a candidate on one side: every pair the run evaluates has one (the waiting
+        // matches' profiles are added for the digests, `DigestFindings`).
+        let blockSet = try blocks.blocks(involving: candidates.columns.ids)
         timings.end(.read, output)
         // Hostile rows (issue 14): odd and unreadable rows are counted and reported, never a failure.
         let readIssues = ReadIssues(candidates: candidates.columns, filters: chosen, owners: owners)
