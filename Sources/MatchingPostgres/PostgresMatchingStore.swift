@@ -440,11 +440,17 @@ extension PostgresMatchingStore: FilterRepository {
 // MARK: - Blocks
 
 extension PostgresMatchingStore: BlockRepository {
-    /// Up to `blockLookupLimit` ids, the blocks are looked up by them (both sides indexed; the planner may
-    /// still scan a small table); beyond, as on a first run, the whole table is streamed and the blocks of
-    /// `ids` kept, so that memory holds what the run's profiles need, not every block the app ever stored.
+    /// The blocks are looked up by the ids (both sides indexed) when the table is much larger than the ids
+    /// (by its statistics: a daily run's candidates against a table the app has grown for years); otherwise,
+    /// as on a first run, the table is streamed once and the blocks of `ids` kept. Either way memory holds
+    /// what the run's profiles need, not every block the app ever stored.
     public func blocks(involving ids: [Int64]?) throws -> BlockSet {
-        if let ids, ids.count <= Self.blockLookupLimit { return try Self.blocks(involving: ids, on: connection) }
+        if let ids, ids.count <= Self.blockLookupLimit {
+            let rows = try connection.query(
+                "SELECT coalesce((SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass('blocks')), -1)"
+            ).rows[0].double(0)
+            if rows > Double(ids.count) * 8 { return try Self.blocks(involving: ids, on: connection) }
+        }
         let wanted = ids.map(Set.init)
         var pairs: [(blocker: Int64, blocked: Int64)] = []
         try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
