@@ -115,6 +115,13 @@ import Testing
         #expect(store.waitingPairs.isEmpty)
     }
 
+    /// Runs over `repositories` (the store's, some replaced by spies) at `now`, the store's clock moved there.
+    @discardableResult
+    func run(_ store: InMemoryStore, _ repositories: MatchingRepositories, _ now: Timestamp) throws -> RunSummary {
+        store.setClock(now)
+        return try RunMatching(repositories).execute(.init(now: now, maxPerFilter: 100))
+    }
+
     /// The in-memory store, noting whose waiting lists a run reads.
     final class WaitingReads: MatchRepository, @unchecked Sendable {
         let base: InMemoryStore
@@ -162,10 +169,7 @@ import Testing
         let reads = WaitingReads(store)
         var repositories = MatchingRepositories(store: store)
         repositories.matches = reads
-        func run(_ now: Timestamp) throws -> RunSummary {
-            store.setClock(now)
-            return try RunMatching(repositories).execute(.init(now: now, maxPerFilter: 100))
-        }
+        let run = { (now: Timestamp) in try self.run(store, repositories, now) }
         _ = try run(World.day1)
         #expect(reads.taken() == [100, 200])  // neither has had a digest yet
         store.setClock(World.day2)
@@ -216,10 +220,7 @@ import Testing
         let reads = BlockReads(store)
         var repositories = MatchingRepositories(store: store)
         repositories.blocks = reads
-        func run(_ now: Timestamp) throws -> RunSummary {
-            store.setClock(now)
-            return try RunMatching(repositories).execute(.init(now: now, maxPerFilter: 100))
-        }
+        let run = { (now: Timestamp) in try self.run(store, repositories, now) }
         store.block(1, 99)  // the owner once blocked someone who is never a candidate here
         _ = try run(World.day1)
         #expect(reads.taken() == [[1, 10]])
