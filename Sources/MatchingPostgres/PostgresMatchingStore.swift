@@ -445,6 +445,7 @@ extension PostgresMatchingStore: BlockRepository {
     /// as on a first run, the table is streamed once and the blocks of `ids` kept. Either way memory holds
     /// what the run's profiles need, not every block the app ever stored.
     public func blocks(involving ids: [Int64]?) throws -> BlockSet {
+        if ids?.isEmpty ?? false { return .none }
         if let ids, ids.count <= Self.blockLookupLimit {
             let rows = try connection.query(
                 "SELECT coalesce((SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass('blocks')), -1)"
