@@ -517,19 +517,9 @@ extension PostgresMatchingStore: MatchRepository {
 
     static let probeChunk = 50_000
 
+    /// The unit's unlocked reading (`UnitTransaction.notificationStates`), outside a unit's transaction.
     public func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
-        guard !filterIds.isEmpty else { return [:] }
-        var last: [Int64: Timestamp] = [:]
-        for row in try connection.query(
-            """
-            SELECT s.filter_id, s.last_notified_at
-            FROM (SELECT unnest($1::bigint[]) AS id) AS u JOIN matcher_filter_state s ON s.filter_id = u.id
-            WHERE s.last_notified_at IS NOT NULL
-            """, [.int8Array(filterIds)]
-        ).rows {
-            last[try row.int64(0)] = try row.timestamp(1)
-        }
-        return last
+        try PostgresUnitTransaction(tx: connection).notificationStates(filterIds)
     }
 
     public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {

@@ -22,12 +22,20 @@ struct PostgresUnitTransaction: UnitTransaction {
         for row in try tx.query(
             """
             SELECT filter_id, last_notified_at FROM matcher_filter_state
-            WHERE filter_id = ANY($1) AND last_notified_at IS NOT NULL
-            """, [.int8Array(filterIds)]
+            WHERE filter_id = ANY($1) AND filter_id BETWEEN $2 AND $3 AND last_notified_at IS NOT NULL
+            """, Self.idsWithinBounds(filterIds)
         ).rows {
             last[try row.int64(0)] = try row.timestamp(1)
         }
         return last
+    }
+
+    /// `filterIds` ($1) with their least and greatest ($2, $3), for `filter_id = ANY($1) AND filter_id BETWEEN
+    /// $2 AND $3` on `matcher_filter_state`. A unit's filters are consecutive ids: with the range the planner
+    /// probes the primary key; without it, it scanned the whole table for every statement (250 ids on a 21k-row
+    /// table: 3.4-5.2 ms against 0.5-1.1 ms; three statements a unit, about 400 units a day at 1M x 100k).
+    static func idsWithinBounds(_ filterIds: [Int64]) -> [PostgresValue] {
+        [.int8Array(filterIds), .int8(filterIds.min() ?? 0), .int8(filterIds.max() ?? 0)]
     }
 
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
@@ -43,9 +51,10 @@ struct PostgresUnitTransaction: UnitTransaction {
         var last: [Int64: Timestamp] = [:]
         for row in try tx.query(
             """
-            SELECT filter_id, last_notified_at FROM matcher_filter_state WHERE filter_id = ANY($1)
+            SELECT filter_id, last_notified_at FROM matcher_filter_state
+            WHERE filter_id = ANY($1) AND filter_id BETWEEN $2 AND $3
             ORDER BY filter_id FOR UPDATE
-            """, [.int8Array(filterIds)]
+            """, Self.idsWithinBounds(filterIds)
         ).rows {
             if let at = try row.optionalTimestamp(1) { last[try row.int64(0)] = at }
         }
@@ -268,8 +277,8 @@ struct PostgresUnitTransaction: UnitTransaction {
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws {
         guard !filterIds.isEmpty else { return }
         try tx.query(
-            "UPDATE matcher_filter_state SET last_notified_at = $2 WHERE filter_id = ANY($1)",
-            [.int8Array(filterIds), .timestamptz(time)])
+            "UPDATE matcher_filter_state SET last_notified_at = $4 WHERE filter_id = ANY($1) AND filter_id BETWEEN $2 AND $3",
+            Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
     }
 
     /// The pause row (migration 0007) as this unit's transaction reads it.
