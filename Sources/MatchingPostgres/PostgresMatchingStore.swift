@@ -576,6 +576,14 @@ extension PostgresMatchingStore: MatchRepository {
         return result
     }
 
+    /// The sweepers' session settings.
+    /// - JIT off: a batch's estimate is large (an expired day is a million rows) and its work is small; JIT
+    ///   would compile for 300 ms per batch (RetentionSQL).
+    /// - Commits not waiting for the WAL flush: forgetting is redone by the next sweep if a crash loses the
+    ///   last batches, and a batch is still all or nothing (its pairs with their list entries), in commit
+    ///   order. The units' commits stay synchronous: their notifications are read by the push sender.
+    static let sweeperSession = "SET jit = off; SET synchronous_commit = off"
+
     public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
         let sweeper = try openConnection()
@@ -585,9 +593,7 @@ extension PostgresMatchingStore: MatchRepository {
         // Released before the session closes: its backend may outlive the close by a moment, and a sweep
         // started right after this one must not find the lock still held.
         defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
-        // A batch's estimate is large (an expired day is a million rows) and its work is small: JIT would
-        // compile for 300 ms per batch (RetentionSQL).
-        try sweeper.execute("SET jit = off")
+        try sweeper.execute(Self.sweeperSession)
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         let pairs = try RetentionSweep(
             lead: sweeper,
@@ -595,7 +601,7 @@ extension PostgresMatchingStore: MatchRepository {
                 var helpers: [PostgresConnection] = []
                 for _ in 1..<writeConnections {
                     guard let helper = try? openConnection() else { break }
-                    guard (try? helper.execute("SET jit = off")) != nil else {
+                    guard (try? helper.execute(Self.sweeperSession)) != nil else {
                         helper.close()
                         break
                     }

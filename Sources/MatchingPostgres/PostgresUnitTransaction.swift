@@ -6,12 +6,15 @@ import PostgresClient
 struct PostgresUnitTransaction: UnitTransaction {
     let tx: PostgresConnection
 
+    /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
+    /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
         guard !filterIds.isEmpty else { return [] }
         return Set(
             try tx.query(
                 """
-                SELECT DISTINCT filter_id FROM matcher_waiting_matches WHERE filter_id = ANY($1)
+                SELECT u.id FROM unnest($1::bigint[]) AS u(id)
+                WHERE EXISTS (SELECT 1 FROM matcher_waiting_matches w WHERE w.filter_id = u.id)
                 """, [.int8Array(filterIds)]
             ).rows.map { try $0.int64(0) })
     }
@@ -28,6 +31,13 @@ struct PostgresUnitTransaction: UnitTransaction {
             last[try row.int64(0)] = try row.timestamp(1)
         }
         return last
+    }
+
+    /// The profile row of `u.id`, for `unnest(ids) AS u(id) CROSS JOIN LATERAL (...)`: one probe of the primary
+    /// key an id. `OFFSET 0` keeps the planner from flattening it into a join, which for a few thousand ids
+    /// hashed the whole table (a digest unit's 4,279 waiting profiles among 220k: 250 ms against 26-30 ms).
+    static func profileById(_ columns: String) -> String {
+        "SELECT \(columns) FROM profiles p WHERE p.id = u.id OFFSET 0"
     }
 
     /// `filterIds` ($1) with their least and greatest ($2, $3), for `filter_id = ANY($1) AND filter_id BETWEEN
@@ -82,7 +92,8 @@ struct PostgresUnitTransaction: UnitTransaction {
         var profiles: [Int64: (status: Int16?, lastLoginAt: Timestamp?)] = [:]
         for row in try tx.query(
             """
-            SELECT p.id, p.status, p.last_login_at FROM unnest($1::bigint[]) AS u(id) JOIN profiles p ON p.id = u.id
+            SELECT u.id, p.status, p.last_login_at FROM unnest($1::bigint[]) AS u(id)
+            CROSS JOIN LATERAL (\(Self.profileById("p.status, p.last_login_at"))) p
             """, [.int8Array(Array(Set(pairs.map(\.profileId))).sorted())]
         ).rows {
             profiles[try row.int64(0)] = (try row.optionalInt16(1), try row.optionalTimestamp(2))
@@ -130,8 +141,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             rows =
                 try tx.query(
                     """
-                    SELECT p.id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, true
-                    FROM unnest($1::bigint[]) AS u(id) JOIN profiles p ON p.id = u.id
+                    SELECT u.id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, true
+                    FROM unnest($1::bigint[]) AS u(id) CROSS JOIN LATERAL (\(Self.profileById("p.status"))) p
                     """, [.int8Array(profileIds)]
                 ).rows
         }
@@ -316,12 +327,17 @@ struct PostgresUnitTransaction: UnitTransaction {
 /// recorded; once a digest passed it over (it no longer qualified) or the filter can never notify it, it is
 /// forgotten like any other.
 ///
-/// Only an unnotified, non-silent pair can wait (`UnitCommitter` lists a pair waiting only when it records it
-/// unnotified for a notifying filter, and `markNotified` takes it off the list in the transaction that
-/// notifies it), so the waiting list is probed for those alone, through its key, one pair at a time: a
-/// `CASE` keeps the planner from hashing the whole list for every batch, which cost more than the deletes
-/// (the sweeper's session also turns JIT off: a batch's cost estimate is large, its work is not). Measured on
-/// the 30-day soak's table (8.4M pairs, 222k waiting): 280 ms per 50,000-pair batch before, 120 ms after.
+/// Only an unnotified, non-silent pair can wait, and its list entry carries the pair's own clock
+/// (`UnitCommitter` lists a pair waiting only in the transaction that records it unnotified for a notifying
+/// filter, with the same clock, and `markNotified` takes it off the list in the transaction that notifies it).
+/// So a batch first reads the list's entries of its clock and filter ids that still wait (`kept`: the list's
+/// `(matched_at, filter_id)` index, migration 0011, a few thousand entries for a day's batch), hashes them,
+/// and deletes every pair of the batch outside that set; the entries of the pairs it forgot are the same
+/// clock's and filter ids' entries outside the set. Measured on a 14-day soak's table (7.4M pairs, 287k
+/// waiting), one statement over a whole day's clock (904k pairs), alternating on fresh copies: 2.2-3.3 s
+/// probing the list once per unnotified pair (137k probes) and joining the deleted pairs back to it, against
+/// 1.6-2.4 s (a bare DELETE of those rows: 1.0-1.1 s). The sweeper's session turns JIT off: a batch's cost
+/// estimate is large, its work is not.
 enum RetentionSQL {
     /// The distinct `matched_at` values before the cutoff ($1), oldest first, at most $2: one descent of the
     /// retention index each (a run's pairs share its clock, so there are about as many as expired runs).
@@ -335,36 +351,32 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
         """
 
-    /// The condition that keeps a pair of `filter_matches m` because it waits for a digest (see above).
-    private static let notWaiting = """
-        AND CASE WHEN m.notification_id IS NOT NULL OR m.silent THEN true
-                          ELSE NOT coalesce((
-                              SELECT true FROM matcher_waiting_matches w
-                              JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                                   AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
-                              LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-                              WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id
-                                AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)), false)
-                          END
+    /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
+    /// a batch keeps. `last` is an expression over the statement's CTEs.
+    private static func kept(last: String) -> String {
         """
-
-    /// Takes the forgotten pairs of CTE `cte` (filter_id, profile_id, may_wait) off the waiting list.
-    private static func waitingGone(from cte: String) -> String {
-        """
-
-                    DELETE FROM matcher_waiting_matches w USING \(cte) d
-                    WHERE d.may_wait AND w.filter_id = d.filter_id AND w.profile_id = d.profile_id
-                      AND w.filter_id = ANY (ARRAY(SELECT filter_id FROM \(cte) WHERE may_wait))   -- by the list's key
-
+        SELECT w.filter_id, w.profile_id FROM matcher_waiting_matches w
+                JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                                     AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+                LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+                WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND \(last)
+                  AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)
         """
     }
 
+    /// Whether pair `m` of a batch goes: it is notified or silent, or not among the `kept` CTE's pairs.
+    private static let notKept = """
+        NOT (m.notification_id IS NULL AND NOT m.silent
+                     AND (m.filter_id, m.profile_id) IN (SELECT filter_id, profile_id FROM kept))
+        """
+
     /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: every pair of
     /// the filters before the one holding the range's ($4 + 1)-th pair (an index-only count on the retention
-    /// index), deleted in place, except the waiting ones. Returns how many it forgot, the last filter id it
-    /// covered, and whether pairs are left in the range after it. When the first filter alone holds more than
-    /// $4 pairs it covers nothing (last < $2) and `forgetBatch` takes that filter. One heap access a pair: a
-    /// day's clock (898k pairs) in 1.49-1.53 s on one connection, against 1.93-2.29 s through `forgetBatch`.
+    /// index), deleted in place, except the waiting ones, and the list entries of those it deleted. Returns how
+    /// many it forgot, the last filter id it covered, and whether pairs are left in the range after it. When
+    /// the first filter alone holds more than $4 pairs it covers nothing (last < $2) and `forgetBatch` takes
+    /// that filter. One heap access a pair: a day's clock (898k pairs) in 1.49-1.53 s on one connection,
+    /// against 1.93-2.29 s through `forgetBatch`.
     static let forgetSpan = """
         WITH stop AS (
             SELECT m.filter_id FROM filter_matches m
@@ -372,28 +384,38 @@ enum RetentionSQL {
             ORDER BY m.filter_id OFFSET $4 LIMIT 1
         ), span AS (
             SELECT coalesce((SELECT filter_id FROM stop) - 1, $3::bigint) AS last
+        ), kept AS MATERIALIZED (
+            \(kept(last: "(SELECT last FROM span)"))
         ), gone AS (
             DELETE FROM filter_matches m
-            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span)
-              \(notWaiting)
-            RETURNING m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
-        ), waiting_gone AS (\(waitingGone(from: "gone")))
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span) AND \(notKept)
+            RETURNING 1
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w
+            WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND (SELECT last FROM span)
+              AND (w.filter_id, w.profile_id) NOT IN (SELECT filter_id, profile_id FROM kept)
+        )
         SELECT (SELECT count(*) FROM gone), (SELECT last FROM span), EXISTS (SELECT 1 FROM stop)
         """
 
-    /// A bounded batch of one run's pairs (`matched_at` $1) of one filter ($3), at most $2, except the waiting
-    /// ones; returns how many it forgot. For a filter holding more than a batch at one clock, which
-    /// `forgetSpan` cannot bound: found by the retention index, deleted by `ctid` (a DELETE has no LIMIT).
+    /// A bounded batch of one run's pairs (`matched_at` $1) of one filter ($2), at most $3, except the waiting
+    /// ones, and the list entries of those it deleted; returns how many it forgot. For a filter holding more
+    /// than a batch at one clock, which `forgetSpan` cannot bound: found by the retention index, deleted by
+    /// `ctid` (a DELETE has no LIMIT).
     static let forgetBatch = """
-        WITH doomed AS (
-            SELECT m.ctid AS row_id, m.filter_id, m.profile_id, m.notification_id IS NULL AND NOT m.silent AS may_wait
-            FROM filter_matches m
-            WHERE m.matched_at = $1 AND m.filter_id = $3
-              \(notWaiting)
-            LIMIT $2
-        ), waiting_gone AS (\(waitingGone(from: "doomed"))), gone AS (
+        WITH kept AS MATERIALIZED (
+            \(kept(last: "$2"))
+        ), doomed AS (
+            SELECT m.ctid AS row_id FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id = $2 AND \(notKept)
+            LIMIT $3
+        ), gone AS (
             DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
-            RETURNING 1
+            RETURNING filter_id, profile_id, notification_id IS NULL AND NOT silent AS may_wait
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w
+            WHERE w.matched_at = $1 AND w.filter_id = $2
+              AND (w.filter_id, w.profile_id) IN (SELECT filter_id, profile_id FROM gone WHERE may_wait)
         )
         SELECT count(*) FROM gone
         """

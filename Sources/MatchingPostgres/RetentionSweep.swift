@@ -94,7 +94,7 @@ struct RetentionSweep {
                     let batch = try connection.transaction { tx in
                         try tx.query(
                             RetentionSQL.forgetBatch,
-                            [.timestamptz(clock), .int4(Int32(clamping: batchSize)), .int8(low)]
+                            [.timestamptz(clock), .int8(low), .int4(Int32(clamping: batchSize))]
                         ).rows[0]
                     }
                     let deleted = Int(try batch.int64(0))

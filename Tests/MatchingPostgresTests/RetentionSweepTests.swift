@@ -12,7 +12,9 @@ import Testing
 /// out leaves a backlog the next sweeps finish.
 @Suite struct RetentionSweepTests {
     /// 40 filters (ids 1...40, notifying), 6 profiles each, recorded at three expired clocks and one kept one;
-    /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now).
+    /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now). The unnotified
+    /// expired pairs of filters 1...12 are on the waiting list, but only those of 1...10 still wait: filter 11
+    /// has turned `notify` off and filter 12's digest has passed its over.
     private func world() throws -> (TestDatabase, PostgresConnection) {
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
@@ -33,8 +35,12 @@ import Testing
             """
             INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
             SELECT filter_id, profile_id, matched_at FROM filter_matches
-            WHERE filter_id <= 10 AND notification_id IS NULL AND matched_at < $1
+            WHERE filter_id <= 12 AND notification_id IS NULL AND matched_at < $1
             """, [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
+        try connection.execute("UPDATE saved_filters SET notify = false WHERE id = 11")
+        try connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (12, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
         return (database, connection)
     }
 
@@ -47,11 +53,12 @@ import Testing
     /// The cutoff of the tests: days 1-3 expired, day 19 kept.
     private let cutoff = ScenarioWorld.day1.adding(days: 13)
 
-    /// The pairs recorded before the cutoff, and the waiting list's entries (all of them expired).
+    /// The pairs recorded before the cutoff, and the waiting list's entries that still wait (all of them
+    /// expired).
     private func expiredAndWaiting(_ connection: PostgresConnection) throws -> (Int64, Int64) {
         (
             try count(connection, "SELECT count(*) FROM filter_matches WHERE matched_at < $1", [.timestamptz(cutoff)]),
-            try count(connection, "SELECT count(*) FROM matcher_waiting_matches")
+            try count(connection, "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id <= 10")
         )
     }
 
@@ -62,6 +69,7 @@ import Testing
         let (expired, waiting) = try expiredAndWaiting(connection)
         let kept = try count(connection, "SELECT count(*) FROM filter_matches") - expired
         #expect(expired > 0 && waiting > 0 && kept > 0)
+        #expect(try count(connection, "SELECT count(*) FROM matcher_waiting_matches") > waiting)  // 11 and 12
 
         let store = PostgresMatchingStore(connection: connection, writeConnections: writeConnections) {
             try database.connect()

@@ -1,0 +1,7 @@
+\timing on
+CHECKPOINT;
+BEGIN;
+SET jit = off;
+EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF)
+DELETE FROM filter_matches m WHERE m.matched_at = '2026-03-07 03:00+00' AND m.filter_id BETWEEN 0 AND 100000000;
+ROLLBACK;

@@ -1,0 +1,13 @@
+-- The waiting list by clock, for the retention sweep (issue 12).
+--
+-- A sweep batch forgets one run's pairs (one matched_at) of a range of filter ids, except those still
+-- waiting for a digest. It used to probe the waiting list once per unnotified pair of the batch through
+-- the list's primary key, and to join the pairs it deleted back to the list to drop their entries. With
+-- this index it reads just the entries of its clock and filter ids, hashes those that still wait, and
+-- deletes the rest of the batch's pairs and entries by that set (RetentionSQL in
+-- Sources/MatchingPostgres/PostgresUnitTransaction.swift). A list entry carries its pair's clock, so
+-- that set is exact.
+--
+-- A run lists its waiting pairs at its own clock: the index grows at its right edge and deduplicates
+-- a filter's entries of one run into one posting list.
+CREATE INDEX IF NOT EXISTS matcher_waiting_matches_matched_at ON matcher_waiting_matches (matched_at, filter_id);
