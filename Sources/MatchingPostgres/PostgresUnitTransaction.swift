@@ -148,23 +148,12 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         for row in rows {
             let id = try row.int64(0)
-            guard Self.sortedContains(profileIds, id) else { continue }
+            guard profileIds.sortedContains(id) else { continue }
             statuses.updateValue(try row.bool(2) ? Int16(clamping: try row.optionalInt64(1) ?? 0) : nil, forKey: id)
         }
         return ProfileFacts(
             statuses: statuses, unlistedStatus: unlisted,
             blocks: try PostgresMatchingStore.blocks(involving: ownerIds, on: tx))
-    }
-
-    /// Whether `sorted` (ascending) holds `id`.
-    private static func sortedContains(_ sorted: [Int64], _ id: Int64) -> Bool {
-        var low = 0
-        var high = sorted.count
-        while low < high {
-            let middle = (low + high) / 2
-            if sorted[middle] < id { low = middle + 1 } else { high = middle }
-        }
-        return low < sorted.count && sorted[low] == id
     }
 
     func savepoint() throws { try tx.execute("SAVEPOINT matcher_unit") }

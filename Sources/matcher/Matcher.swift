@@ -12,4 +12,9 @@ struct Matcher: ParsableCommand {
         ],
         defaultSubcommand: nil
     )
+
+    static func main() {
+        MallocArenas.limitToCores()  // before any thread allocates
+        main(nil)
+    }
 }

@@ -29,6 +29,14 @@ import Testing
         #expect(chunks.next() == nil)
     }
 
+    /// What a filter evaluated again has had probed: ascending, each id once, whatever order the answers came in.
+    @Test func probedIdsStayAscendingAndUnique() {
+        let first = NewPairSelection.ascendingUnion([], [14, 10, 12, 10])
+        #expect(first == [10, 12, 14])
+        #expect(NewPairSelection.ascendingUnion(first, [13, 12, 9, 15]) == [9, 10, 12, 13, 14, 15])
+        #expect(NewPairSelection.ascendingUnion(first, []) == first)
+    }
+
     /// Four threads draining one chunk source get every pair exactly once between them; a stopped source
     /// hands out nothing more.
     @Test func slotsShareTheChunksWithoutLosingOrRepeatingAPair() throws {

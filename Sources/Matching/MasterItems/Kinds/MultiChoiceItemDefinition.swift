@@ -64,15 +64,3 @@ extension MultiChoiceItemDefinition {
         }
     }
 }
-
-extension Array where Element == Int32 {
-    /// Binary search in an ascending array.
-    func sortedContains(_ value: Int32) -> Bool {
-        var low = 0, high = count
-        while low < high {
-            let middle = (low + high) >> 1
-            if self[middle] < value { low = middle + 1 } else { high = middle }
-        }
-        return low < count && self[low] == value
-    }
-}
