@@ -7,8 +7,8 @@ import Foundation
 /// glibc's allocator gives each thread that allocates while another holds an arena an arena of its own, up to
 /// eight per core, and keeps what each has freed. The engine allocates on every core (Dispatch's threads) and
 /// the writers on theirs, so a run's resident memory stood well above what it had allocated. One arena per
-/// core: a 200k x 20k soak day's peak RSS 150.6-150.8 MB -> 128.1-130.6 MB (`docs/decisions.md`). An
-/// operator's `MALLOC_ARENA_MAX` wins.
+/// core: a 200k x 20k soak day's peak RSS 147 -> 127 MiB, for about 5 % more CPU in the worker
+/// (`docs/decisions.md`, "Memory"). An operator's `MALLOC_ARENA_MAX` wins.
 enum MallocArenas {
     static func limitToCores() {
         #if canImport(Glibc)
