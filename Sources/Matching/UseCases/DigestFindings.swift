@@ -21,7 +21,7 @@ struct DigestFindings: Sendable {
         if plan.writesNotifications {
             // Only the filters a digest may be due for at the run's clock: a weekly filter's list (with the
             // matches its digests passed over, kept until the retention) is read on its digest's day, not daily.
-            let notifying = prepared.byId.values.filter { $0.filter.notify }.map(\.filter)
+            let notifying = prepared.all.filter { $0.filter.notify }.map(\.filter)
             let last = notifying.isEmpty ? [:] : try repositories.matches.lastNotified(filterIds: notifying.map(\.id))
             let due = notifying.filter { NotificationPlanner.isDue($0, lastNotifiedAt: last[$0.id], clock: plan.clock) }
                 .map(\.id).sorted()
@@ -33,12 +33,12 @@ struct DigestFindings: Sendable {
             if !waiting.pairs.isEmpty {
                 blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))
             }
-            qualifying = Self.qualifying(waiting, prepared: prepared.byId, blocks: blocks, clock: plan.clock)
+            qualifying = Self.qualifying(waiting, prepared: prepared, blocks: blocks, clock: plan.clock)
         }
         let finder = MutualFinder(
             engine: engine, profiles: repositories.profiles, filters: repositories.filters, blocks: blocks,
-            clock: plan.clock, known: prepared.byId, knownIneligible: Set(chosen.map(\.id)), candidates: candidates)
-        let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared.byId)
+            clock: plan.clock, known: prepared, knownIneligible: Set(chosen.map(\.id)), candidates: candidates)
+        let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared)
         return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
     }
 
@@ -46,7 +46,7 @@ struct DigestFindings: Sendable {
     /// and is active, is not the owner, no block either way (as the run read them; checked again at commit),
     /// and satisfies the filter's current conditions (owner's current plan applied) at the run's clock.
     static func qualifying(
-        _ waiting: WaitingProfiles, prepared: [Int64: PreparedFilter], blocks: BlockSet,
+        _ waiting: WaitingProfiles, prepared: PreparedFilters, blocks: BlockSet,
         clock: EvaluationClock
     ) -> Set<MatchPair> {
         let pairs = waiting.pairs
@@ -77,7 +77,7 @@ struct DigestFindings: Sendable {
 struct PairsToJudge {
     let found: [Int64: [Int64]]
     let waiting: Set<MatchPair>
-    let filters: [Int64: PreparedFilter]
+    let filters: PreparedFilters
 
     func forEach(_ body: (_ pair: MatchPair, _ ownerId: Int64) -> Void) {
         for (filterId, ids) in found {
@@ -103,7 +103,7 @@ struct MutualFinder {
     let clock: EvaluationClock
     /// Filters the run already prepared (used as they are), and the ids of every filter the run read
     /// (those among them not prepared are not eligible: invalid, quarantined, suspended, owner inactive).
-    let known: [Int64: PreparedFilter]
+    let known: PreparedFilters
     let knownIneligible: Set<Int64>
     /// The run's candidates as it read them: when every owner to judge is among them (a first run, a backfill of
     /// everyone), their columns are taken from here instead of read again.

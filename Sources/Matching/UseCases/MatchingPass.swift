@@ -102,7 +102,7 @@ struct MatchingPass {
         for filter in chosen {
             unit.add(
                 filter: filter.id, counters: prepared.counted[filter.id] ?? .zero,
-                prepared: prepared.byId[filter.id], found: results[filter.id] ?? [])
+                prepared: prepared[filter.id], found: results[filter.id] ?? [])
             if unit.filterCount >= options.unitFilterLimit || unit.matchCount >= options.unitMatchLimit {
                 units.append(unit)
                 unit = UnitWriter.Pending()
@@ -196,9 +196,11 @@ struct ChangeWindows {
 
 /// The chosen filters made ready: decoded and validated (invalid ones recorded), owners checked, the
 /// owner's plan applied, each assigned its change window.
-struct PreparedFilters {
+struct PreparedFilters: Sendable {
     private(set) var byWindow: [Int: [PreparedFilter]] = [:]
-    private(set) var byId: [Int64: PreparedFilter] = [:]
+    /// Where each filter is in `byWindow`: a lookup by id without a second copy of every filter (a
+    /// `PreparedFilter` is a few hundred bytes; a daily run at 200k x 20k held 14 MB of them in two copies).
+    private var positions: [Int64: (window: Int, index: Int)] = [:]
     private(set) var invalid: [InvalidFilter] = []
     private(set) var validIds: [Int64] = []
     /// What each filter adds to the run's counters.
@@ -234,10 +236,19 @@ struct PreparedFilters {
             paidIgnored += lapsed
             counted[filter.id] = RunCounters(filtersEvaluated: 1, filtersPaidIgnored: lapsed)
             let ready = PreparedFilter(filter: filter, owner: owner, conditions: effective.conditions)
-            byId[filter.id] = ready
-            byWindow[windows.window(forOwner: owner.id), default: []].append(ready)
+            let window = windows.window(forOwner: owner.id)
+            positions[filter.id] = (window, byWindow[window]?.count ?? 0)
+            byWindow[window, default: []].append(ready)
         }
     }
+
+    /// The prepared filter with this id, if it was prepared.
+    subscript(id: Int64) -> PreparedFilter? {
+        positions[id].flatMap { byWindow[$0.window]?[$0.index] }
+    }
+
+    /// Every prepared filter, window by window.
+    var all: FlattenSequence<Dictionary<Int, [PreparedFilter]>.Values> { byWindow.values.joined() }
 }
 
 extension PreparedFilters {
@@ -295,8 +306,12 @@ struct NewPairSelection {
 
     func select(_ byWindow: [Int: [PreparedFilter]]) throws -> [Int64: [Int64]] {
         var results = evaluation.evaluate(byWindow)
-        var placed: [Int64: (window: Int, filter: PreparedFilter)] = [:]
-        for (window, filters) in byWindow { for filter in filters { placed[filter.filter.id] = (window, filter) } }
+        // Where each filter is in `byWindow` (not a copy of it: a `PreparedFilter` is a few hundred bytes).
+        var placed: [Int64: (window: Int, index: Int)] = [:]
+        placed.reserveCapacity(byWindow.values.reduce(0) { $0 + $1.count })
+        for (window, filters) in byWindow {
+            for (index, filter) in filters.enumerated() { placed[filter.filter.id] = (window, index) }
+        }
         var recorded = Set<MatchPair>()  // found recorded so far: the day's re-matches, few
         var probed: [Int64: [Int64]] = [:]  // for filters evaluated again: what was probed already, ascending
         var toCheck = results.keys.sorted()
@@ -307,7 +322,9 @@ struct NewPairSelection {
             var again: [Int: [PreparedFilter]] = [:]
             for filterId in Set(found.map(\.filterId)) {
                 let ids = results[filterId] ?? []
-                if ids.count >= evaluation.limit, let (window, filter) = placed[filterId] {
+                if ids.count >= evaluation.limit, let (window, index) = placed[filterId],
+                    let filter = byWindow[window]?[index]
+                {
                     // More may qualify beyond the cap: evaluate again without the recorded pairs.
                     probed[filterId] = Self.ascendingUnion(probed[filterId] ?? [], ids)
                     again[window, default: []].append(filter)
