@@ -36,7 +36,7 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// The profile row of `u.id`, for `unnest(ids) AS u(id) CROSS JOIN LATERAL (...)`: one probe of the primary
     /// key an id. `OFFSET 0` keeps the planner from flattening it into a join, which for a few thousand ids
     /// hashed the whole table (a digest unit's 4,279 waiting profiles among 220k: 250 ms against 26-30 ms).
-    static func profileById(_ columns: String) -> String {
+    private static func profileById(_ columns: String) -> String {
         "SELECT \(columns) FROM profiles p WHERE p.id = u.id OFFSET 0"
     }
 

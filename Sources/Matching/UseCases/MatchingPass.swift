@@ -72,7 +72,7 @@ struct MatchingPass {
         let evaluation = WindowedEvaluation(
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
-        let results = try NewPairSelection(evaluation: evaluation, probers: connections).select(prepared.byWindow)
+        let results = try NewPairSelection(evaluation: evaluation, probers: connections).select(prepared)
         timings.end(.evaluate, output)
         let found = results.values.reduce(0) { $0 + $1.count }
 
@@ -244,7 +244,12 @@ struct PreparedFilters: Sendable {
 
     /// The prepared filter with this id, if it was prepared.
     subscript(id: Int64) -> PreparedFilter? {
-        positions[id].flatMap { byWindow[$0.window]?[$0.index] }
+        placed(id)?.filter
+    }
+
+    /// The prepared filter with this id and its change window, if it was prepared.
+    func placed(_ id: Int64) -> (window: Int, filter: PreparedFilter)? {
+        positions[id].flatMap { position in byWindow[position.window].map { (position.window, $0[position.index]) } }
     }
 
     /// Every prepared filter, window by window.
@@ -304,14 +309,8 @@ struct NewPairSelection {
     /// Pairs per probe: memory stays small however many pairs a run chooses.
     var probeChunk = 50_000
 
-    func select(_ byWindow: [Int: [PreparedFilter]]) throws -> [Int64: [Int64]] {
-        var results = evaluation.evaluate(byWindow)
-        // Where each filter is in `byWindow` (not a copy of it: a `PreparedFilter` is a few hundred bytes).
-        var placed: [Int64: (window: Int, index: Int)] = [:]
-        placed.reserveCapacity(byWindow.values.reduce(0) { $0 + $1.count })
-        for (window, filters) in byWindow {
-            for (index, filter) in filters.enumerated() { placed[filter.filter.id] = (window, index) }
-        }
+    func select(_ prepared: PreparedFilters) throws -> [Int64: [Int64]] {
+        var results = evaluation.evaluate(prepared.byWindow)
         var recorded = Set<MatchPair>()  // found recorded so far: the day's re-matches, few
         var probed: [Int64: [Int64]] = [:]  // for filters evaluated again: what was probed already, ascending
         var toCheck = results.keys.sorted()
@@ -322,9 +321,7 @@ struct NewPairSelection {
             var again: [Int: [PreparedFilter]] = [:]
             for filterId in Set(found.map(\.filterId)) {
                 let ids = results[filterId] ?? []
-                if ids.count >= evaluation.limit, let (window, index) = placed[filterId],
-                    let filter = byWindow[window]?[index]
-                {
+                if ids.count >= evaluation.limit, let (window, filter) = prepared.placed(filterId) {
                     // More may qualify beyond the cap: evaluate again without the recorded pairs.
                     probed[filterId] = Self.ascendingUnion(probed[filterId] ?? [], ids)
                     again[window, default: []].append(filter)
