@@ -87,9 +87,26 @@ public struct DailyChangeMix: Sendable, Hashable {
     public var filterDeleteShare = 0.006
     public var newFilterShare = 0.02
     public var blockShare = 0.05
+    /// Whether the day's deleted members' live filters are among the filters deleted (as the app deletes an
+    /// account's saved filters with it), before others are picked at random.
+    public var deletesFiltersOfDeletedMembers = false
 
     public init() {}
+    /// A service still growing: about 0.9 % of the members sign up each day (at `--changes` of 6 %) and few
+    /// leave, so the members, the filters and a day's matches grow by about a fifth in 30 days.
     public static let standard = DailyChangeMix()
+    /// A mature service: as many members leave as sign up, as many hidden members come back as hide, and as
+    /// many filters are deleted as created (a leaving member's first, and all of a leaving member's when they
+    /// are more), so that day 30 has day 3's members, filters and work, and what differs between them is only
+    /// the history the tables hold.
+    public static let steady: DailyChangeMix = {
+        var mix = DailyChangeMix()
+        mix.deleteShare = mix.insertShare
+        mix.reactivateShare = mix.hideShare
+        mix.filterDeleteShare = mix.newFilterShare
+        mix.deletesFiltersOfDeletedMembers = true
+        return mix
+    }()
 }
 
 /// One day of changes to an existing world, computed in pure Swift from (seed, now, snapshot), so that a
@@ -212,10 +229,18 @@ public struct DailyChangePlan: Sendable {
 
         // Filters: edits and deletes of live filters (disjoint), new filters of new and existing members.
         let gone = Set(plan.statusChanges.filter { $0.status != Profile.Status.active }.map(\.id))
-        let live = snapshot.filters.filter { !$0.deleted }
+        let deletedMembers = Set(plan.statusChanges.filter { $0.status == Profile.Status.deleted }.map(\.id))
+        let leaving =
+            mix.deletesFiltersOfDeletedMembers
+            ? snapshot.filters.filter { !$0.deleted && deletedMembers.contains($0.ownerId) } : []
+        let leavingIds = Set(leaving.map(\.id))
+        let live = snapshot.filters.filter { !$0.deleted && !leavingIds.contains($0.id) }
         let editCount = min(share(mix.filterEditShare), live.count)
-        let filterDeleteCount = min(share(mix.filterDeleteShare), live.count - editCount)
+        let filterDeleteCount = min(max(0, share(mix.filterDeleteShare) - leaving.count), live.count - editCount)
         let pickedFilters = random.distinctIndices(editCount + filterDeleteCount, of: live.count)
+        for filter in leaving {
+            plan.filterDeletes.append(FilterDelete(id: filter.id, at: during(&random)))
+        }
         for index in pickedFilters.prefix(editCount) {
             let filter = live[index]
             var rowRandom = SeedRandom(seed: model.seed, stream: .filter, index: UInt64(bitPattern: filter.id))

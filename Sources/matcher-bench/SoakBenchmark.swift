@@ -26,30 +26,57 @@ struct SoakBenchmark: ParsableCommand {
     @Option(help: "Share of profiles logging in each day.") var logins = 0.30
     @Option(help: "Share of profiles changed each day (sign-ups and edits; see the abstract).") var changes = 0.06
     @Option(help: "--retention-days for every run.") var retentionDays = 7
+    @Option(
+        help:
+            "The days' mix: growing (few members leave; members, filters and a day's matches grow by about a fifth in 30 days) or steady (as many members and filters go as come: day 30 does day 3's work)."
+    )
+    var mix: SoakMix = .growing
+    @Option(
+        name: .customLong("keep-day"),
+        help:
+            "Keep a copy of the world as it stands just before this day's run, as database matcher_bench_soak_day_N, for `replay` (repeatable)."
+    )
+    var keepDays: [Int] = []
+
+    enum SoakMix: String, ExpressibleByArgument, CaseIterable { case growing, steady }
 
     static let start = "2026-03-01T03:00:00Z"
+    static let database = "matcher_bench_soak"
+
+    /// The database `--keep-day N` leaves.
+    static func kept(day: Int) -> String { "\(database)_day_\(day)" }
+
+    /// `CREATE DATABASE ... TEMPLATE`'s copy strategy: PostgreSQL 15 copies through the WAL by default, and a
+    /// kept 1.3 GB day took longer to copy than to run; FILE_COPY copies the files after a checkpoint, as
+    /// before 15.
+    static func copyStrategy(_ connection: PostgresConnection) throws -> String {
+        try connection.query("SELECT current_setting('server_version_num')::int >= 150000").rows[0].bool(0)
+            ? " STRATEGY file_copy" : ""
+    }
+
+    /// Day N's clock: 03:00 UTC, N - 1 days after `start`.
+    static func clock(day: Int) -> Timestamp? { Timestamp(iso8601: start)?.adding(days: day - 1) }
 
     func run() throws {
         let admin = try database.conninfo()
         let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher")
             .path
-        let name = "matcher_bench_soak"
+        let name = Self.database
         let connection = try PostgresConnection(admin)
+        defer { connection.close() }
         try connection.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
         try connection.execute("CREATE DATABASE \(name)")
-        connection.close()
+        for day in keepDays { try connection.execute("DROP DATABASE IF EXISTS \(Self.kept(day: day)) WITH (FORCE)") }
         let info = try PostgresConnection.conninfo(admin, overriding: ["dbname": name])
         let environment = ["DATABASE_URL": info]
-        let db = try PostgresConnection(info)
+        var db = try PostgresConnection(info)
         defer { db.close() }
         func matcherStep(_ what: String, _ arguments: [String]) throws -> Shell.ChildResult {
-            let result = try Shell.timedChild(matcher, arguments, environment: environment)
-            guard result.status == 0 else { throw ValidationError("\(what) failed: \(result.stderr.suffix(2000))") }
-            return result
+            try Self.matcherStep(matcher, what, arguments, environment: environment)
         }
         say(
             "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
-                + "retention \(retentionDays) days")
+                + "mix \(mix.rawValue), retention \(retentionDays) days")
         _ = try matcherStep("migrate", ["migrate"])
         _ = try matcherStep(
             "seed",
@@ -79,23 +106,21 @@ struct SoakBenchmark: ParsableCommand {
                     "changes",
                     [
                         "seed", "--changes", "\(Int(Double(profiles) * changes))",
-                        "--seed", "\(day)", "--now", clock,
+                        "--seed", "\(day)", "--now", clock, "--mix", mix.rawValue,
                     ])
             }
-            // A daily run in production follows a checkpoint (they come every few minutes), so it pays a
-            // full-page image for every page it is the first to touch: so does each soak day, measured.
-            try? db.execute("CHECKPOINT")
-            let walBefore = try? Self.walTotals(db)
-            let serverBefore = server?.seconds()
-            let result = try matcherStep(
-                "run day \(day)",
-                [
-                    "run", "--now", clock, "--retention-days", "\(retentionDays)",
-                    "--format", "json", "--log-format", "json",
-                ])
-            let serverCPU = server?.seconds().flatMap { after in serverBefore.map { after - $0 } }
-            let wal = (try? Self.walTotals(db)).flatMap { after in walBefore.map { after - $0 } } ?? .zero
-            let report = Self.report(result.stdout)
+            if keepDays.contains(day) {
+                // A database with a session open cannot be a template: the soak's own one closes meanwhile.
+                db.close()
+                try connection.execute(
+                    "CREATE DATABASE \(Self.kept(day: day)) TEMPLATE \(name)\(try Self.copyStrategy(connection))")
+                db = try PostgresConnection(info)
+            }
+            let measured = try Self.measureRun(
+                matcher, day: day, retentionDays: retentionDays, db: db, server: server, environment: environment)
+            let (result, report, wal, serverCPU) = (
+                measured.child, measured.report, measured.wal, measured.serverCPU
+            )
             // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
             try db.query(
                 "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
@@ -123,6 +148,43 @@ struct SoakBenchmark: ParsableCommand {
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
                     + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -"))
         }
+    }
+
+    static func matcherStep(
+        _ matcher: String, _ what: String, _ arguments: [String], environment: [String: String]
+    ) throws -> Shell.ChildResult {
+        let result = try Shell.timedChild(matcher, arguments, environment: environment)
+        guard result.status == 0 else { throw ValidationError("\(what) failed: \(result.stderr.suffix(2000))") }
+        return result
+    }
+
+    /// One daily run, measured.
+    struct MeasuredRun {
+        let child: Shell.ChildResult
+        let report: Report
+        let wal: WALTotals
+        let serverCPU: Double?
+    }
+
+    /// Day `day`'s run on `db`'s database, after a checkpoint: a daily run in production follows one (they
+    /// come every few minutes), so it pays a full-page image for every page it is the first to touch.
+    static func measureRun(
+        _ matcher: String, day: Int, retentionDays: Int, db: PostgresConnection, server: ServerCPU?,
+        environment: [String: String]
+    ) throws -> MeasuredRun {
+        guard let clock = clock(day: day)?.iso8601 else { throw ValidationError("no clock for day \(day)") }
+        try? db.execute("CHECKPOINT")
+        let walBefore = try? walTotals(db)
+        let serverBefore = server?.seconds()
+        let result = try matcherStep(
+            matcher, "run day \(day)",
+            [
+                "run", "--now", clock, "--retention-days", "\(retentionDays)",
+                "--format", "json", "--log-format", "json",
+            ], environment: environment)
+        let serverCPU = server?.seconds().flatMap { after in serverBefore.map { after - $0 } }
+        let wal = (try? walTotals(db)).flatMap { after in walBefore.map { after - $0 } } ?? .zero
+        return MeasuredRun(child: result, report: report(result.stdout), wal: wal, serverCPU: serverCPU)
     }
 
     /// The server's WAL written so far (pg_stat_wal, PostgreSQL 14+; the whole server, which only the run

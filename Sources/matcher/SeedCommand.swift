@@ -31,6 +31,11 @@ struct Seed: ParsableCommand {
             "Apply one day of changes to the existing world: this many profile updates and inserts, with hides, deletes, reactivations, filter edits, deletes and creations, and blocks in proportion."
     )
     var changes: Int?
+    @Option(
+        help:
+            "The day's mix with --changes: growing (few members leave; the world grows by about 0.9 % a day at --changes of 6 % of the profiles) or steady (as many members and filters go as come)."
+    )
+    var mix: ChangeMix = .growing
     @Option(help: "Import this OkCupid CSV (.csv or .csv.gz) as profiles, with filters around its members.")
     var okcupid: String?
     @Option(help: "Import only the first N OkCupid records.") var limit: Int?
@@ -64,6 +69,7 @@ struct Seed: ParsableCommand {
         if let profiles, profiles < 0 { throw ValidationError("--profiles must be 0 or more") }
         if let filters, filters < 0 { throw ValidationError("--filters must be 0 or more") }
         if let changes, changes < 0 { throw ValidationError("--changes must be 0 or more") }
+        if mix != .growing && changes == nil { throw ValidationError("--mix applies to --changes") }
         if limit != nil && okcupid == nil { throw ValidationError("--limit applies to --okcupid") }
         if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more") }
     }
@@ -78,8 +84,9 @@ struct Seed: ParsableCommand {
             let existing: ExistingRows = replace ? .replace : append ? .append : .refuse
             let summary: SeedSummary
             if let changes {
-                summary = try DailyChangeApplier(connection: connection).apply(count: changes, seed: seed, now: clock)
-                    .summary
+                summary = try DailyChangeApplier(connection: connection).apply(
+                    count: changes, seed: seed, now: clock, mix: mix.dailyMix
+                ).summary
             } else if let okcupid {
                 let records = try OkCupidRecord.read(path: okcupid, limit: limit)
                 logger.info("okcupid records read", metadata: ["records": "\(records.count)", "path": "\(okcupid)"])
@@ -134,4 +141,11 @@ struct Seed: ParsableCommand {
                 .fields("time", "Time", [ReportField("total", "Total", .seconds(summary.seconds))]),
             ])
     }
+}
+
+/// `matcher seed --changes K --mix`: which `DailyChangeMix` a day follows.
+enum ChangeMix: String, ExpressibleByArgument, CaseIterable {
+    case growing, steady
+
+    var dailyMix: DailyChangeMix { self == .steady ? .steady : .standard }
 }

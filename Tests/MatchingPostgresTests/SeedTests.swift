@@ -350,6 +350,44 @@ import Testing
         }
     }
 
+    /// The steady mix (`matcher seed --changes K --mix steady`, `soak --mix steady`): as many members leave as
+    /// sign up, as many hidden ones come back as hide, as many filters go as come, a leaving member's first.
+    @Test func steadyMixTakesAwayWhatItAdds() throws {
+        let db = try MigratedDatabase.create()
+        let c = try db.connect()
+        _ = try WorldSeeder(connection: c).seedWorld(
+            profiles: 10_000, filters: 1_000, seed: 8, now: Self.now, existing: .refuse)
+        let counts = """
+            SELECT (SELECT count(*) FROM profiles WHERE status = 1), (SELECT count(*) FROM profiles WHERE status = 2),
+                   (SELECT count(*) FROM saved_filters WHERE deleted_at IS NULL)
+            """
+        let before = try c.query(counts).rows[0]
+        let (plan, _) = try DailyChangeApplier(connection: c).apply(
+            count: 1_000, seed: 4, now: Self.day2, mix: .steady)
+        #expect(plan.inserts.count == 150 && plan.deletes == 150)
+        #expect(plan.hides == 20 && plan.reactivations == 20)
+        let leavers = PostgresValue.int8Array(
+            plan.statusChanges.filter { $0.status == Profile.Status.deleted }.map(\.id))
+        let leaving = try c.query(
+            "SELECT count(*) FROM saved_filters WHERE id = ANY($1) AND owner_id = ANY($2)",
+            [.int8Array(plan.filterDeletes.map(\.id)), leavers]
+        ).rows[0].int64(0)
+        #expect(leaving > 0)
+        #expect(plan.newFilters.count == 20 && plan.filterDeletes.count == max(20, Int(leaving)))
+        let after = try c.query(counts).rows[0]
+        #expect(try after.int64(0) == before.int64(0))  // active members
+        #expect(try after.int64(1) == before.int64(1))  // hidden members
+        #expect(try after.int64(2) == before.int64(2) + 20 - Int64(plan.filterDeletes.count))  // live filters
+        // No live filter is left to a member who left today.
+        let leftBehind = try c.query(
+            """
+            SELECT count(*) FROM saved_filters f JOIN profiles p ON p.id = f.owner_id
+            WHERE f.deleted_at IS NULL AND p.status = 4 AND p.id = ANY($1)
+            """, [leavers]
+        ).rows[0]
+        #expect(try leftBehind.int64(0) == 0)
+    }
+
     // MARK: - OkCupid
 
     static let okcupidPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
