@@ -447,10 +447,8 @@ extension PostgresMatchingStore: BlockRepository {
     public func blocks(involving ids: [Int64]?) throws -> BlockSet {
         if ids?.isEmpty ?? false { return .none }
         if let ids, ids.count <= Self.blockLookupLimit {
-            let rows = try connection.query(
-                "SELECT coalesce((SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass('blocks')), -1)"
-            ).rows[0].double(0)
-            if rows > Double(ids.count) * 8 { return try Self.blocks(involving: ids, on: connection) }
+            let rows = try Self.blocksEstimate(connection)
+            if rows > Double(ids.count) * 8 { return try Self.blocks(involving: ids, on: connection, tableRows: rows) }
         }
         let wanted = ids.map(Set.init)
         var pairs: [(blocker: Int64, blocked: Int64)] = []
@@ -465,23 +463,39 @@ extension PostgresMatchingStore: BlockRepository {
     /// Ids a block lookup takes as one array parameter (PostgreSQL plans each element: about 13 ms for 28k).
     public static let blockLookupLimit = 100_000
 
-    /// The blocks `ids` made or received, read on `connection` (the store's, or a unit's transaction): two
-    /// index probes an id (`OFFSET 0` keeps them probes). `blocker_id = ANY($1) OR blocked_id = ANY($1)` was
-    /// planned as a scan of the whole table for a unit's few hundred owners, and the app's blocks only grow:
-    /// 28-61 ms against 4-7 ms for 351 owners on a 120k-row table (a 31-day 200k soak; two lookups a unit).
-    /// A block between two of the ids comes back twice; `BlockSet` keeps it once.
-    static func blocks(involving ids: [Int64], on connection: PostgresConnection) throws -> BlockSet {
+    /// The rows of `blocks` by its statistics (-1 before the first ANALYZE).
+    static func blocksEstimate(_ connection: PostgresConnection) throws -> Double {
+        try connection.query(
+            "SELECT coalesce((SELECT reltuples::float8 FROM pg_class WHERE oid = to_regclass('blocks')), -1)"
+        ).rows[0].double(0)
+    }
+
+    /// The blocks `ids` made or received, read on `connection` (the store's, or a unit's transaction).
+    ///
+    /// For a few ids against a large table, two index probes an id (`OFFSET 0` keeps them probes):
+    /// `blocker_id = ANY($1) OR blocked_id = ANY($1)` was planned as a scan of the whole table for a unit's few
+    /// hundred owners, 28-61 ms against 4-7 ms for 351 owners on 120k blocks (a 30-day 200k soak; two lookups a
+    /// unit), and the app's blocks only grow. For many ids the scan is right: 7,500 candidates on that table,
+    /// 40-57 ms scanning against 117-247 ms probing. A probe costs about as much as scanning 40 rows, so the
+    /// probes are taken when the table holds more than 40 rows an id. A block between two of the ids comes
+    /// back twice from the probes; `BlockSet` keeps it once.
+    static func blocks(
+        involving ids: [Int64], on connection: PostgresConnection, tableRows: Double? = nil
+    ) throws -> BlockSet {
         guard !ids.isEmpty else { return .none }
+        let probes = try (tableRows ?? blocksEstimate(connection)) > Double(ids.count) * 40
         var pairs: [(blocker: Int64, blocked: Int64)] = []
         for row in try connection.query(
-            """
-            SELECT b.blocker_id, b.blocked_id FROM unnest($1::bigint[]) AS u(id)
-            CROSS JOIN LATERAL (
-                SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = u.id
-                UNION ALL
-                SELECT blocker_id, blocked_id FROM blocks WHERE blocked_id = u.id
-                OFFSET 0) b
-            """,
+            probes
+                ? """
+                SELECT b.blocker_id, b.blocked_id FROM unnest($1::bigint[]) AS u(id)
+                CROSS JOIN LATERAL (
+                    SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = u.id
+                    UNION ALL
+                    SELECT blocker_id, blocked_id FROM blocks WHERE blocked_id = u.id
+                    OFFSET 0) b
+                """
+                : "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
             [.int8Array(ids)]
         ).rows {
             pairs.append((try row.int64(0), try row.int64(1)))

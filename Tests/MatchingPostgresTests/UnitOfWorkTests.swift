@@ -90,8 +90,9 @@ import Testing
         #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
     }
 
-    /// The blocks of some profiles, looked up by them (a table much larger than the ids) or streamed and kept:
-    /// the same answer both ways, never a block without a side among the ids.
+    /// The blocks of some profiles, looked up by them (a table much larger than the ids: by index probes, or by
+    /// one scan when the ids are many) or streamed and kept: the same answer every way, never a block without a
+    /// side among the ids, a block between two of them once.
     @Test func blocksInvolvingIdsAreTheSameByLookupAndByStream() throws {
         let twin = try Twin()
         let blocks =
@@ -104,7 +105,10 @@ import Testing
             blocks.filter { few.contains($0.blockerId) || few.contains($0.blockedId) }
                 .map { (blocker: $0.blockerId, blocked: $0.blockedId) })
         #expect(expected.count == 2 + 43)  // 2 and 3 blocked 1_002 and 1_003; 1_003 blocked 2; 42 blocked 1_003
-        #expect(try twin.postgres.blocks(involving: few) == expected)
+        #expect(try twin.postgres.blocks(involving: few) == expected)  // two index probes an id
+        // 23 ids: looked up (302 rows > 8 an id), by one scan (302 rows < 40 an id).
+        let some = few + (9_000..<Int64(9_020))
+        #expect(try twin.postgres.blocks(involving: some) == expected)
         let many = few + (5_000..<Int64(5_000 + PostgresMatchingStore.blockLookupLimit))
         #expect(try twin.postgres.blocks(involving: many) == expected)
         #expect(try twin.postgres.blocks(involving: nil).count == blocks.count)
