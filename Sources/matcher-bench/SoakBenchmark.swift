@@ -89,9 +89,9 @@ struct SoakBenchmark: ParsableCommand {
                 + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s"
         )
         let server = ServerCPU(db)
-        guard let first = Timestamp(iso8601: Self.start) else { return }
         for day in 1...max(1, days) {
-            let clock = first.adding(days: day - 1).iso8601
+            guard let today = Self.clock(day: day) else { return }
+            let clock = today.iso8601
             if day > 1 {
                 try db.query(
                     """
@@ -99,7 +99,7 @@ struct SoakBenchmark: ParsableCommand {
                     WHERE status = 1 AND (hashint8(id + $2) & 1023) < $3
                     """,
                     [
-                        .timestamptz(first.adding(days: day - 1)), .int8(Int64(day)),
+                        .timestamptz(today), .int8(Int64(day)),
                         .int4(Int32(logins * 1024)),
                     ])
                 _ = try matcherStep(
@@ -124,7 +124,7 @@ struct SoakBenchmark: ParsableCommand {
             // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
             try db.query(
                 "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
-                [.timestamptz(first.adding(days: day - 1))])
+                [.timestamptz(today)])
             // The night between two daily runs: autovacuum's turn, which a soak that runs the days back to back
             // would not give it (a table that is never vacuumed cannot reuse the space its expired rows left).
             // Done here, outside the run's timing, and timed on its own.
