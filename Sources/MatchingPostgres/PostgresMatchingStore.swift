@@ -14,6 +14,9 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     public let writeConnections: Int
     /// Told when a run reaches each `StoreFaultPoint`; nil (the default, and production) does nothing.
     let faultPoints: (any StoreFaultPoints)?
+    /// `blocks`' row estimate, read once per store (a store serves one run's connection): every unit's block
+    /// lookups choose their form by it (`blocks(involving:on:tableRows:)`).
+    private var blockRows: Double?
 
     /// The default number of write connections: the server's insert work, not the worker's, bounds a run's
     /// write; two backends use both cores of a small machine, and a third lets the next unit write while the
@@ -447,7 +450,7 @@ extension PostgresMatchingStore: BlockRepository {
     public func blocks(involving ids: [Int64]?) throws -> BlockSet {
         if ids?.isEmpty ?? false { return .none }
         if let ids, ids.count <= Self.blockLookupLimit {
-            let rows = try Self.blocksEstimate(connection)
+            let rows = try blockRowsEstimate()
             if rows > Double(ids.count) * 8 { return try Self.blocks(involving: ids, on: connection, tableRows: rows) }
         }
         let wanted = ids.map(Set.init)
@@ -462,6 +465,14 @@ extension PostgresMatchingStore: BlockRepository {
 
     /// Ids a block lookup takes as one array parameter (PostgreSQL plans each element: about 13 ms for 28k).
     public static let blockLookupLimit = 100_000
+
+    /// `blocksEstimate` on this store's connection, the first time it is asked for.
+    func blockRowsEstimate() throws -> Double {
+        if let blockRows { return blockRows }
+        let rows = try Self.blocksEstimate(connection)
+        blockRows = rows
+        return rows
+    }
 
     /// The rows of `blocks` by its statistics (-1 before the first ANALYZE).
     static func blocksEstimate(_ connection: PostgresConnection) throws -> Double {
@@ -593,7 +604,7 @@ extension PostgresMatchingStore: MatchRepository {
 
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
-            let value = try body(PostgresUnitTransaction(tx: tx))
+            let value = try body(PostgresUnitTransaction(tx: tx, blockRows: try blockRowsEstimate()))
             faultPoints?.reach(.unitBeforeCommit)
             return value
         }

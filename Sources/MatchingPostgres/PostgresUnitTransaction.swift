@@ -5,6 +5,8 @@ import PostgresClient
 /// The unit-of-work primitives over one open PostgreSQL transaction (`UnitCommitter` holds the algorithm).
 struct PostgresUnitTransaction: UnitTransaction {
     let tx: PostgresConnection
+    /// `blocks`' row estimate for the block lookups' form (the store's, read once); nil: read when needed.
+    var blockRows: Double? = nil
 
     /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
     /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
@@ -100,7 +102,8 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         let owners = Dictionary(
             filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { first, _ in first })
-        let blocks = try PostgresMatchingStore.blocks(involving: Array(Set(owners.values)).sorted(), on: tx)
+        let blocks = try PostgresMatchingStore.blocks(
+            involving: Array(Set(owners.values)).sorted(), on: tx, tableRows: blockRows)
         return pairs.map { pair in
             let profile = profiles[pair.profileId]
             let owner = owners[pair.filterId]
@@ -153,7 +156,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         return ProfileFacts(
             statuses: statuses, unlistedStatus: unlisted,
-            blocks: try PostgresMatchingStore.blocks(involving: ownerIds, on: tx))
+            blocks: try PostgresMatchingStore.blocks(involving: ownerIds, on: tx, tableRows: blockRows))
     }
 
     func savepoint() throws { try tx.execute("SAVEPOINT matcher_unit") }
