@@ -523,7 +523,11 @@ extension PostgresMatchingStore: MatchRepository {
         guard !pairs.isEmpty else { return recorded }
         let sorted = pairs.sorted()
         // Probes go by filter-id range: one index descent says whether a range holds any pair at all
-        // (on a first run none does), and otherwise each pair is one primary-key probe.
+        // (on a first run none does), and otherwise each pair is one primary-key probe. The descent is
+        // asked as the range's first filter id (`min`, always the primary key's first entry from $1), not as
+        // `EXISTS (... filter_id BETWEEN $1 AND $2)`: for that the planner may take a sequential scan that
+        // stops at the first row in range, and a table its units filled in filter order holds that row far
+        // in (on a soak's day 3, 2.5M pairs: 21 checks of 69 ms each, against one descent of 0.2 ms).
         var start = 0
         while start < sorted.count {
             let end = min(start + Self.probeChunk, sorted.count)
@@ -531,9 +535,8 @@ extension PostgresMatchingStore: MatchRepository {
             start = end
             guard let first = chunk.first, let last = chunk.last else { continue }
             let any = try connection.query(
-                """
-                SELECT EXISTS (SELECT 1 FROM filter_matches WHERE filter_id BETWEEN $1 AND $2)
-                """, [.int8(first.filterId), .int8(last.filterId)]
+                "SELECT coalesce(min(filter_id) <= $2, false) FROM filter_matches WHERE filter_id >= $1",
+                [.int8(first.filterId), .int8(last.filterId)]
             ).rows[0].bool(0)
             guard any else { continue }
             // The arrays are unnested in the select list (a ProjectSet, streamed), not `FROM unnest($1, $2)`:
