@@ -27,6 +27,13 @@ struct ReplayBenchmark: ParsableCommand {
             "A server setting for the copies, NAME=VALUE (ALTER DATABASE ... SET; repeatable), e.g. wal_compression=lz4."
     )
     var settings: [String] = []
+    @Flag(
+        help: """
+            Before each run, read every table and index of the copy into shared buffers (pg_prewarm), as on a \
+            server whose buffers hold the worker's tables; without it each run starts on a copy whose buffers \
+            are cold. Needs shared_buffers larger than the copy to mean anything.
+            """)
+    var prewarm = false
 
     func validate() throws {
         guard days.count >= 1 else { throw ValidationError("name at least one --day") }
@@ -58,7 +65,8 @@ struct ReplayBenchmark: ParsableCommand {
         let info = try PostgresConnection.conninfo(admin, overriding: ["dbname": copy])
         say(
             "replay: days \(days.map(String.init).joined(separator: ", ")), \(rounds) rounds, retention "
-                + "\(retentionDays) days" + (settings.isEmpty ? "" : ", " + settings.joined(separator: ", ")))
+                + "\(retentionDays) days" + (settings.isEmpty ? "" : ", " + settings.joined(separator: ", "))
+                + (prewarm ? ", prewarmed" : ""))
         say("round  day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  cpu_s  server_cpu_s  wal_MiB  fpi_k")
         var runs: [Int: [Double]] = [:]
         var cpus: [Int: [Double]] = [:]
@@ -79,6 +87,14 @@ struct ReplayBenchmark: ParsableCommand {
                 }
                 let db = try PostgresConnection(info)
                 defer { db.close() }
+                if prewarm {
+                    try db.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+                    _ = try db.query(
+                        """
+                        SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')
+                        """)
+                }
                 let measured = try SoakBenchmark.measureRun(
                     matcher, day: day, retentionDays: retentionDays, db: db, server: ServerCPU(db),
                     environment: ["DATABASE_URL": info])
