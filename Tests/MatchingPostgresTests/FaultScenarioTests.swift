@@ -44,14 +44,19 @@ import Testing
         try app.query(
             "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now())",
             [.int8(filterId), .int8(profileId)])
+        let appPid = try app.query("SELECT pg_backend_pid()").rows[0].int32(0)
         let worker = Background(Self.run, database: faulted.database.conninfo)
+        // The backend our held pair blocks, by `pg_blocking_pids`: another of the run's writers can wait on a
+        // lock of its own for a moment (extending the table), and terminating that one instead left the
+        // fifth unit waiting on our pair until the statement timeout (seen once in CI on a loaded machine).
         let backend = try Self.waitFor("the worker's insert waiting on the held pair") {
             try faulted.connection.query(
                 """
                 SELECT pid FROM pg_stat_activity
-                WHERE datname = current_database() AND application_name LIKE 'matcher %' AND wait_event_type = 'Lock'
+                WHERE datname = current_database() AND application_name LIKE 'matcher %'
+                  AND $1 = ANY (pg_blocking_pids(pid))
                   AND query ~* '^\\s*(INSERT INTO|COPY) filter_matches'
-                """
+                """, [.int4(appPid)]
             ).rows.first.map { try $0.int32(0) }
         }
         // Units 1 to 4 commit; the fifth is open, its rows written up to the held pair. With two write

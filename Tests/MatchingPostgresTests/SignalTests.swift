@@ -34,13 +34,15 @@ import Testing
 
         // Wait until the run's unit is blocked on the lock, then ask it to stop and let the unit finish.
         let watcher = try stopped.database.connect()
+        let blockerPid = try blocker.query("SELECT pg_backend_pid()").rows[0].int32(0)
         var waiting = false
         for _ in 0..<300 where !waiting {
+            // Blocked by our lock, not waiting a moment on a lock of its own (extending a table).
             waiting = try !watcher.query(
                 """
                 SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'matcher %'
-                  AND wait_event_type = 'Lock'
-                """
+                  AND $1 = ANY (pg_blocking_pids(pid))
+                """, [.int4(blockerPid)]
             ).rows.isEmpty
             if !waiting { Thread.sleep(forTimeInterval: 0.05) }
         }
