@@ -46,9 +46,10 @@ import Testing
             [.int8(filterId), .int8(profileId)])
         let appPid = try app.query("SELECT pg_backend_pid()").rows[0].int32(0)
         let worker = Background(Self.run, database: faulted.database.conninfo)
-        // The backend our held pair blocks, by `pg_blocking_pids`: another of the run's writers can wait on a
-        // lock of its own for a moment (extending the table), and terminating that one instead left the
-        // fifth unit waiting on our pair until the statement timeout (seen once in CI on a loaded machine).
+        // The backend our held pair blocks, by `pg_blocking_pids`: another of the run's writers can wait a moment
+        // on a lock of its own (extending the table), and terminating that one instead would leave the fifth
+        // unit waiting on our pair until the statement timeout, which is what one CI run on a loaded machine
+        // showed when any lock wait was taken.
         let backend = try Self.waitFor("the worker's insert waiting on the held pair") {
             try faulted.connection.query(
                 """
