@@ -54,7 +54,7 @@ let package = Package(
         .executableTarget(
             name: "matcher-bench",
             dependencies: [
-                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom",
+                "Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom", "LoadWorld",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

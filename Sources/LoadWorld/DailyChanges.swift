@@ -107,6 +107,13 @@ public struct DailyChangeMix: Sendable, Hashable {
         mix.deletesFiltersOfDeletedMembers = true
         return mix
     }()
+
+    /// The mixes by the name `matcher seed --mix` and `matcher-bench soak --mix` take.
+    public enum Name: String, Sendable, CaseIterable {
+        case growing, steady
+
+        public var mix: DailyChangeMix { self == .steady ? .steady : .standard }
+    }
 }
 
 /// One day of changes to an existing world, computed in pure Swift from (seed, now, snapshot), so that a

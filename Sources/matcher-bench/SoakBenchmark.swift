@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronology
 import Foundation
+import LoadWorld
 import MatchingPostgres
 import PostgresClient
 
@@ -30,15 +31,13 @@ struct SoakBenchmark: ParsableCommand {
         help:
             "The days' mix: growing (few members leave; members, filters and a day's matches grow by about a fifth in 30 days) or steady (as many members and filters go as come: day 30 does day 3's work)."
     )
-    var mix: SoakMix = .growing
+    var mix: DailyChangeMix.Name = .growing
     @Option(
         name: .customLong("keep-day"),
         help:
             "Keep a copy of the world as it stands just before this day's run, as database matcher_bench_soak_day_N, for `replay` (repeatable)."
     )
     var keepDays: [Int] = []
-
-    enum SoakMix: String, ExpressibleByArgument, CaseIterable { case growing, steady }
 
     static let start = "2026-03-01T03:00:00Z"
     static let database = "matcher_bench_soak"
@@ -231,3 +230,5 @@ struct SoakBenchmark: ParsableCommand {
         return Report(values: values)
     }
 }
+
+extension DailyChangeMix.Name: ExpressibleByArgument {}

@@ -35,7 +35,7 @@ struct Seed: ParsableCommand {
         help:
             "The day's mix with --changes: growing (few members leave; the world grows by about 0.9 % a day at --changes of 6 % of the profiles) or steady (as many members and filters go as come)."
     )
-    var mix: ChangeMix = .growing
+    var mix: DailyChangeMix.Name = .growing
     @Option(help: "Import this OkCupid CSV (.csv or .csv.gz) as profiles, with filters around its members.")
     var okcupid: String?
     @Option(help: "Import only the first N OkCupid records.") var limit: Int?
@@ -85,7 +85,7 @@ struct Seed: ParsableCommand {
             let summary: SeedSummary
             if let changes {
                 summary = try DailyChangeApplier(connection: connection).apply(
-                    count: changes, seed: seed, now: clock, mix: mix.dailyMix
+                    count: changes, seed: seed, now: clock, mix: mix.mix
                 ).summary
             } else if let okcupid {
                 let records = try OkCupidRecord.read(path: okcupid, limit: limit)
@@ -143,9 +143,4 @@ struct Seed: ParsableCommand {
     }
 }
 
-/// `matcher seed --changes K --mix`: which `DailyChangeMix` a day follows.
-enum ChangeMix: String, ExpressibleByArgument, CaseIterable {
-    case growing, steady
-
-    var dailyMix: DailyChangeMix { self == .steady ? .steady : .standard }
-}
+extension DailyChangeMix.Name: ExpressibleByArgument {}
