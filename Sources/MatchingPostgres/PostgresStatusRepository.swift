@@ -118,8 +118,9 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         let oldestMatchedAt =
             oldest
             ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
+        let key = try PrimaryKeyUpkeep(connection: tx).size()
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
-            retentionDays: days)
+            retentionDays: days, primaryKeyBytes: key?.bytes, primaryKeyPackedBytes: key?.packedBytes)
     }
 }

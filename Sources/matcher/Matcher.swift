@@ -8,7 +8,7 @@ struct Matcher: ParsableCommand {
         version: BuildInfo.versionLine,
         subcommands: [
             Migrate.self, Run.self, Backfill.self, Explain.self, Seed.self, Status.self, Notifications.self,
-            Runs.self, Progress.self,
+            Runs.self, Progress.self, Reindex.self,
         ],
         defaultSubcommand: nil
     )

@@ -27,6 +27,9 @@ struct MetricsFile {
         var digestsWaiting: Int?
         /// Age in seconds of the oldest match waiting for a digest.
         var oldestDigestWaitingSeconds: Double?
+        /// filter_matches' primary key and its packed size (a build at fillfactor 90), in bytes (`matcher reindex`).
+        var primaryKeyBytes: Int64?
+        var primaryKeyPackedBytes: Int64?
     }
 
     /// The "last successful run" families: kept from the previous file when a run fails.
@@ -179,6 +182,16 @@ struct MetricsFile {
                 "matcher_oldest_digest_waiting_seconds", "gauge",
                 "Age in seconds of the oldest match waiting for a digest.",
                 [([], value)])
+        }
+        if let bytes = gauges.primaryKeyBytes, let packed = gauges.primaryKeyPackedBytes {
+            metric(
+                "matcher_filter_matches_primary_key_bytes", "gauge",
+                "Size of filter_matches' primary key (matcher reindex rebuilds it past twice its packed size).",
+                [([], Double(bytes))])
+            metric(
+                "matcher_filter_matches_primary_key_packed_bytes", "gauge",
+                "filter_matches' primary key packed: a build of the same entries at fillfactor 90.",
+                [([], Double(packed))])
         }
 
         let text = registry.emitToString()

@@ -150,6 +150,8 @@ final class PauseProbe: @unchecked Sendable {
             gauges.digestsWaiting = status.digests.filters
             gauges.oldestDigestWaitingSeconds = Double(
                 status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
+            gauges.primaryKeyBytes = status.retention.primaryKeyBytes
+            gauges.primaryKeyPackedBytes = status.retention.primaryKeyPackedBytes
         } catch {
             logger.debug("status not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }

@@ -169,11 +169,26 @@ public struct RetentionState: Sendable, Hashable {
     public let oldestMatchedAt: Timestamp?
     /// `--retention-days` of the latest incremental run.
     public let retentionDays: Int?
+    /// The primary key's size and its packed size (a build at fillfactor 90), in bytes (nil where there are no indexes: in memory).
+    /// Past about twice, `matcher reindex` rebuilds it (docs/runbook.md).
+    public let primaryKeyBytes: Int64?
+    public let primaryKeyPackedBytes: Int64?
 
-    public init(rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?) {
+    public init(
+        rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?,
+        primaryKeyBytes: Int64? = nil, primaryKeyPackedBytes: Int64? = nil
+    ) {
         self.rows = rows
         self.rowsEstimated = rowsEstimated
         self.oldestMatchedAt = oldestMatchedAt
         self.retentionDays = retentionDays
+        self.primaryKeyBytes = primaryKeyBytes
+        self.primaryKeyPackedBytes = primaryKeyPackedBytes
+    }
+
+    /// How many times its packed size the primary key is.
+    public var primaryKeyRatio: Double? {
+        guard let primaryKeyBytes, let primaryKeyPackedBytes, primaryKeyPackedBytes > 0 else { return nil }
+        return Double(primaryKeyBytes) / Double(primaryKeyPackedBytes)
     }
 }

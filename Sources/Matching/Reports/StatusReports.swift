@@ -100,6 +100,15 @@ extension Report {
                         ReportField(
                             "retention_days_last_run", "Retention days (last run)",
                             retention.retentionDays.map { .integer($0) } ?? .none),
+                        ReportField(
+                            "primary_key", "Primary key",
+                            retention.primaryKeyBytes.map { bytes in
+                                .text(
+                                    String(
+                                        format: "%.1f MiB, %.2fx packed%@", Double(bytes) / 1_048_576,
+                                        retention.primaryKeyRatio ?? 1,
+                                        (retention.primaryKeyRatio ?? 1) >= 2 ? " (matcher reindex rebuilds it)" : ""))
+                            } ?? .none),
                     ]),
                 .fields("notifications", "Notifications", notifications),
             ])
@@ -181,6 +190,8 @@ extension ServiceStatus {
                     ("rows_estimated", .bool(retention.rowsEstimated)),
                     ("oldest_matched_at", time(retention.oldestMatchedAt)),
                     ("retention_days", int(retention.retentionDays.map(Int64.init))),
+                    ("primary_key_bytes", int(retention.primaryKeyBytes)),
+                    ("primary_key_packed_bytes", int(retention.primaryKeyPackedBytes)),
                 ])
             ),
             (

@@ -1,0 +1,165 @@
+import Foundation
+import Matching
+import PostgresClient
+
+/// `filter_matches`' primary key over months, and its rebuild (`matcher reindex`).
+///
+/// At the retention bound the table holds a constant number of pairs, but its primary key does not keep a
+/// constant size: every day inserts pairs all over the key space (each filter gets its new profiles) and
+/// forgets as many elsewhere, and a B-tree page is given back only once it is entirely empty. Pages split
+/// by the inserts stay, thinner and thinner, so the key keeps growing at a constant row count (measured:
+/// 377 -> 722 MiB for 7.0M pairs between days 9 and 59 of a 200k x 20k soak at `--retention-days 7`), and
+/// with it the pages each day's inserts and probes touch. `REINDEX INDEX CONCURRENTLY` rebuilds it packed
+/// without blocking the app's reads or the runs' writes; this type says when that is worth doing and does it.
+public struct PrimaryKeyUpkeep {
+    /// The contract's primary key (runs.md), as the migrations name it.
+    public static let index = "filter_matches_pkey"
+
+    /// The key's size against its packed size: the same entries built at PostgreSQL's default fill (90 %).
+    public struct Size: Sendable, Hashable {
+        public let bytes: Int64
+        /// Entries, as the last VACUUM or ANALYZE counted them.
+        public let entries: Int64
+        public var packedBytes: Int64 { PrimaryKeyUpkeep.packedBytes(entries: entries) }
+        /// How many times its packed size the key is (1.0 for an empty table).
+        public var ratio: Double { packedBytes > 0 ? Double(bytes) / Double(packedBytes) : 1 }
+
+        public init(bytes: Int64, entries: Int64) {
+            self.bytes = bytes
+            self.entries = entries
+        }
+    }
+
+    /// What a rebuild did.
+    public struct Outcome: Sendable, Hashable {
+        public let before: Size
+        /// Nil when the key was below the ratio and left alone.
+        public let after: Size?
+        public let minimumRatio: Double
+        /// Indexes an interrupted `REINDEX ... CONCURRENTLY` left behind (invalid, `*_ccnew*`), dropped first.
+        public let droppedLeftovers: [String]
+        public let seconds: Double
+    }
+
+    /// The role may not rebuild the index: only the table's owner may (PostgreSQL 15).
+    public struct NotOwner: Error, CustomStringConvertible, ClassifiedError {
+        public let message: String
+        public var failureKind: FailureKind { .configuration }
+        public var description: String {
+            "\(message): matcher reindex needs the owner of filter_matches (the role that runs matcher migrate), "
+                + "not the worker's role"
+        }
+    }
+
+    /// A second `matcher reindex` while one runs.
+    public struct Busy: Error, CustomStringConvertible {
+        public var description: String { "another matcher reindex is running; nothing done" }
+    }
+
+    /// The size of a B-tree built fresh over `entries` keys of two bigints: 8-byte tuple headers, 16 bytes of
+    /// key and a 4-byte line pointer on leaf pages filled to 90 % (PostgreSQL's default fillfactor for a
+    /// build), pivots of 20 bytes on inner pages filled to 70 %, and the metapage.
+    public static func packedBytes(entries: Int64) -> Int64 {
+        guard entries > 0 else { return 8192 }
+        let usable = 8192 - 24 - 16
+        let leafEntries = Int64((usable - usable / 10) / 28)
+        let innerEntries = Int64(usable * 7 / 10 / 20)
+        var pages: Int64 = 1
+        var level = (entries + leafEntries - 1) / leafEntries
+        pages += level
+        while level > 1 {
+            level = (level + innerEntries - 1) / innerEntries
+            pages += level
+        }
+        return pages * 8192
+    }
+
+    /// The leaf fill a rebuild leaves: room for about a week of inserts at `--retention-days 7` (a day adds a
+    /// seventh of the entries), more at longer retention.
+    public static let rebuildFillfactor = 70
+
+    private let connection: PostgresConnection
+
+    public init(connection: PostgresConnection) { self.connection = connection }
+
+    /// The key's size now; nil when there is no `filter_matches` (not migrated).
+    public func size() throws -> Size? {
+        let row = try connection.query(
+            """
+            SELECT pg_relation_size(i.oid), greatest(i.reltuples, t.reltuples, 0)::bigint
+            FROM pg_class i JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid
+            WHERE i.oid = to_regclass($1)
+            """, [.text(Self.index)]
+        ).rows.first
+        guard let row else { return nil }
+        return Size(bytes: try row.int64(0), entries: try row.int64(1))
+    }
+
+    /// Invalid indexes of `filter_matches` that an interrupted `REINDEX ... CONCURRENTLY` leaves (named
+    /// `<index>_ccnew`, `_ccnew1`, ...): they cost every write their upkeep until dropped.
+    public func leftovers() throws -> [String] {
+        try connection.query(
+            """
+            SELECT c.relname::text FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+            WHERE x.indrelid = to_regclass('filter_matches') AND NOT x.indisvalid AND c.relname ~ '_ccnew[0-9]*$'
+            ORDER BY 1
+            """
+        ).rows.map { try $0.string(0) }
+    }
+
+    /// Drops the leftovers, then rebuilds the key when it is at least `minimumRatio` times its packed size.
+    /// Neither blocks the app's reads or the runs' writes (both `CONCURRENTLY`); both need the table's owner
+    /// (the role that runs `matcher migrate`). One at a time: a second call while one runs throws `Busy`.
+    public func rebuild(minimumRatio: Double) throws -> Outcome {
+        do {
+            return try rebuildAsOwner(minimumRatio: minimumRatio)
+        } catch let error as PostgresError where error.sqlState == "42501" {
+            throw NotOwner(message: error.message)
+        }
+    }
+
+    private func rebuildAsOwner(minimumRatio: Double) throws -> Outcome {
+        let started = ContinuousClock.now
+        guard try connection.query("SELECT pg_try_advisory_lock($1, $2)", Self.lock).rows[0].bool(0) else {
+            throw Busy()
+        }
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1, $2)", Self.lock) }
+        // A rebuild takes as long as it takes; the role's statement timeout is for the runs' statements.
+        try connection.execute("SET statement_timeout = 0")
+        let dropped = try leftovers()
+        for name in dropped {
+            // A utility statement takes no parameters: the server quotes the name itself.
+            let statement = try connection.query(
+                "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I', $1::text)",
+                [
+                    .text(name)
+                ]
+            ).rows[0].string(0)
+            try connection.execute(statement)
+        }
+        guard let before = try size() else {
+            throw PostgresError(
+                kind: .server, sqlState: "42P01",
+                message: "no \(Self.index): filter_matches is not migrated here (run matcher migrate first)")
+        }
+        var after: Size?
+        if before.ratio >= minimumRatio {
+            // Built with room on every leaf page for the days after: a key packed to 90 % splits nearly all
+            // its pages on the next day's inserts (measured: the next run's write phase 4.9 -> 7.2 s, the key
+            // 212 -> 333 MiB overnight). The fillfactor is an option of the index, which the rebuild copies;
+            // reset afterwards, so that the runs' inserts at the key's right edge still fill pages to 90 %.
+            // Both ALTERs take the lock VACUUM takes, not the one writes or reads take.
+            try connection.execute("ALTER INDEX \(Self.index) SET (fillfactor = \(Self.rebuildFillfactor))")
+            defer { try? connection.execute("ALTER INDEX \(Self.index) RESET (fillfactor)") }
+            try connection.execute("REINDEX INDEX CONCURRENTLY \(Self.index)")
+            after = try size()
+        }
+        let (s, atto) = (ContinuousClock.now - started).components
+        return Outcome(
+            before: before, after: after, minimumRatio: minimumRatio, droppedLeftovers: dropped,
+            seconds: Double(s) + Double(atto) / 1e18)
+    }
+
+    /// The advisory lock of `matcher reindex` (the worker's namespace: 0 migrations, 2 progress, 3 the sweep).
+    public static let lock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(4)]
+}

@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Matching
+import MatchingPostgres
+
+/// `matcher reindex`: rebuilds `filter_matches`' primary key once it has grown well past its packed size
+/// (docs/runbook.md, "The primary key grows at the retention bound"). Run as the table's owner, like
+/// `matcher migrate`; weekly from `deploy/systemd/matcher-reindex.timer`.
+struct Reindex: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Rebuild filter_matches' primary key (REINDEX CONCURRENTLY) when it is well past its packed size.",
+        discussion: """
+            At the retention bound the table keeps a constant number of pairs while its primary key keeps \
+            growing (pages split by each day's inserts are given back only when empty), and so does what \
+            each day's run touches. This compares the key with its packed size (the same entries built at fillfactor 90) and rebuilds \
+            it when it is --min-ratio times that or more, at fillfactor 70 (room for the next days' inserts), without blocking the app's reads or the runs' \
+            writes. It first drops what an interrupted rebuild left (an invalid filter_matches_pkey_ccnew). \
+            Needs the owner of filter_matches (the role of `matcher migrate`). Exit 0 whether or not it \
+            rebuilt; 75 while another `matcher reindex` runs.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "Rebuild when the key is at least this many times its packed size (1 rebuilds always).")
+    var minRatio = 2.0
+    @Option(help: "Output format: text or json.") var format: ReportFormat = .text
+    @Option(help: "Log format on standard error: logfmt or json.")
+    var logFormat: LogFormat = .logfmt
+
+    func validate() throws {
+        guard minRatio >= 1, minRatio.isFinite else { throw ValidationError("--min-ratio must be 1 or more") }
+    }
+
+    func run() throws {
+        Log.bootstrap(logFormat)
+        let logger = Logger(label: "matcher.reindex")
+        try runReportingFailures(logger, "reindex") {
+            let connection = try Database(database, applicationName: "matcher reindex").connect()
+            defer { connection.close() }
+            let outcome: PrimaryKeyUpkeep.Outcome
+            do {
+                outcome = try PrimaryKeyUpkeep(connection: connection).rebuild(minimumRatio: minRatio)
+            } catch let busy as PrimaryKeyUpkeep.Busy {
+                logger.notice("reindex lock held elsewhere")
+                FileHandle.standardError.write(Data("matcher: \(busy.description) (exit 75)\n".utf8))
+                throw ExitCode(ExitStatus.locked)
+            }
+            logger.notice(
+                outcome.after == nil ? "primary key left as it is" : "primary key rebuilt",
+                metadata: [
+                    "bytes_before": "\(outcome.before.bytes)",
+                    "bytes_after": "\(outcome.after?.bytes ?? outcome.before.bytes)",
+                    "ratio_before": "\(String(format: "%.2f", outcome.before.ratio))",
+                    "leftovers_dropped": "\(outcome.droppedLeftovers.count)",
+                    "seconds": "\(String(format: "%.2f", outcome.seconds))",
+                ])
+            printReport(.primaryKeyRebuild(outcome), format)
+            return nil
+        }
+    }
+}
+
+extension Report {
+    /// What `matcher reindex` did.
+    static func primaryKeyRebuild(_ outcome: PrimaryKeyUpkeep.Outcome) -> Report {
+        func mib(_ bytes: Int64) -> ReportValue { .integer(Int(bytes)) }
+        func ratio(_ size: PrimaryKeyUpkeep.Size) -> ReportValue { .text(String(format: "%.2fx", size.ratio)) }
+        let before = outcome.before
+        let title =
+            outcome.after == nil
+            ? String(
+                format: "matcher reindex: %@ is %.2fx its packed size, below --min-ratio %.2f; left as it is",
+                PrimaryKeyUpkeep.index, before.ratio, outcome.minimumRatio)
+            : String(
+                format: "matcher reindex: %@ rebuilt, %.1f -> %.1f MiB", PrimaryKeyUpkeep.index,
+                Double(before.bytes) / 1_048_576, Double(outcome.after?.bytes ?? 0) / 1_048_576)
+        var fields = [
+            ReportField("index", "Index", .text(PrimaryKeyUpkeep.index)),
+            ReportField("entries", "Entries (last VACUUM or ANALYZE)", .integer(Int(before.entries))),
+            ReportField("packed_bytes", "Packed size, bytes", mib(before.packedBytes)),
+            ReportField("before_bytes", "Before, bytes", mib(before.bytes)),
+            ReportField("ratio_before", "Before / packed", ratio(before)),
+        ]
+        if let after = outcome.after {
+            fields += [
+                ReportField("after_bytes", "After, bytes", mib(after.bytes)),
+                ReportField("ratio_after", "After / packed", ratio(after)),
+            ]
+        }
+        fields += [
+            ReportField("rebuilt", "Rebuilt", .flag(outcome.after != nil)),
+            ReportField("min_ratio", "Rebuilds from", .text(String(format: "%.2fx", outcome.minimumRatio))),
+            ReportField(
+                "leftovers_dropped", "Dropped (left by an interrupted rebuild)",
+                .text(outcome.droppedLeftovers.isEmpty ? "none" : outcome.droppedLeftovers.joined(separator: ", "))),
+            ReportField("seconds", "Took", .seconds(outcome.seconds)),
+        ]
+        return Report(title: title, sections: [.fields("primary_key", "Primary key of filter_matches", fields)])
+    }
+}
