@@ -34,6 +34,13 @@ struct ReplayBenchmark: ParsableCommand {
             are cold. Needs shared_buffers larger than the copy to mean anything.
             """)
     var prewarm = false
+    @Flag(
+        help: """
+            Before each run, rebuild filter_matches' primary key on the copy as `matcher reindex` does \
+            (REINDEX INDEX CONCURRENTLY): a day on a packed key against the same day on the key the soak's days \
+            left.
+            """)
+    var reindex = false
 
     func validate() throws {
         guard days.count >= 1 else { throw ValidationError("name at least one --day") }
@@ -66,7 +73,7 @@ struct ReplayBenchmark: ParsableCommand {
         say(
             "replay: days \(days.map(String.init).joined(separator: ", ")), \(rounds) rounds, retention "
                 + "\(retentionDays) days" + (settings.isEmpty ? "" : ", " + settings.joined(separator: ", "))
-                + (prewarm ? ", prewarmed" : ""))
+                + (prewarm ? ", prewarmed" : "") + (reindex ? ", primary key rebuilt before each run" : ""))
         say("round  day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  cpu_s  server_cpu_s  wal_MiB  fpi_k")
         var runs: [Int: [Double]] = [:]
         var cpus: [Int: [Double]] = [:]
@@ -94,6 +101,15 @@ struct ReplayBenchmark: ParsableCommand {
                         SELECT sum(pg_prewarm(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'i')
                         """)
+                }
+                if reindex {
+                    let rebuilt = try PrimaryKeyUpkeep(connection: db).rebuild(minimumRatio: 1)
+                    say(
+                        String(
+                            format: "  day %d: primary key rebuilt in %.2f s, %.1f -> %.1f MiB (packed %.1f MiB)", day,
+                            rebuilt.seconds, Double(rebuilt.before.bytes) / 1_048_576,
+                            Double(rebuilt.after?.bytes ?? 0) / 1_048_576,
+                            Double(rebuilt.before.packedBytes) / 1_048_576))
                 }
                 let measured = try SoakBenchmark.measureRun(
                     matcher, day: day, retentionDays: retentionDays, db: db, server: ServerCPU(db),

@@ -38,6 +38,11 @@ struct SoakBenchmark: ParsableCommand {
             "Keep a copy of the world as it stands just before this day's run, as database matcher_bench_soak_day_N, for `replay` (repeatable)."
     )
     var keepDays: [Int] = []
+    @Option(
+        help:
+            "Every this many days, after the day's run, `matcher reindex` as its weekly timer starts it (rebuilds the primary key from twice its packed size); 0: never."
+    )
+    var reindexEvery = 0
 
     static let start = "2026-03-01T03:00:00Z"
     static let database = "matcher_bench_soak"
@@ -85,7 +90,7 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
-                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s"
+                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB"
         )
         let server = ServerCPU(db)
         for day in 1...max(1, days) {
@@ -120,6 +125,13 @@ struct SoakBenchmark: ParsableCommand {
             let (result, report, wal, serverCPU) = (
                 measured.child, measured.report, measured.wal, measured.serverCPU
             )
+            if reindexEvery > 0, day % reindexEvery == 0 {
+                let reindex = try matcherStep("reindex day \(day)", ["reindex", "--format", "json"])
+                say(
+                    String(
+                        format: "     day %d: matcher reindex %.2f s: %@", day, reindex.seconds,
+                        Self.title(reindex.stdout)))
+            }
             // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
             try db.query(
                 "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
@@ -133,7 +145,8 @@ struct SoakBenchmark: ParsableCommand {
             let rows = try db.query(
                 """
                 SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
-                       (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs)
+                       (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs),
+                       pg_relation_size('filter_matches_pkey')
                 """
             ).rows[0]
             say(
@@ -145,8 +158,15 @@ struct SoakBenchmark: ParsableCommand {
                     report.count("matches_written"), report.count("matches_forgotten"),
                     try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
-                    + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -"))
+                    + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -")
+                    + String(format: "  %8.1f", Double(try rows.int64(4)) / 1_048_576))
         }
+    }
+
+    /// A JSON report's title.
+    static func title(_ json: String) -> String {
+        let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+        return object?["title"] as? String ?? json
     }
 
     static func matcherStep(
