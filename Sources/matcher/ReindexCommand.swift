@@ -5,19 +5,20 @@ import Matching
 import MatchingPostgres
 
 /// `matcher reindex`: rebuilds `filter_matches`' primary key once it has grown well past its packed size
-/// (docs/runbook.md, "The primary key grows at the retention bound"). Run as the table's owner, like
-/// `matcher migrate`; weekly from `deploy/systemd/matcher-reindex.timer`.
+/// (docs/runbook.md, "MatcherPrimaryKeyBloated"). Run as the table's owner, like `matcher migrate`; weekly
+/// from `deploy/systemd/matcher-reindex.timer` or `deploy/k8s/reindex-cronjob.yaml`.
 struct Reindex: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Rebuild filter_matches' primary key (REINDEX CONCURRENTLY) when it is well past its packed size.",
         discussion: """
             At the retention bound the table keeps a constant number of pairs while its primary key keeps \
             growing (pages split by each day's inserts are given back only when empty), and so does what \
-            each day's run touches. This compares the key with its packed size (the same entries built at fillfactor 90) and rebuilds \
-            it when it is --min-ratio times that or more, at fillfactor 70 (room for the next days' inserts), without blocking the app's reads or the runs' \
-            writes. It first drops what an interrupted rebuild left (an invalid filter_matches_pkey_ccnew). \
-            Needs the owner of filter_matches (the role of `matcher migrate`). Exit 0 whether or not it \
-            rebuilt; 75 while another `matcher reindex` runs.
+            each day's run touches. This compares the key with its packed size (the same entries built at \
+            fillfactor 90) and, when it is --min-ratio times that or more, rebuilds it at fillfactor 70 (room \
+            for the next days' inserts) without blocking the app's reads or the runs' writes. It first drops \
+            what an interrupted rebuild left (an invalid filter_matches_pkey_ccnew). Needs the owner of \
+            filter_matches (the role of `matcher migrate`; another role gets exit 78). Exit 0 whether or not \
+            it rebuilt; 75 while another `matcher reindex` runs.
             """)
 
     @OptionGroup var database: DatabaseOptions
