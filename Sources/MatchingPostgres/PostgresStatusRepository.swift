@@ -118,9 +118,11 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         let oldestMatchedAt =
             oldest
             ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
-        let key = try PrimaryKeyUpkeep(connection: tx).size()
+        let upkeep = PrimaryKeyUpkeep(connection: tx)
+        let key = try upkeep.size()
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
-            retentionDays: days, primaryKeyBytes: key?.bytes, primaryKeyPackedBytes: key?.packedBytes)
+            retentionDays: days, primaryKeyBytes: key?.bytes, primaryKeyPackedBytes: key?.packedBytes,
+            abandonedRebuilds: try upkeep.leftovers())
     }
 }

@@ -106,10 +106,15 @@ import Testing
         #expect(throws: PostgresError.self) { try failed.get() }
         let upkeep = PrimaryKeyUpkeep(connection: connection)
         #expect(try upkeep.leftovers() == ["filter_matches_pkey_ccnew"])
+        // `matcher status` names it, since every insert pays for it until it is dropped.
+        let status = try PostgresStatusRepository(connection: connection).serviceStatus()
+        #expect(status.retention.abandonedRebuilds == ["filter_matches_pkey_ccnew"])
 
         let outcome = try upkeep.rebuild(minimumRatio: 100)
         #expect(outcome.droppedLeftovers == ["filter_matches_pkey_ccnew"])
         #expect(try upkeep.leftovers().isEmpty)
+        #expect(
+            try PostgresStatusRepository(connection: connection).serviceStatus().retention.abandonedRebuilds.isEmpty)
         #expect(try count(connection, "SELECT count(*) FROM pg_class WHERE relname = 'filter_matches_pkey_ccnew'") == 0)
         _ = database
     }

@@ -173,10 +173,13 @@ public struct RetentionState: Sendable, Hashable {
     /// Past about twice, `matcher reindex` rebuilds it (docs/runbook.md).
     public let primaryKeyBytes: Int64?
     public let primaryKeyPackedBytes: Int64?
+    /// Invalid indexes an interrupted rebuild left on `filter_matches` (every insert still pays for them
+    /// until the next `matcher reindex` drops them).
+    public let abandonedRebuilds: [String]
 
     public init(
         rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?,
-        primaryKeyBytes: Int64? = nil, primaryKeyPackedBytes: Int64? = nil
+        primaryKeyBytes: Int64? = nil, primaryKeyPackedBytes: Int64? = nil, abandonedRebuilds: [String] = []
     ) {
         self.rows = rows
         self.rowsEstimated = rowsEstimated
@@ -184,6 +187,7 @@ public struct RetentionState: Sendable, Hashable {
         self.retentionDays = retentionDays
         self.primaryKeyBytes = primaryKeyBytes
         self.primaryKeyPackedBytes = primaryKeyPackedBytes
+        self.abandonedRebuilds = abandonedRebuilds
     }
 
     /// How many times its packed size the primary key is.

@@ -109,7 +109,16 @@ extension Report {
                                         retention.primaryKeyRatio ?? 1,
                                         (retention.primaryKeyRatio ?? 1) >= 2 ? " (matcher reindex rebuilds it)" : ""))
                             } ?? .none),
-                    ]),
+                    ]
+                        + (retention.abandonedRebuilds.isEmpty
+                            ? []
+                            : [
+                                ReportField(
+                                    "abandoned_rebuilds", "Left by a stopped rebuild",
+                                    .text(
+                                        retention.abandonedRebuilds.joined(separator: ", ")
+                                            + " (invalid; the next matcher reindex drops it)"))
+                            ])),
                 .fields("notifications", "Notifications", notifications),
             ])
     }
@@ -192,6 +201,7 @@ extension ServiceStatus {
                     ("retention_days", int(retention.retentionDays.map(Int64.init))),
                     ("primary_key_bytes", int(retention.primaryKeyBytes)),
                     ("primary_key_packed_bytes", int(retention.primaryKeyPackedBytes)),
+                    ("abandoned_rebuilds", .array(retention.abandonedRebuilds.map { .string($0) })),
                 ])
             ),
             (
