@@ -146,8 +146,8 @@ struct SoakBenchmark: ParsableCommand {
                 """
                 SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
                        (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs),
-                       pg_relation_size('filter_matches_pkey')
-                """
+                       pg_relation_size($1::regclass)
+                """, [.text(PrimaryKeyUpkeep.index)]
             ).rows[0]
             say(
                 String(

@@ -23,7 +23,7 @@ struct Reindex: ParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
     @Option(help: "Rebuild when the key is at least this many times its packed size (1 rebuilds always).")
-    var minRatio = 2.0
+    var minRatio = RetentionState.rebuildRatio
     @Option(help: "Output format: text or json.") var format: ReportFormat = .text
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt

@@ -190,6 +190,9 @@ public struct RetentionState: Sendable, Hashable {
         self.abandonedRebuilds = abandonedRebuilds
     }
 
+    /// From how many times its packed size `matcher reindex` rebuilds the primary key (its `--min-ratio`).
+    public static let rebuildRatio = 2.0
+
     /// How many times its packed size the primary key is.
     public var primaryKeyRatio: Double? {
         guard let primaryKeyBytes, let primaryKeyPackedBytes, primaryKeyPackedBytes > 0 else { return nil }

@@ -107,7 +107,8 @@ extension Report {
                                     String(
                                         format: "%.1f MiB, %.2fx packed%@", Double(bytes) / 1_048_576,
                                         retention.primaryKeyRatio ?? 1,
-                                        (retention.primaryKeyRatio ?? 1) >= 2 ? " (matcher reindex rebuilds it)" : ""))
+                                        (retention.primaryKeyRatio ?? 1) >= RetentionState.rebuildRatio
+                                            ? " (matcher reindex rebuilds it)" : ""))
                             } ?? .none),
                     ]
                         + (retention.abandonedRebuilds.isEmpty
