@@ -72,7 +72,11 @@ struct RunOptions: ParsableArguments {
     @Flag(help: "Accept a time zone other than the one the shard's previous runs used.")
     var timeZoneChange = false
 
-    @Option(help: "Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest).")
+    @Option(
+        help: """
+            Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest). Every \
+            kept pair makes each day's write a little dearer (README, "How a run works": storage).
+            """)
     var retentionDays: Int = Retention.defaultDays
 
     @Option(help: "Filters per unit of work (each unit commits its matches, notifications and progress together).")
