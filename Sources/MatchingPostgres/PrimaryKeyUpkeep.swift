@@ -151,10 +151,9 @@ public struct PrimaryKeyUpkeep {
             try connection.execute("REINDEX INDEX CONCURRENTLY \(Self.index)")
             after = try size()
         }
-        let (s, atto) = (ContinuousClock.now - started).components
         return Outcome(
             before: before, after: after, minimumRatio: minimumRatio, droppedLeftovers: dropped,
-            seconds: Double(s) + Double(atto) / 1e18)
+            seconds: (ContinuousClock.now - started).seconds)
     }
 
     /// The advisory lock of `matcher reindex` (the worker's namespace: 0 migrations, 2 progress, 3 the sweep).

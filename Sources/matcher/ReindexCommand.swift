@@ -64,7 +64,7 @@ struct Reindex: ParsableCommand {
 extension Report {
     /// What `matcher reindex` did.
     static func primaryKeyRebuild(_ outcome: PrimaryKeyUpkeep.Outcome) -> Report {
-        func mib(_ bytes: Int64) -> ReportValue { .integer(Int(bytes)) }
+        func bytes(_ count: Int64) -> ReportValue { .integer(Int(count)) }
         func ratio(_ size: PrimaryKeyUpkeep.Size) -> ReportValue { .text(String(format: "%.2fx", size.ratio)) }
         let before = outcome.before
         let title =
@@ -78,13 +78,13 @@ extension Report {
         var fields = [
             ReportField("index", "Index", .text(PrimaryKeyUpkeep.index)),
             ReportField("entries", "Entries (last VACUUM or ANALYZE)", .integer(Int(before.entries))),
-            ReportField("packed_bytes", "Packed size, bytes", mib(before.packedBytes)),
-            ReportField("before_bytes", "Before, bytes", mib(before.bytes)),
+            ReportField("packed_bytes", "Packed size, bytes", bytes(before.packedBytes)),
+            ReportField("before_bytes", "Before, bytes", bytes(before.bytes)),
             ReportField("ratio_before", "Before / packed", ratio(before)),
         ]
         if let after = outcome.after {
             fields += [
-                ReportField("after_bytes", "After, bytes", mib(after.bytes)),
+                ReportField("after_bytes", "After, bytes", bytes(after.bytes)),
                 ReportField("ratio_after", "After / packed", ratio(after)),
             ]
         }

@@ -719,7 +719,8 @@ struct PhaseTimer {
 }
 
 extension Duration {
-    var seconds: Double {
+    /// The duration in seconds, as a `Double` (phase timings, reports).
+    public var seconds: Double {
         let (s, attos) = components
         return Double(s) + Double(attos) / 1e18
     }
