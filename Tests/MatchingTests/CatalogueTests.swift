@@ -1,4 +1,5 @@
 import Chronology
+import DeterministicRandom
 import Foundation
 import Testing
 
@@ -169,6 +170,33 @@ private let specifiedCatalogue:
         #expect(!blocks.blocks(2, 1))
         #expect(!blocks.blocksEitherWay(1, 3))
         #expect(!BlockSet.none.blocksEitherWay(1, 2))
+    }
+
+    /// `counterparts(of:)`, which the engine and the unit commit ask once per filter owner, says what
+    /// `blocksEitherWay` says for every pair: both directions, a block both ways listed once, a self-block,
+    /// and after a union.
+    @Test func blockSetCounterpartsAgreeWithPairs() {
+        var random = SplitMix64(seed: 0xB10C)
+        var rows: [(blocker: Int64, blocked: Int64)] = [(1, 2), (2, 1), (3, 3), (4, 1)]
+        for _ in 0..<300 {
+            rows.append((Int64.random(in: 1...60, using: &random), Int64.random(in: 1...60, using: &random)))
+        }
+        let first = BlockSet(Array(rows[..<150]))
+        let blocks = first.union(BlockSet(Array(rows[150...])))
+        #expect(blocks == BlockSet(rows))
+        let few = BlockSet(Array(rows[..<4]))
+        #expect([1, 2, 3, 4, 5].map { Array(few.counterparts(of: $0)) } == [[2, 4], [1], [3], [1], []])
+        #expect(blocks.counterparts(of: 61).isEmpty)
+        #expect(BlockSet.none.counterparts(of: 1).isEmpty)
+        var mismatches: [(Int64, Int64)] = []
+        for member in Int64(0)...61 {
+            let others = blocks.counterparts(of: member)
+            #expect(Array(others) == Array(others).sorted() && Set(others).count == others.count)
+            for other in Int64(0)...61 where others.sortedContains(other) != blocks.blocksEitherWay(member, other) {
+                mismatches.append((member, other))
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches)")
     }
 
     @Test func clockDefaultsToTokyo() throws {

@@ -100,8 +100,7 @@ public struct NotificationPlanner: Sendable {
         qualifies: (MatchPair) -> Bool = { _ in true },
         mutual: Set<MatchPair> = []
     ) -> NotificationDecision {
-        var waitingByFilter: [Int64: [WaitingMatch]] = [:]
-        for match in waiting { waitingByFilter[match.filterId, default: []].append(match) }
+        let waitingByFilter = Self.byFilter(waiting)
         var planned: [PlannedNotification] = []
         var heldBack: [Int64] = []
         for candidate in filters {
@@ -138,6 +137,21 @@ public struct NotificationPlanner: Sendable {
                     shownProfileIds: Array(ordered.prefix(Self.digestSize)), mutualCount: mutualCount))
         }
         return NotificationDecision(planned: planned, heldBack: heldBack)
+    }
+
+    /// `matches` by filter, in their order, hashed once per run of one filter's matches: a unit's waiting
+    /// and new matches come grouped by filter (a first run's unit has about a hundred thousand).
+    static func byFilter(_ matches: [WaitingMatch]) -> [Int64: [WaitingMatch]] {
+        var groups: [Int64: [WaitingMatch]] = [:]
+        var start = matches.startIndex
+        while start < matches.endIndex {
+            let filterId = matches[start].filterId
+            var end = start + 1
+            while end < matches.endIndex, matches[end].filterId == filterId { end += 1 }
+            groups[filterId, default: []].append(contentsOf: matches[start..<end])
+            start = end
+        }
+        return groups
     }
 }
 

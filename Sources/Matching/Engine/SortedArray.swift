@@ -1,13 +1,19 @@
-extension Array where Element: Comparable {
-    /// Whether this array, ascending, holds `value` (binary search).
+extension RandomAccessCollection where Element: Comparable {
+    /// Whether this collection, ascending, holds `value` (binary search).
     @inlinable
     public func sortedContains(_ value: Element) -> Bool {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) >> 1
-            if self[middle] < value { low = middle + 1 } else { high = middle }
+        var low = startIndex
+        var remaining = count
+        while remaining > 0 {
+            let half = remaining >> 1
+            let middle = index(low, offsetBy: half)
+            if self[middle] < value {
+                low = index(after: middle)
+                remaining -= half + 1
+            } else {
+                remaining = half
+            }
         }
-        return low < count && self[low] == value
+        return low != endIndex && self[low] == value
     }
 }

@@ -34,7 +34,8 @@ public struct WorkUnit: Sendable {
     public let notify: [NotificationCandidateFilter]?
     /// Filters evaluated, invalid and on a lapsed plan in this unit, added to the run's counters with it.
     public let filterCounters: RunCounters
-    /// `last_login_at` of every profile in `matches` as the run read it (orders digests).
+    /// `last_login_at` as the run read it, of every profile in `matches` at least (orders digests): the run's
+    /// whole map of its candidates, shared by its units, not a copy per unit.
     public let lastLoginAt: [Int64: Timestamp]
     /// The matches are recorded silent (a backfill without `--notify`): never in any digest.
     public let silent: Bool
@@ -79,11 +80,11 @@ public struct WorkUnit: Sendable {
         let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
         return matches.flatMap { result -> [WaitingMatch] in
             guard let owner = owners[result.filterId] else { return [] }
+            let blocked = facts.blocks.counterparts(of: owner)  // once per filter, not per pair
             return result.profileIds.map { id in
                 WaitingMatch(
                     filterId: result.filterId, profileId: id, profileStatus: facts.status(of: id),
-                    profileLastLoginAt: lastLoginAt[id], blockedEitherWay: facts.blocks.blocksEitherWay(owner, id),
-                    isNew: true)
+                    profileLastLoginAt: lastLoginAt[id], blockedEitherWay: blocked.sortedContains(id), isNew: true)
             }
         }
     }

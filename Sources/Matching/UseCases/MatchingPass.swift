@@ -542,17 +542,11 @@ final class UnitWriter: @unchecked Sendable {
         var holding = true
         defer { if holding { busy.signal() } }
         if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
-        var logins: [Int64: Timestamp] = [:]
-        if plan.writesNotifications {
-            for result in unit.matches {
-                for id in result.profileIds { logins[id] = lastLogins[id] }
-            }
-        }
         let outcome = try committer.commit(
             WorkUnit(
                 runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
                 notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
-                lastLoginAt: logins, silent: !plan.writesNotifications,
+                lastLoginAt: lastLogins, silent: !plan.writesNotifications,
                 qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt),
             to: writer,
             beforeAdvance: {

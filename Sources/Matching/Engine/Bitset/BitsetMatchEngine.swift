@@ -245,12 +245,16 @@ public struct BitsetMatchEngine: MatchEngine {
         var found = Array(repeating: [Int64](), count: range.count)
         var counts = Array(repeating: 0, count: range.count)
         let recorded = range.map { skip.recorded(filterId: filterIds[$0]) }
+        let blocked = range.map { skip.blocked(owner: ownerIds[$0]) }
         var kernel = Kernel(
             filters: filters, groups: groups, bitsetRows: bitsetRows, bitsets: index.bitsets,
             indexRows: index.sparseRows, localRows: localRows)
         kernel.scan(live: live, limit: limit, counting: counting, counts: &counts) { local, row in
             let id = ids[row]
-            if !skip.excludes(owner: ownerIds[range.lowerBound + local], recorded: recorded[local], profileId: id) {
+            if !skip.excludes(
+                owner: ownerIds[range.lowerBound + local], recorded: recorded[local], blocked: blocked[local],
+                profileId: id)
+            {
                 found[local].append(id)
             }
             return found[local].count
@@ -585,33 +589,32 @@ struct CompiledPlans: Sendable {
 }
 
 /// `MatchExclusions.excludes`, answered faster: the recorded pairs grouped by filter (sorted profile
-/// ids), the owner compared directly, and the block set asked only when it has any block.
+/// ids), the owner compared directly, and the blocks looked up once per owner (`BlockSet.counterparts`), so
+/// that a pair is binary searches in two short lists, not hash lookups.
 struct ExclusionIndex: Sendable {
     private let byFilter: [Int64: [Int64]]
-    private let blocks: BlockSet?
+    private let blocks: BlockSet
 
     init(_ exclusions: MatchExclusions) {
         var byFilter: [Int64: [Int64]] = [:]
         for pair in exclusions.existing { byFilter[pair.filterId, default: []].append(pair.profileId) }
         for key in byFilter.keys { byFilter[key]!.sort() }
         self.byFilter = byFilter
-        self.blocks = exclusions.blocks.count == 0 ? nil : exclusions.blocks
+        self.blocks = exclusions.blocks
     }
 
     /// The profiles recorded for the filter, sorted.
     func recorded(filterId: Int64) -> [Int64] { byFilter[filterId] ?? [] }
 
-    /// Exactly `MatchExclusions.excludes(filter, profileId:)`, given the filter's owner and `recorded(filterId:)`.
+    /// The members the owner has a block with, either way, sorted.
+    func blocked(owner: Int64) -> ArraySlice<Int64> { blocks.count == 0 ? [] : blocks.counterparts(of: owner) }
+
+    /// Exactly `MatchExclusions.excludes(filter, profileId:)`, given the filter's owner, `recorded(filterId:)`
+    /// and `blocked(owner:)`.
     @inline(__always)
-    func excludes(owner: Int64, recorded: [Int64], profileId: Int64) -> Bool {
+    func excludes(owner: Int64, recorded: [Int64], blocked: ArraySlice<Int64>, profileId: Int64) -> Bool {
         if PairEligibility.isOwner(profileId: profileId, ownerId: owner) { return true }
-        if let blocks, PairEligibility.isBlocked(profileId: profileId, ownerId: owner, blocks: blocks) { return true }
-        if recorded.isEmpty { return false }
-        var low = 0, high = recorded.count
-        while low < high {
-            let middle = (low + high) >> 1
-            if recorded[middle] < profileId { low = middle + 1 } else { high = middle }
-        }
-        return low < recorded.count && recorded[low] == profileId
+        if !blocked.isEmpty, blocked.sortedContains(profileId) { return true }
+        return !recorded.isEmpty && recorded.sortedContains(profileId)
     }
 }
