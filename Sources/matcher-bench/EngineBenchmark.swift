@@ -289,10 +289,7 @@ struct ReferencedRates {
 }
 
 extension ContinuousClock.Instant {
-    fileprivate var elapsedSeconds: Double {
-        let (seconds, attoseconds) = (ContinuousClock.now - self).components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
+    fileprivate var elapsedSeconds: Double { (ContinuousClock.now - self).seconds }
 }
 
 /// This process's CPU time (user and system, every thread).

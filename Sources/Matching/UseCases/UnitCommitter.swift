@@ -183,15 +183,7 @@ struct DigestMarks {
         /// The profiles the digest counts, sorted.
         let counted: [Int64]
 
-        func counts(_ profileId: Int64) -> Bool {
-            var low = 0
-            var high = counted.count
-            while low < high {
-                let middle = (low + high) / 2
-                if counted[middle] < profileId { low = middle + 1 } else { high = middle }
-            }
-            return low < counted.count && counted[low] == profileId
-        }
+        func counts(_ profileId: Int64) -> Bool { counted.sortedContains(profileId) }
     }
 
     let byFilter: [Int64: Digest]

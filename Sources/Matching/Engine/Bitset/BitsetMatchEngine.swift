@@ -149,8 +149,7 @@ public struct BitsetMatchEngine: MatchEngine {
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let (s, attoseconds) = (ContinuousClock.now - start).components
-        return Double(s) + Double(attoseconds) / 1e18
+        (ContinuousClock.now - start).seconds
     }
 
     struct BlockOutcome: Sendable {
