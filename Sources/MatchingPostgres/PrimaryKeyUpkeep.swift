@@ -15,31 +15,8 @@ public struct PrimaryKeyUpkeep {
     /// The contract's primary key (runs.md), as the migrations name it.
     public static let index = "filter_matches_pkey"
 
-    /// The key's size against its packed size: the same entries built at PostgreSQL's default fill (90 %).
-    public struct Size: Sendable, Hashable {
-        public let bytes: Int64
-        /// Entries, as the last VACUUM or ANALYZE counted them.
-        public let entries: Int64
-        public var packedBytes: Int64 { PrimaryKeyUpkeep.packedBytes(entries: entries) }
-        /// How many times its packed size the key is (1.0 for an empty table).
-        public var ratio: Double { packedBytes > 0 ? Double(bytes) / Double(packedBytes) : 1 }
-
-        public init(bytes: Int64, entries: Int64) {
-            self.bytes = bytes
-            self.entries = entries
-        }
-    }
-
-    /// What a rebuild did.
-    public struct Outcome: Sendable, Hashable {
-        public let before: Size
-        /// Nil when the key was below the ratio and left alone.
-        public let after: Size?
-        public let minimumRatio: Double
-        /// Indexes an interrupted `REINDEX ... CONCURRENTLY` left behind (invalid, `*_ccnew*`), dropped first.
-        public let droppedLeftovers: [String]
-        public let seconds: Double
-    }
+    public typealias Size = PrimaryKeySize
+    public typealias Outcome = PrimaryKeyRebuild
 
     /// The role may not rebuild the index: only the table's owner may (PostgreSQL 15).
     public struct NotOwner: Error, CustomStringConvertible, ClassifiedError {
@@ -54,24 +31,6 @@ public struct PrimaryKeyUpkeep {
     /// A second `matcher reindex` while one runs.
     public struct Busy: Error, CustomStringConvertible {
         public var description: String { "another matcher reindex is running; nothing done" }
-    }
-
-    /// The size of a B-tree built fresh over `entries` keys of two bigints: 8-byte tuple headers, 16 bytes of
-    /// key and a 4-byte line pointer on leaf pages filled to 90 % (PostgreSQL's default fillfactor for a
-    /// build), pivots of 20 bytes on inner pages filled to 70 %, and the metapage.
-    public static func packedBytes(entries: Int64) -> Int64 {
-        guard entries > 0 else { return 8192 }
-        let usable = 8192 - 24 - 16
-        let leafEntries = Int64((usable - usable / 10) / 28)
-        let innerEntries = Int64(usable * 7 / 10 / 20)
-        var pages: Int64 = 1
-        var level = (entries + leafEntries - 1) / leafEntries
-        pages += level
-        while level > 1 {
-            level = (level + innerEntries - 1) / innerEntries
-            pages += level
-        }
-        return pages * 8192
     }
 
     /// The leaf fill a rebuild leaves: room for about a week of inserts at `--retention-days 7` (a day adds a
@@ -152,7 +111,7 @@ public struct PrimaryKeyUpkeep {
             after = try size()
         }
         return Outcome(
-            before: before, after: after, minimumRatio: minimumRatio, droppedLeftovers: dropped,
+            index: Self.index, before: before, after: after, minimumRatio: minimumRatio, droppedLeftovers: dropped,
             seconds: (ContinuousClock.now - started).seconds)
     }
 

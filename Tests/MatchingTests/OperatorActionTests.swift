@@ -144,4 +144,33 @@ import Testing
         // Resetting the whole drops every entry inside it.
         #expect(coverage.resetting(.all, to: t, takenAt: later, ahead: []).entries.map(\.shard) == [.all])
     }
+
+    /// `matcher reindex`'s report, both ways: the title says what was done and why, the fields give the sizes
+    /// and ratios an operator compares, and the JSON holds them as numbers and flags.
+    @Test func theRebuildReportSaysWhatWasDoneAndWhy() throws {
+        let entries: Int64 = 1_000_000
+        let packed = PrimaryKeySize.packedBytes(entries: entries)
+        let before = PrimaryKeySize(bytes: 3 * packed, entries: entries)
+        #expect(before.ratio == 3)
+        let leftAlone = PrimaryKeyRebuild(
+            index: "filter_matches_pkey", before: before, after: nil, minimumRatio: 4, droppedLeftovers: [],
+            seconds: 0.01)
+        let text = ReportRenderer.render(.primaryKeyRebuild(leftAlone), as: .text)
+        #expect(text.contains("filter_matches_pkey is 3.00x its packed size, below --min-ratio 4.00; left as it is"))
+
+        let rebuilt = PrimaryKeyRebuild(
+            index: "filter_matches_pkey", before: before,
+            after: PrimaryKeySize(bytes: packed * 6 / 5, entries: entries),
+            minimumRatio: 2, droppedLeftovers: ["filter_matches_pkey_ccnew"], seconds: 8.5)
+        let json = ReportRenderer.render(.primaryKeyRebuild(rebuilt), as: .json)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        let key = try #require(object["primary_key"] as? [String: Any])
+        #expect(key["rebuilt"] as? Bool == true)
+        #expect(key["before_bytes"] as? Int == Int(3 * packed))
+        #expect(key["packed_bytes"] as? Int == Int(packed))
+        #expect(key["ratio_before"] as? String == "3.00x")
+        #expect(key["ratio_after"] as? String == "1.20x")
+        #expect(key["leftovers_dropped"] as? String == "filter_matches_pkey_ccnew")
+        #expect(ReportRenderer.render(.primaryKeyRebuild(rebuilt), as: .text).contains("filter_matches_pkey rebuilt"))
+    }
 }

@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 
 extension Report {
     /// What `matcher runs abandon` did.
@@ -70,5 +71,42 @@ extension Report {
                 .table("progress_before", "Progress before", columns: columns, rows: rows(outcome.before)),
                 .table("progress_after", "Progress after", columns: columns, rows: rows(outcome.after)),
             ])
+    }
+
+    /// What `matcher reindex` did.
+    public static func primaryKeyRebuild(_ outcome: PrimaryKeyRebuild) -> Report {
+        func bytes(_ count: Int64) -> ReportValue { .integer(Int(count)) }
+        func ratio(_ size: PrimaryKeySize) -> ReportValue { .text(String(format: "%.2fx", size.ratio)) }
+        let before = outcome.before
+        let title =
+            outcome.after == nil
+            ? String(
+                format: "matcher reindex: %@ is %.2fx its packed size, below --min-ratio %.2f; left as it is",
+                outcome.index, before.ratio, outcome.minimumRatio)
+            : String(
+                format: "matcher reindex: %@ rebuilt, %.1f -> %.1f MiB", outcome.index,
+                Double(before.bytes) / 1_048_576, Double(outcome.after?.bytes ?? 0) / 1_048_576)
+        var fields = [
+            ReportField("index", "Index", .text(outcome.index)),
+            ReportField("entries", "Entries (last VACUUM or ANALYZE)", .integer(Int(before.entries))),
+            ReportField("packed_bytes", "Packed size, bytes", bytes(before.packedBytes)),
+            ReportField("before_bytes", "Before, bytes", bytes(before.bytes)),
+            ReportField("ratio_before", "Before / packed", ratio(before)),
+        ]
+        if let after = outcome.after {
+            fields += [
+                ReportField("after_bytes", "After, bytes", bytes(after.bytes)),
+                ReportField("ratio_after", "After / packed", ratio(after)),
+            ]
+        }
+        fields += [
+            ReportField("rebuilt", "Rebuilt", .flag(outcome.after != nil)),
+            ReportField("min_ratio", "Rebuilds from", .text(String(format: "%.2fx", outcome.minimumRatio))),
+            ReportField(
+                "leftovers_dropped", "Dropped (left by an interrupted rebuild)",
+                .text(outcome.droppedLeftovers.isEmpty ? "none" : outcome.droppedLeftovers.joined(separator: ", "))),
+            ReportField("seconds", "Took", .seconds(outcome.seconds)),
+        ]
+        return Report(title: title, sections: [.fields("primary_key", "Primary key of filter_matches", fields)])
     }
 }
