@@ -122,7 +122,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         let key = try upkeep.size()
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
-            retentionDays: days, primaryKeyBytes: key?.bytes, primaryKeyPackedBytes: key?.packedBytes,
+            retentionDays: days, primaryKey: key,
             abandonedRebuilds: try upkeep.leftovers())
     }
 }

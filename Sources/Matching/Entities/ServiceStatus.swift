@@ -169,33 +169,30 @@ public struct RetentionState: Sendable, Hashable {
     public let oldestMatchedAt: Timestamp?
     /// `--retention-days` of the latest incremental run.
     public let retentionDays: Int?
-    /// The primary key's size and its packed size (a build at fillfactor 90), in bytes (nil where there are no indexes: in memory).
-    /// Past about twice, `matcher reindex` rebuilds it (docs/runbook.md).
-    public let primaryKeyBytes: Int64?
-    public let primaryKeyPackedBytes: Int64?
+    /// The primary key's size against its packed size (nil where there are no indexes: in memory). Past about
+    /// twice, `matcher reindex` rebuilds it (docs/runbook.md).
+    public let primaryKey: PrimaryKeySize?
     /// Invalid indexes an interrupted rebuild left on `filter_matches` (every insert still pays for them
     /// until the next `matcher reindex` drops them).
     public let abandonedRebuilds: [String]
 
     public init(
         rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?,
-        primaryKeyBytes: Int64? = nil, primaryKeyPackedBytes: Int64? = nil, abandonedRebuilds: [String] = []
+        primaryKey: PrimaryKeySize? = nil, abandonedRebuilds: [String] = []
     ) {
         self.rows = rows
         self.rowsEstimated = rowsEstimated
         self.oldestMatchedAt = oldestMatchedAt
         self.retentionDays = retentionDays
-        self.primaryKeyBytes = primaryKeyBytes
-        self.primaryKeyPackedBytes = primaryKeyPackedBytes
+        self.primaryKey = primaryKey
         self.abandonedRebuilds = abandonedRebuilds
     }
 
     /// From how many times its packed size `matcher reindex` rebuilds the primary key (its `--min-ratio`).
     public static let rebuildRatio = 2.0
 
+    public var primaryKeyBytes: Int64? { primaryKey?.bytes }
+    public var primaryKeyPackedBytes: Int64? { primaryKey?.packedBytes }
     /// How many times its packed size the primary key is.
-    public var primaryKeyRatio: Double? {
-        guard let primaryKeyBytes, let primaryKeyPackedBytes, primaryKeyPackedBytes > 0 else { return nil }
-        return Double(primaryKeyBytes) / Double(primaryKeyPackedBytes)
-    }
+    public var primaryKeyRatio: Double? { primaryKey?.ratio }
 }
