@@ -17,11 +17,11 @@ public struct PostgresResult: Sendable {
         let names = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
         let types = (0..<columnCount).map { PQftype(result, Int32($0)) }
         let layout = ColumnLayout(names)
-        var rows: [PostgresRow] = []
-        rows.reserveCapacity(rowCount)
+        // Every value in one array, row after row: a row is a view into it (a large result, such as a digest
+        // day's waiting lists, is millions of rows, and an array of its own for each cost more than decoding).
+        var values: [PostgresValue] = []
+        values.reserveCapacity(rowCount * columnCount)
         for row in 0..<rowCount {
-            var values: [PostgresValue] = []
-            values.reserveCapacity(columnCount)
             for column in 0..<columnCount {
                 let r = Int32(row), c = Int32(column)
                 if PQgetisnull(result, r, c) != 0 {
@@ -37,11 +37,11 @@ public struct PostgresResult: Sendable {
                         kind: .decoding, message: "row \(row + 1), \(layout.describe(column)): \(error.message)")
                 }
             }
-            rows.append(PostgresRow(values: values, layout: layout))
         }
+        let storage = ResultValues(values: values, columnCount: columnCount, layout: layout)
         self.columns = names
         self.columnTypes = types
-        self.rows = rows
+        self.rows = (0..<rowCount).map { PostgresRow(storage, row: $0) }
         self.affectedRows = PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0
     }
 }
@@ -65,28 +65,47 @@ final class ColumnLayout: Sendable {
     }
 }
 
+/// The decoded values of one result, row after row, shared by its rows.
+final class ResultValues: Sendable {
+    let values: [PostgresValue]
+    let columnCount: Int
+    let layout: ColumnLayout
+
+    init(values: [PostgresValue], columnCount: Int, layout: ColumnLayout) {
+        self.values = values
+        self.columnCount = columnCount
+        self.layout = layout
+    }
+}
+
 /// One row of a result: values by position or by column name, and typed accessors that throw
 /// `.decoding` naming the column and what was found.
 public struct PostgresRow: Sendable {
-    public let values: [PostgresValue]
-    private let layout: ColumnLayout
+    private let storage: ResultValues
+    /// Where the row's first value is in `storage.values`.
+    private let start: Int
 
-    init(values: [PostgresValue], layout: ColumnLayout) {
-        self.values = values
-        self.layout = layout
+    init(_ storage: ResultValues, row: Int) {
+        self.storage = storage
+        self.start = row * storage.columnCount
     }
 
+    private var layout: ColumnLayout { storage.layout }
+    public var values: [PostgresValue] { Array(storage.values[start..<start + storage.columnCount]) }
     public var columns: [String] { layout.names }
-    public var count: Int { values.count }
+    public var count: Int { storage.columnCount }
 
-    public subscript(_ index: Int) -> PostgresValue { values[index] }
+    public subscript(_ index: Int) -> PostgresValue {
+        precondition(index >= 0 && index < count, "column index \(index) is out of range (\(count) columns)")
+        return storage.values[start + index]
+    }
 
     /// The value of the first column named `column`; a missing column is a programming error (traps).
     public subscript(_ column: String) -> PostgresValue {
         guard let index = layout.index(of: column) else {
             preconditionFailure("no column \"\(column)\" in \(layout.names)")
         }
-        return values[index]
+        return self[index]
     }
 
     /// The index of the first column named `column`; throws `.usage` when there is none.
@@ -98,11 +117,10 @@ public struct PostgresRow: Sendable {
     }
 
     private func value(_ index: Int) throws -> PostgresValue {
-        guard values.indices.contains(index) else {
-            throw PostgresError(
-                kind: .usage, message: "column index \(index) is out of range (\(values.count) columns)")
+        guard index >= 0, index < count else {
+            throw PostgresError(kind: .usage, message: "column index \(index) is out of range (\(count) columns)")
         }
-        return values[index]
+        return storage.values[start + index]
     }
 
     /// The converted value, nil for NULL; throws when the value is of another type.

@@ -8,7 +8,7 @@ struct MatcherBench: ParsableCommand {
         abstract: "Benchmarks of the matcher's building blocks.",
         subcommands: [
             CopyBenchmark.self, EngineBenchmark.self, VersusSQLBenchmark.self, IncrementalBenchmark.self,
-            SoakBenchmark.self, ReplayBenchmark.self,
+            SoakBenchmark.self, ReplayBenchmark.self, ResultsBenchmark.self,
         ])
 }
 

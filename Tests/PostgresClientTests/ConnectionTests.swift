@@ -164,6 +164,32 @@ struct ConnectionTests {
         #expect(try connection.query("SELECT count(*) FROM t").rows[0].int64(0) == 0)
     }
 
+    /// A result's rows are views into one array of values: each row reads its own values, by position and by
+    /// name, NULLs included; a column past the row's end is a usage error; a result without columns has rows.
+    @Test func rowsReadTheirOwnValues() throws {
+        let db = try TestDatabase.create()
+        let connection = try db.connect()
+        let result = try connection.query(
+            """
+            SELECT g AS id, CASE WHEN g % 2 = 0 THEN NULL ELSE g * 10 END AS tens, 'r' || g AS name
+            FROM generate_series(1, 5) g ORDER BY g
+            """)
+        #expect(result.rows.count == 5)
+        let ids = try result.rows.map { try $0.int64(0) }
+        let tens = try result.rows.map { try $0.optionalInt64("tens") }
+        let names = try result.rows.map { try $0.string(2) }
+        #expect(ids == [1, 2, 3, 4, 5])
+        #expect(tens == [10, nil, 30, nil, 50])
+        #expect(names == ["r1", "r2", "r3", "r4", "r5"])
+        let last = try #require(result.rows.last)
+        #expect(last.count == 3 && last.columns == ["id", "tens", "name"])
+        #expect(last.values == [.int4(5), .int4(50), .text("r5")])
+        let error = #expect(throws: PostgresError.self) { try last.int64(3) }
+        #expect(error?.kind == .usage)
+        let columnless = try connection.query("SELECT FROM generate_series(1, 3)")
+        #expect(columnless.rows.count == 3 && columnless.rows.allSatisfy { $0.values.isEmpty })
+    }
+
     @Test func nestedTransactionIsAUsageError() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()
