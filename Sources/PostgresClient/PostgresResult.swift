@@ -17,8 +17,8 @@ public struct PostgresResult: Sendable {
         let names = (0..<columnCount).map { String(cString: PQfname(result, Int32($0))) }
         let types = (0..<columnCount).map { PQftype(result, Int32($0)) }
         let layout = ColumnLayout(names)
-        // Every value in one array, row after row: a row is a view into it (a large result, such as a digest
-        // day's waiting lists, is millions of rows, and an array of its own for each cost more than decoding).
+        // Every value in one array, row after row, and each row a view into it: a large result (a digest day's
+        // waiting lists are millions of rows) spent more on an array per row than on decoding the values.
         var values: [PostgresValue] = []
         values.reserveCapacity(rowCount * columnCount)
         for row in 0..<rowCount {
