@@ -15,9 +15,6 @@ public struct PrimaryKeyUpkeep {
     /// The contract's primary key (runs.md), as the migrations name it.
     public static let index = "filter_matches_pkey"
 
-    public typealias Size = PrimaryKeySize
-    public typealias Outcome = PrimaryKeyRebuild
-
     /// The role may not rebuild the index: only the table's owner may (PostgreSQL 15).
     public struct NotOwner: Error, CustomStringConvertible, ClassifiedError {
         public let message: String
@@ -42,7 +39,7 @@ public struct PrimaryKeyUpkeep {
     public init(connection: PostgresConnection) { self.connection = connection }
 
     /// The key's size now; nil when there is no `filter_matches` (not migrated).
-    public func size() throws -> Size? {
+    public func size() throws -> PrimaryKeySize? {
         let row = try connection.query(
             """
             SELECT pg_relation_size(i.oid), greatest(i.reltuples, t.reltuples, 0)::bigint
@@ -51,7 +48,7 @@ public struct PrimaryKeyUpkeep {
             """, [.text(Self.index)]
         ).rows.first
         guard let row else { return nil }
-        return Size(bytes: try row.int64(0), entries: try row.int64(1))
+        return PrimaryKeySize(bytes: try row.int64(0), entries: try row.int64(1))
     }
 
     /// Invalid indexes of `filter_matches` that an interrupted `REINDEX ... CONCURRENTLY` leaves (named
@@ -69,7 +66,7 @@ public struct PrimaryKeyUpkeep {
     /// Drops the leftovers, then rebuilds the key when it is at least `minimumRatio` times its packed size.
     /// Neither blocks the app's reads or the runs' writes (both `CONCURRENTLY`); both need the table's owner
     /// (the role that runs `matcher migrate`). One at a time: a second call while one runs throws `Busy`.
-    public func rebuild(minimumRatio: Double) throws -> Outcome {
+    public func rebuild(minimumRatio: Double) throws -> PrimaryKeyRebuild {
         do {
             return try rebuildAsOwner(minimumRatio: minimumRatio)
         } catch let error as PostgresError where error.sqlState == "42501" {
@@ -77,7 +74,7 @@ public struct PrimaryKeyUpkeep {
         }
     }
 
-    private func rebuildAsOwner(minimumRatio: Double) throws -> Outcome {
+    private func rebuildAsOwner(minimumRatio: Double) throws -> PrimaryKeyRebuild {
         let started = ContinuousClock.now
         guard try connection.query("SELECT pg_try_advisory_lock($1, $2)", Self.lock).rows[0].bool(0) else {
             throw Busy()
@@ -98,7 +95,7 @@ public struct PrimaryKeyUpkeep {
                 kind: .server, sqlState: "42P01",
                 message: "no \(Self.index): filter_matches is not migrated here (run matcher migrate first)")
         }
-        var after: Size?
+        var after: PrimaryKeySize?
         if before.ratio >= minimumRatio {
             // Built with room on every leaf page for the days after: a key packed to 90 % splits nearly all
             // its pages on the next day's inserts (measured: 212 -> 333 MiB overnight; at 70 %, 272 -> 279).
@@ -110,7 +107,7 @@ public struct PrimaryKeyUpkeep {
             try connection.execute("REINDEX INDEX CONCURRENTLY \(Self.index)")
             after = try size()
         }
-        return Outcome(
+        return PrimaryKeyRebuild(
             index: Self.index, before: before, after: after, minimumRatio: minimumRatio, droppedLeftovers: dropped,
             seconds: (ContinuousClock.now - started).seconds)
     }

@@ -168,12 +168,6 @@ struct CopyBenchmark: ParsableCommand {
 
     private func measure(_ body: () throws -> Void) throws -> Double { try Shell.time(body) }
 
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.count % 2 == 1
-            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-    }
-
     private func runPSQL(_ path: String, _ conninfo: String, _ command: String) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)

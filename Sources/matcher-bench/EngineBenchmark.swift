@@ -190,13 +190,6 @@ struct EngineBenchmark: ParsableCommand {
         }
     }
 
-    private func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        return sorted.count % 2 == 1
-            ? sorted[sorted.count / 2]
-            : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-    }
-
     private func format(_ value: Double) -> String { String(format: "%.3f", value) }
 
     private func rate(_ value: Double) -> String { String(format: "%.2f×10^9", value / 1e9) }

@@ -80,7 +80,6 @@ struct IncrementalBenchmark: ParsableCommand {
                     + "peak RSS \(result.maxRSSKiB / 1024) MiB; floor in \(Shell.seconds(inputFloor)) + out \(Shell.seconds(outputFloor))"
             )
         }
-        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
         let total = median(totals)
         let floor = median(floors.map { $0.input + $0.output })
         say("")

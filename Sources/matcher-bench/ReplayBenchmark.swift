@@ -139,17 +139,10 @@ struct ReplayBenchmark: ParsableCommand {
             let ratio =
                 day == baseline
                 ? ""
-                : String(format: "; run %.2fx day %d", Self.median(runs[day]) / Self.median(runs[baseline]), baseline)
+                : String(format: "; run %.2fx day %d", median(runs[day] ?? []) / median(runs[baseline] ?? []), baseline)
             say(line + ratio)
         }
     }
 
-    static func median(_ values: [Double]?) -> Double {
-        let sorted = (values ?? []).sorted()
-        guard !sorted.isEmpty else { return .nan }
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
-
-    static func format(_ values: [Double]?) -> String { String(format: "%.2f", median(values)) }
+    static func format(_ values: [Double]?) -> String { String(format: "%.2f", median(values ?? [])) }
 }

@@ -56,7 +56,6 @@ struct ResultsBenchmark: ParsableCommand {
             server.append(serverSeconds)
             print(String(format: "run %d: query and read %.3f s, server alone %.3f s", run, seconds, serverSeconds))
         }
-        let median = { (values: [Double]) in values.sorted()[values.count / 2] }
         let client = median(whole) - median(server)
         print(
             String(

@@ -125,7 +125,7 @@ struct VersusSQLBenchmark: ParsableCommand {
                 print(String(format: "  round %d ratio: %.1fx", round + 1, peerSeconds / workerSeconds))
             }
         }
-        let workerMedian = Self.median(times)
+        let workerMedian = median(times)
         print("  worker phases (last run): \(Self.phases(lastReport))")
 
         print("")
@@ -133,24 +133,17 @@ struct VersusSQLBenchmark: ParsableCommand {
             "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB"
         )
         if let peer {
-            print("plain SQL (sqlpeer.sql, median of \(peerTimes.count)): \(Shell.seconds(Self.median(peerTimes)))")
+            print("plain SQL (sqlpeer.sql, median of \(peerTimes.count)): \(Shell.seconds(median(peerTimes)))")
             print(
                 String(
                     format: "ratio: the worker is %.1fx faster (median of the rounds' ratios; per round: %@)",
-                    Self.median(ratios), ratios.map { String(format: "%.1fx", $0) }.joined(separator: ", ")))
+                    median(ratios), ratios.map { String(format: "%.1fx", $0) }.joined(separator: ", ")))
             let a = try checksums(worker), b = try checksums(peer)
             print("rows identical: \(a == b ? "yes" : "NO") (worker \(a), peer \(b))")
             if a != b { throw ExitCode(1) }
         } else {
             print("worker rows: \(try checksums(worker))")
         }
-    }
-
-    static func median(_ values: [Double]) -> Double {
-        guard !values.isEmpty else { return .nan }
-        let sorted = values.sorted()
-        return sorted.count % 2 == 1
-            ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// Back to the freshly loaded world: the worker's outputs and bookkeeping emptied.

@@ -38,7 +38,7 @@ struct Reindex: ParsableCommand {
         try runReportingFailures(logger, "reindex") {
             let connection = try Database(database, applicationName: "matcher reindex").connect()
             defer { connection.close() }
-            let outcome: PrimaryKeyUpkeep.Outcome
+            let outcome: PrimaryKeyRebuild
             do {
                 outcome = try PrimaryKeyUpkeep(connection: connection).rebuild(minimumRatio: minRatio)
             } catch let busy as PrimaryKeyUpkeep.Busy {

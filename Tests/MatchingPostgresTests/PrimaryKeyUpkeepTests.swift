@@ -1,4 +1,5 @@
 import Foundation
+import Matching
 import MatchingPostgres
 import PostgresClient
 import PostgresTestSupport
@@ -41,7 +42,7 @@ import Testing
         let size = try #require(try PrimaryKeyUpkeep(connection: connection).size())
         #expect(size.entries == 300_000)
         #expect(abs(size.ratio - 1) < 0.02, "a fresh build is \(size.bytes) bytes, the estimate \(size.packedBytes)")
-        #expect(PrimaryKeyUpkeep.Size.packedBytes(entries: 0) == 8192)
+        #expect(PrimaryKeySize.packedBytes(entries: 0) == 8192)
     }
 
     @Test func aThinnedKeyIsRebuiltPackedWithEveryRow() throws {

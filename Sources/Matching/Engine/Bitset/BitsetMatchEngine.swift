@@ -606,7 +606,7 @@ struct ExclusionIndex: Sendable {
     func recorded(filterId: Int64) -> [Int64] { byFilter[filterId] ?? [] }
 
     /// The members the owner has a block with, either way, sorted.
-    func blocked(owner: Int64) -> ArraySlice<Int64> { blocks.count == 0 ? [] : blocks.counterparts(of: owner) }
+    func blocked(owner: Int64) -> ArraySlice<Int64> { blocks.counterparts(of: owner) }
 
     /// Exactly `MatchExclusions.excludes(filter, profileId:)`, given the filter's owner, `recorded(filterId:)`
     /// and `blocked(owner:)`.
