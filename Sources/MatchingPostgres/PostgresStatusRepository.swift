@@ -99,7 +99,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
     }
 
     /// The size of `filter_matches` (the planner's estimate, counted when small) and, with `oldest`, its
-    /// oldest `matched_at` (one descent of the `matched_at` index).
+    /// oldest `matched_at`: one descent of the retention index and one of the bulk list's clock index (a listed
+    /// pair counts by its list row until the sweep takes it).
     private func retentionState(
         _ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool
     ) throws -> RetentionState {
@@ -117,7 +118,12 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         }
         let oldestMatchedAt =
             oldest
-            ? try tx.query("SELECT min(matched_at) FROM filter_matches").rows[0].optionalTimestamp(0) : nil
+            ? try tx.query(
+                """
+                SELECT least((SELECT min(matched_at) FROM filter_matches WHERE NOT bulk),
+                             (SELECT min(matched_at) FROM matcher_bulk_matches))
+                """
+            ).rows[0].optionalTimestamp(0) : nil
         let upkeep = PrimaryKeyUpkeep(connection: tx)
         let key = try upkeep.size()
         return RetentionState(

@@ -10,7 +10,9 @@ import PostgresClient
 /// the newest into ranges of filter ids, and its connections take clocks and ranges from one queue, each a
 /// series of bounded batches deleted in place (`RetentionSQL.forgetSpan`). One connection
 /// deleting leaves the rest of the machine idle (the worker waits; the server works on one core); the ranges
-/// are disjoint, so the connections never wait for each other's rows.
+/// are disjoint, so the connections never wait for each other's rows. Pairs recorded in bulk (a first run, a
+/// backfill) are not in that index but listed by filter and clock in `matcher_bulk_matches`; when some of them
+/// have expired, the same ranges are queued once more for them (`RetentionSQL.forgetBulkBatch`).
 struct RetentionSweep {
     /// The connection holding the service-wide sweeper lock; it lists the work and takes its share.
     let lead: PostgresConnection
@@ -33,7 +35,8 @@ struct RetentionSweep {
         let clocks = try lead.query(
             RetentionSQL.expiredClocks, [.timestamptz(cutoff), .int4(Int32(Self.maxClocks + 1))]
         ).rows.map { try $0.timestamp(0) }
-        guard !clocks.isEmpty else { return (0, false) }
+        let bulkExpired = try lead.query(RetentionSQL.bulkExpired, [.timestamptz(cutoff)]).rows[0].bool(0)
+        guard !clocks.isEmpty || bulkExpired else { return (0, false) }
         let helpers = openHelpers()
         defer { helpers.forEach { $0.close() } }
         let connections = [lead] + helpers
@@ -46,19 +49,31 @@ struct RetentionSweep {
         // After a pause several full runs expire at once; they are then swept side by side, one a connection.
         let listed = Array(clocks.prefix(Self.maxClocks))
         let whole = Int64.min...Int64.max
+        var tasks: [SweepTask] = []
+        if let newest = listed.last {
+            tasks = listed.dropLast().map { .clock($0, whole) } + ranges.map { .clock(newest, $0) }
+        }
+        if bulkExpired { tasks += ranges.map { .bulk($0) } }
         let work = SweepQueue(
-            tasks: listed.dropLast().map { ($0, whole) } + ranges.map { (listed[listed.count - 1], $0) },
+            tasks: tasks,
             budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
+        let cutoff = self.cutoff
         try SlotThreads.run(connections.count) { slot in
             var total = 0
             defer { forgotten.set(slot, total) }
             do {
                 let connection = connections[slot]
-                while let (clock, range) = work.next() {
-                    total += try Self.sweep(
-                        clock: clock, range: range, batchSize: batchSize, on: connection, work: work)
+                while let task = work.next() {
+                    switch task {
+                    case .clock(let clock, let range):
+                        total += try Self.sweep(
+                            clock: clock, range: range, batchSize: batchSize, on: connection, work: work)
+                    case .bulk(let range):
+                        total += try Self.sweepBulk(
+                            before: cutoff, range: range, batchSize: batchSize, on: connection, work: work)
+                    }
                 }
             } catch {
                 work.stop()
@@ -113,6 +128,38 @@ struct RetentionSweep {
         }
     }
 
+    /// Forgets the expired pairs recorded in bulk of filters in `range`, a batch of list rows a transaction, each
+    /// about `batchSize` pairs (a list row holds a filter's pairs of one run, at most its cap: 100 by default).
+    /// Returns how many it forgot; stops early when the sweep's budget is spent.
+    private static func sweepBulk(
+        before cutoff: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
+        work: SweepQueue
+    ) throws -> Int {
+        let rowsPerBatch = Int64(max(1, batchSize / bulkPairsPerRow))
+        var total = 0
+        var after: (filterId: Int64, clock: PostgresValue) = (range.lowerBound, .null)
+        while true {
+            let batch = try connection.transaction { tx in
+                // Key probes for the batch's pairs: with a large batch the planner may prefer hashing the table.
+                try tx.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
+                return try tx.query(
+                    RetentionSQL.forgetBulkBatch,
+                    [
+                        .timestamptz(cutoff), .int8(after.filterId), .int8(range.upperBound), after.clock,
+                        .int8(rowsPerBatch),
+                    ]
+                ).rows[0]
+            }
+            let forgotten = Int(try batch.int64(0))
+            total += forgotten
+            guard try batch.int64(1) >= rowsPerBatch, work.spend(forgotten) else { return total }
+            after = (try batch.int64(2), .timestamptz(try batch.timestamp(3)))
+        }
+    }
+
+    /// The pairs a list row of `matcher_bulk_matches` holds, roughly: a run's cap a filter.
+    static let bulkPairsPerRow = 100
+
     /// `count` ranges covering every filter id, equal parts of `low...high` (the ids filters have now; pairs of
     /// filters deleted since may lie outside, so the first and last ranges are open-ended).
     static func filterRanges(low: Int64, high: Int64, count: Int) -> [ClosedRange<Int64>] {
@@ -131,23 +178,30 @@ struct RetentionSweep {
     }
 }
 
-/// The sweep's shared queue of (clock, filter range) tasks and its budget of pairs.
+/// What one sweeper does next: one clock's pairs in a range of filter ids, or the expired pairs recorded in bulk
+/// in a range of filter ids.
+private enum SweepTask {
+    case clock(Timestamp, ClosedRange<Int64>)
+    case bulk(ClosedRange<Int64>)
+}
+
+/// The sweep's shared queue of tasks and its budget of pairs.
 private final class SweepQueue: @unchecked Sendable {
     private let lock = NSLock()
-    private let tasks: [(Timestamp, ClosedRange<Int64>)]
+    private let tasks: [SweepTask]
     private var position = 0
     private var pairsLeft: Int
     private var stopped = false
     private var leftWork = false
 
     /// `budget`: pairs the sweep may forget before it stops with a backlog (the last batch may pass it).
-    init(tasks: [(Timestamp, ClosedRange<Int64>)], budget: Int) {
+    init(tasks: [SweepTask], budget: Int) {
         self.tasks = tasks
         self.pairsLeft = max(1, budget)
     }
 
     /// The next task; nil when none is left or the sweep stopped.
-    func next() -> (Timestamp, ClosedRange<Int64>)? {
+    func next() -> SweepTask? {
         lock.withLock {
             guard !stopped, position < tasks.count else { return nil }
             defer { position += 1 }

@@ -138,6 +138,41 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// The first run considers every profile: its pairs are recorded in bulk (out of the retention index) and
+    /// listed by filter and clock; a later run's are not. Retention forgets both alike, as the in-memory twin
+    /// does without any list.
+    @Test func theFirstRunsPairsAreRecordedInBulkAndForgottenLikeOthers() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        try twin.runBoth(at: ScenarioWorld.day1)
+        func count(_ sql: String) throws -> Int64 { try twin.connection.query(sql).rows[0].int64(0) }
+        let listed = "SELECT count(*) FROM matcher_bulk_matches CROSS JOIN LATERAL unnest(profile_ids)"
+        let first = try count("SELECT count(*) FROM filter_matches")
+        #expect(first == 32)  // the women of Tokyo and the other men, for each man
+        #expect(try count("SELECT count(*) FROM filter_matches WHERE bulk") == first)
+        #expect(try count(listed) == first)
+        #expect(try count("SELECT count(*) FROM matcher_bulk_matches") == 4)  // a row a filter
+
+        let day3 = ScenarioWorld.day1.adding(days: 2)
+        try twin.saveProfiles([World.profile(20, residence: 13, at: day3)], at: day3)
+        try twin.runBoth(at: day3, retentionDays: 7)
+        #expect(try count("SELECT count(*) FROM filter_matches WHERE profile_id = 20 AND NOT bulk") == 4)
+        #expect(try count(listed) == first)
+
+        // Day 9, 7 days kept: the first run's pairs go through their list, day 3's stay.
+        let (pg, mem) = try twin.runBoth(at: ScenarioWorld.day1.adding(days: 8), retentionDays: 7)
+        #expect(pg.counters.matchesForgotten == Int(first))
+        #expect(mem.counters.matchesForgotten == Int(first))
+        #expect(try count(listed) == 0)
+        #expect(try count("SELECT count(*) FROM filter_matches") == 4)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        // Day 11: day 3's go through the retention index.
+        let (pg11, mem11) = try twin.runBoth(at: ScenarioWorld.day1.adding(days: 10), retentionDays: 7)
+        #expect(pg11.counters.matchesForgotten == 4)
+        #expect(mem11.counters.matchesForgotten == 4)
+        #expect(try count("SELECT count(*) FROM filter_matches") == 0)
+    }
+
     /// A waiting match that its digest passed over (the profile was hidden meanwhile) waits no longer: once
     /// expired it is forgotten with the notified ones, and its entry leaves the waiting list with it.
     @Test func aWaitingMatchItsDigestPassedOverIsForgottenWithItsListEntry() throws {

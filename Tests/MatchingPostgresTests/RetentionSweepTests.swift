@@ -14,8 +14,9 @@ import Testing
     /// 40 filters (ids 1...40, notifying), 6 profiles each, recorded at three expired clocks and one kept one;
     /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now). The unnotified
     /// expired pairs of filters 1...12 are on the waiting list, but only those of 1...10 still wait: filter 11
-    /// has turned `notify` off and filter 12's digest has passed its over.
-    private func world() throws -> (TestDatabase, PostgresConnection) {
+    /// has turned `notify` off and filter 12's digest has passed its over. With `bulk`, the pairs of odd filters
+    /// are recorded in bulk (out of the retention index, listed by filter and clock), as a first run writes them.
+    private func world(bulk: Bool = false) throws -> (TestDatabase, PostgresConnection) {
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         let writer = AppTableWriter(connection: connection)
@@ -37,6 +38,15 @@ import Testing
             SELECT filter_id, profile_id, matched_at FROM filter_matches
             WHERE filter_id <= 12 AND notification_id IS NULL AND matched_at < $1
             """, [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
+        if bulk {
+            try connection.execute(
+                """
+                UPDATE filter_matches SET bulk = true WHERE filter_id % 2 = 1;
+                INSERT INTO matcher_bulk_matches (filter_id, matched_at, profile_ids)
+                SELECT filter_id, matched_at, array_agg(profile_id ORDER BY profile_id)
+                FROM filter_matches WHERE bulk GROUP BY filter_id, matched_at
+                """)
+        }
         try connection.execute("UPDATE saved_filters SET notify = false WHERE id = 11")
         try connection.query(
             "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (12, $1)",
@@ -62,9 +72,11 @@ import Testing
         )
     }
 
-    @Test(arguments: [(1, 7), (3, 1), (3, 2), (2, 100)])
-    func everyExpiredPairNotWaitingIsForgottenOnce(writeConnections: Int, batchSize: Int) throws {
-        let (database, connection) = try world()
+    @Test(arguments: [
+        (1, 7, false), (3, 1, false), (3, 2, false), (2, 100, false), (1, 7, true), (3, 1, true), (2, 100, true),
+    ])
+    func everyExpiredPairNotWaitingIsForgottenOnce(writeConnections: Int, batchSize: Int, bulk: Bool) throws {
+        let (database, connection) = try world(bulk: bulk)
         defer { connection.close() }
         let (expired, waiting) = try expiredAndWaiting(connection)
         let kept = try count(connection, "SELECT count(*) FROM filter_matches") - expired
@@ -88,10 +100,24 @@ import Testing
             """, [.timestamptz(cutoff)])
         #expect(strays == 0)
         #expect(try count(connection, "SELECT count(*) FROM matcher_waiting_matches") == waiting)
+        // The bulk list holds exactly the bulk pairs left: the expired ones that wait, and the kept clock's.
+        let listed = try count(
+            connection, "SELECT count(*) FROM matcher_bulk_matches l CROSS JOIN LATERAL unnest(l.profile_ids)")
+        #expect(listed == (try count(connection, "SELECT count(*) FROM filter_matches WHERE bulk")))
+        let unlisted = try count(
+            connection,
+            """
+            SELECT count(*) FROM filter_matches m WHERE m.bulk AND NOT EXISTS (
+                SELECT 1 FROM matcher_bulk_matches l
+                WHERE l.filter_id = m.filter_id AND l.matched_at = m.matched_at AND m.profile_id = ANY (l.profile_ids))
+            """)
+        #expect(unlisted == 0)
+        if bulk { #expect(try count(connection, "SELECT count(*) FROM filter_matches WHERE bulk") > 0) }
     }
 
-    @Test func aSpentBudgetLeavesABacklogTheNextSweepsFinish() throws {
-        let (database, connection) = try world()
+    @Test(arguments: [false, true])
+    func aSpentBudgetLeavesABacklogTheNextSweepsFinish(bulk: Bool) throws {
+        let (database, connection) = try world(bulk: bulk)
         defer { connection.close() }
         let (expired, waiting) = try expiredAndWaiting(connection)
         let store = PostgresMatchingStore(connection: connection, writeConnections: 2) { try database.connect() }

@@ -30,7 +30,8 @@
 --                forgets pairs older than --retention-days), and its bookkeeping:
 --                matcher_profile_changes, matcher_runs (+ identity),
 --                matcher_shard_progress, matcher_invalid_filters,
---                matcher_filter_state, matcher_waiting_matches, matcher_quarantine
+--                matcher_filter_state, matcher_waiting_matches, matcher_quarantine,
+--                matcher_bulk_matches
 --   read, insert, update   matcher_service_state (the notification pause: runs read
 --                it; on-call pauses and resumes with the job's own credentials)
 --   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
@@ -97,6 +98,7 @@ SELECT format('GRANT %s ON TABLE %I.%I TO %I', g.privileges, :'schema', g.tbl, :
         ('blocks',                  'SELECT'),
         ('filter_matches',          'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_waiting_matches', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('matcher_bulk_matches',    'SELECT, INSERT, UPDATE, DELETE'),
         ('notifications',           'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_profile_changes', 'SELECT, INSERT, UPDATE, DELETE'),
         ('matcher_runs',            'SELECT, INSERT, UPDATE, DELETE'),

@@ -48,13 +48,19 @@ public struct WorkUnit: Sendable {
     /// The snapshot the run read its candidates in (every profile in `matches` was active then), when the
     /// store can tell which profiles changed since; nil: commit-time checks read every profile.
     public let readAt: ChangeMark?
+    /// The run considers every profile for every filter (the service's first run, a backfill): its pairs are
+    /// recorded in bulk, which a store may keep track of for retention by clock and filter rather than pair by
+    /// pair (`UnitTransaction.insertMatches`).
+    public let bulk: Bool
 
     public init(
         runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
         notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
-        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil
+        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil,
+        bulk: Bool = false
     ) {
+        self.bulk = bulk
         self.readAt = readAt
         self.qualifyingWaiting = qualifyingWaiting
         self.mutual = mutual
@@ -182,10 +188,15 @@ public protocol UnitTransaction {
     func savepoint() throws
     func rollbackToSavepoint() throws
     /// Inserts every row in one go and returns how many; nil when some pair was recorded already (then the
-    /// caller must roll back to its savepoint: what this call wrote is undefined).
-    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int?
+    /// caller must roll back to its savepoint: what this call wrote is undefined). `bulk` (`WorkUnit.bulk`):
+    /// the store may track these pairs' retention by clock and filter instead of one by one (PostgreSQL lists
+    /// them in `matcher_bulk_matches` rather than the retention index); which pairs are forgotten, and when,
+    /// is the same either way.
+    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool) throws -> Int?
     /// Inserts the rows whose pairs are not recorded yet; returns those it inserted.
-    func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair]
+    func insertMatchesSkippingRecorded(
+        _ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool
+    ) throws -> [MatchPair]
     /// Lists recorded, unnotified, non-silent matches as waiting for a digest.
     func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws
     /// Writes the digests; returns their ids in `planned` order.

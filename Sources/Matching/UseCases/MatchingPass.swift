@@ -183,6 +183,9 @@ struct ChangeWindows {
         self.includesUncovered = includesUncovered
     }
 
+    /// Every filter considers every profile: the service's first run (under any layout), a backfill.
+    var everyProfileForEveryFilter: Bool { coverage.entries.isEmpty && includesUncovered }
+
     /// The marks to read candidates for, window by window (nil: every profile).
     var marks: [ChangeMark?] {
         coverage.entries.map(\.mark) + (includesUncovered ? [nil] : [])
@@ -547,7 +550,8 @@ final class UnitWriter: @unchecked Sendable {
                 runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
                 notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
                 lastLoginAt: lastLogins, silent: !plan.writesNotifications,
-                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt),
+                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt,
+                bulk: plan.windows.everyProfileForEveryFilter),
             to: writer,
             beforeAdvance: {
                 holding = false

@@ -111,7 +111,7 @@ public struct UnitCommitter: Sendable {
                 if notificationId == nil && listed { waitingNow.append(pair) }
             }
         }
-        if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId) {
+        if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId, bulk: unit.bulk) {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
@@ -123,7 +123,8 @@ public struct UnitCommitter: Sendable {
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
         try tx.rollbackToSavepoint()
         let inserted = try tx.insertMatchesSkippingRecorded(
-            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId)
+            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId,
+            bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
         // Read back from the table, the unit's new matches are waiting ones like the others.
@@ -149,9 +150,11 @@ public struct UnitCommitter: Sendable {
     {
         guard !rows.isEmpty else { return [] }
         try tx.savepoint()
-        if try tx.insertMatches(rows, at: unit.clock.now, runId: unit.runId) != nil { return rows.map(\.pair) }
+        if try tx.insertMatches(rows, at: unit.clock.now, runId: unit.runId, bulk: unit.bulk) != nil {
+            return rows.map(\.pair)
+        }
         try tx.rollbackToSavepoint()
-        return try tx.insertMatchesSkippingRecorded(rows, at: unit.clock.now, runId: unit.runId)
+        return try tx.insertMatchesSkippingRecorded(rows, at: unit.clock.now, runId: unit.runId, bulk: unit.bulk)
     }
 
     /// `ids` sorted, each once.

@@ -357,13 +357,16 @@ final class InMemoryUnitTransaction: UnitTransaction {
         if let saved { written = saved }
     }
 
-    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> Int? {
+    /// `bulk` changes nothing here: this store forgets every expired pair by looking at each.
+    func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool) throws -> Int? {
         guard rows.allSatisfy({ written.matchRows[$0.pair] == nil }), Set(rows.map(\.pair)).count == rows.count
         else { return nil }
-        return try insertMatchesSkippingRecorded(rows, at: time, runId: runId).count
+        return try insertMatchesSkippingRecorded(rows, at: time, runId: runId, bulk: bulk).count
     }
 
-    func insertMatchesSkippingRecorded(_ rows: [NewMatch], at time: Timestamp, runId: Int64) throws -> [MatchPair] {
+    func insertMatchesSkippingRecorded(
+        _ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool
+    ) throws -> [MatchPair] {
         var inserted: [MatchPair] = []
         for row in rows.sorted(by: { $0.pair < $1.pair }) where written.matchRows[row.pair] == nil {
             written.matchRows[row.pair] = FilterMatch(
