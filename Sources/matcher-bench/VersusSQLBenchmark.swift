@@ -153,7 +153,7 @@ struct VersusSQLBenchmark: ParsableCommand {
         try connection.execute(
             """
             TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
-                     matcher_filter_state, matcher_waiting_matches, matcher_quarantine
+                     matcher_filter_state, matcher_waiting_matches, matcher_quarantine, matcher_bulk_matches
             """)
         try connection.execute("VACUUM ANALYZE filter_matches, notifications")
         // Every timing starts after a checkpoint, so that none pays for the previous one's full-page writes
