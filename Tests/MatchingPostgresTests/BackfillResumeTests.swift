@@ -91,5 +91,19 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         #expect(resumed.counters.notificationsWritten == reference.counters.notificationsWritten)
         #expect(try Rows.of(connection).matches == Rows.of(clean).matches)
         #expect(try Rows.of(connection).notifications == Rows.of(clean).notifications)
+        // A backfill records in bulk: every pair listed once by filter and clock, across the interruption.
+        func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }
+        let recorded = try count("SELECT count(*) FROM filter_matches")
+        #expect(recorded > 0)
+        #expect(try count("SELECT count(*) FROM filter_matches WHERE bulk") == recorded)
+        #expect(
+            try count("SELECT count(*) FROM matcher_bulk_matches CROSS JOIN LATERAL unnest(profile_ids)") == recorded)
+        #expect(
+            try count(
+                """
+                SELECT count(*) FROM filter_matches m WHERE NOT EXISTS (
+                    SELECT 1 FROM matcher_bulk_matches l
+                    WHERE l.filter_id = m.filter_id AND l.matched_at = m.matched_at AND m.profile_id = ANY (l.profile_ids))
+                """) == 0)
     }
 }
