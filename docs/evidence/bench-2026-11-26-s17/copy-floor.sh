@@ -1,3 +1,8 @@
+#!/bin/bash
+# The first run's pairs loaded with psql alone into an empty copy of filter_matches, with and without a second
+# index. After a first run on matcher_bench_worker, the pairs were written out with
+#   \copy (select * from filter_matches where filter_id <= 5000 order by 1,2) to '/tmp/s17/fm1.bin' with (format binary)
+#   \copy (select * from filter_matches where filter_id > 5000 order by 1,2) to '/tmp/s17/fm2.bin' with (format binary)
 P="psql -X -q -At -h /work/main/.pgdata/socket -U matcher -d matcher_bench_worker"
 setup() {
 $P <<SQL 2>/dev/null
