@@ -359,7 +359,8 @@ struct PostgresUnitTransaction: UnitTransaction {
 
 /// The retention sweep's statements (runs.md), run by `RetentionSweep`: `forgetSpan` for most batches,
 /// `forgetBatch` for a filter larger than a batch, `forgetBulkBatch` for the pairs recorded in bulk (which the
-/// retention index leaves out, sql/0012_bulk_matches.sql; the others say `NOT bulk` to use it). Both keep matches waiting for a digest. A waiting match is
+/// retention index leaves out, sql/0012_bulk_matches.sql; the others say `NOT bulk` to use it). All three keep
+/// matches waiting for a digest. A waiting match is
 /// kept while its filter exists, is not deleted, has `notify` on, and has had no digest since the match was
 /// recorded; once a digest passed it over (it no longer qualified) or the filter can never notify it, it is
 /// forgotten like any other.
@@ -390,24 +391,38 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
         """
 
+    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's last digest.
+    private static let waitingJoins = """
+        JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                             AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+        LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+        """
+
+    /// Whether entry `w` (with `waitingJoins`) still waits for a digest: its filter exists, is not deleted, has
+    /// `notify` on, and has had no digest since the match was recorded.
+    private static let stillWaits = "(s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)"
+
     /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
     /// a batch keeps. `last` is an expression over the statement's CTEs.
     private static func kept(last: String) -> String {
         """
         SELECT w.filter_id, w.profile_id FROM matcher_waiting_matches w
-                JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                     AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
-                LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-                WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND \(last)
-                  AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)
+                \(waitingJoins)
+                WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND \(last) AND \(stillWaits)
         """
     }
 
-    /// Whether pair `m` of a batch goes: it is notified or silent, or not among the `kept` CTE's pairs.
-    private static let notKept = """
-        NOT (m.notification_id IS NULL AND NOT m.silent
-                     AND (m.filter_id, m.profile_id) IN (SELECT filter_id, profile_id FROM kept))
-        """
+    /// Whether pair `m` of a batch goes: it is notified or silent, or not among the `kept` CTE's entries (by
+    /// pair, or with `byClock` by pair and clock, when a batch spans several clocks).
+    private static func notKept(byClock: Bool = false) -> String {
+        let (pair, entry) =
+            byClock
+            ? ("m.filter_id, m.profile_id, m.matched_at", "filter_id, profile_id, matched_at")
+            : ("m.filter_id, m.profile_id", "filter_id, profile_id")
+        return """
+            NOT (m.notification_id IS NULL AND NOT m.silent AND (\(pair)) IN (SELECT \(entry) FROM kept))
+            """
+    }
 
     /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: every pair of
     /// the filters before the one holding the range's ($4 + 1)-th pair (an index-only count on the retention
@@ -428,7 +443,7 @@ enum RetentionSQL {
         ), gone AS (
             DELETE FROM filter_matches m
             WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span) AND NOT m.bulk
-              AND \(notKept)
+              AND \(notKept())
             RETURNING 1
         ), waiting_gone AS (
             DELETE FROM matcher_waiting_matches w
@@ -447,7 +462,7 @@ enum RetentionSQL {
             \(kept(last: "$2"))
         ), doomed AS (
             SELECT m.ctid AS row_id FROM filter_matches m
-            WHERE m.matched_at = $1 AND m.filter_id = $2 AND NOT m.bulk AND \(notKept)
+            WHERE m.matched_at = $1 AND m.filter_id = $2 AND NOT m.bulk AND \(notKept())
             LIMIT $3
         ), gone AS (
             DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
@@ -466,7 +481,8 @@ enum RetentionSQL {
         """
 
     /// The next batch of pairs recorded in bulk before the cutoff ($1), in filter ids up to $3, after the list row
-    /// ($2, $4; $4 NULL: from filter $2's first) in (filter_id, matched_at) order: at most $5 list rows (a filter's pairs of one clock each). Each
+    /// ($2, $4; $4 NULL: from filter $2's first) in (filter_id, matched_at) order: at most $5 list rows (a
+    /// filter's pairs of one clock each). Each
     /// listed pair still recorded at the row's clock is deleted through the primary key, except the waiting ones;
     /// the list entries of those it deleted go, and each list row then holds only its pairs that still wait, or
     /// goes. Returns how many pairs it forgot, how many list rows it took, and the last of them (the next batch
@@ -486,15 +502,12 @@ enum RetentionSQL {
             SELECT w.filter_id, w.profile_id, w.matched_at FROM batch b
             JOIN matcher_waiting_matches w   -- a descent a list row, not a pair
               ON w.matched_at = b.matched_at AND w.filter_id = b.filter_id AND w.profile_id = ANY (b.profile_ids)
-            JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                 AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
-            LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-            WHERE s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at
+            \(waitingJoins)
+            WHERE \(stillWaits)
         ), gone AS (
             DELETE FROM filter_matches m USING pairs x
             WHERE m.filter_id = x.filter_id AND m.profile_id = x.profile_id AND m.matched_at = x.matched_at AND m.bulk
-              AND NOT (m.notification_id IS NULL AND NOT m.silent
-                       AND (m.filter_id, m.profile_id, m.matched_at) IN (SELECT filter_id, profile_id, matched_at FROM kept))
+              AND \(notKept(byClock: true))
             RETURNING 1
         ), waiting_gone AS (
             DELETE FROM matcher_waiting_matches w USING batch b
