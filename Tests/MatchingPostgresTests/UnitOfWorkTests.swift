@@ -201,3 +201,62 @@ import Testing
         #expect(predicates == ["(NOT bulk)"])
     }
 }
+
+/// Where a unit's rows land: a row recorded waiting for its digest is marked notified later, in place, and that
+/// UPDATE stays on its page (HOT: no new index entries, nothing for the next vacuum but the old version) only
+/// where the page has room for the new version.
+@Suite struct WaitingRowLayoutTests {
+    @Test func waitingRowsAreSpreadSoThatTheirMarksStayOnTheirPages() throws {
+        let twin = try Twin()
+        let women = Array(Int64(2)...941)
+        try twin.writer.upsertProfiles(
+            [ScenarioWorldProfiles.man(1)] + women.map { ScenarioWorldProfiles.woman($0) },
+            updatedAt: ScenarioWorld.day1)
+        let filters = [10, 11].map {
+            SavedFilter(
+                id: $0, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
+        }
+        try twin.writer.upsertFilters(filters)
+        let owner = FilterOwner(id: 1, status: 1, plan: 0)
+        let notify = filters.map { NotificationCandidateFilter(filter: $0, owner: owner) }
+        let run = try twin.postgres.start(
+            NewRun(
+                kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 1_000,
+                writesNotifications: true, coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo",
+                retentionDays: 180, parameters: "{}", candidates: women.count))
+        // Filter 11 had its digest just now: its 60 new matches wait, among filter 10's 940 notified at once
+        // (6 % of the unit, about a day's share in the steady soak).
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (11, $1)",
+            [.timestamptz(ScenarioWorld.day1)])
+        let waiting = Array(women.prefix(60))
+        let unit = WorkUnit(
+            runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1), lastFilterId: 11,
+            matches: [FilterResult(filterId: 10, profileIds: women), FilterResult(filterId: 11, profileIds: waiting)],
+            notify: notify, filterCounters: RunCounters(filtersEvaluated: 2),
+            lastLoginAt: Dictionary(uniqueKeysWithValues: women.map { ($0, ScenarioWorld.day1) }))
+        let first = try twin.postgres.commit(unit, planner: NotificationPlanner())
+        #expect(first == WorkUnitOutcome(matchesWritten: 1_000, notificationsWritten: 1))
+        let pages = "SELECT profile_id, (ctid::text::point)[0]::bigint FROM filter_matches WHERE filter_id = 11"
+        let before = try Dictionary(
+            uniqueKeysWithValues: twin.connection.query(pages).rows.map { (try $0.int64(0), try $0.int64(1)) })
+        // Written by pair they would fill most of the unit's last page; spread, no page holds more than a tenth.
+        let mostOnAPage = Dictionary(grouping: before.values, by: { $0 }).values.map(\.count).max() ?? 0
+        #expect(mostOnAPage <= 10)
+
+        // A day later filter 11's digest marks all 60: each new version fits on its own page.
+        let later = WorkUnit(
+            runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)), lastFilterId: 11,
+            matches: [], notify: notify, filterCounters: .zero)
+        let second = try twin.postgres.commit(later, planner: NotificationPlanner())
+        #expect(second == WorkUnitOutcome(matchesWritten: 0, notificationsWritten: 1))
+        let marked = try twin.connection.query(
+            "SELECT count(*) FROM filter_matches WHERE filter_id = 11 AND notification_id IS NOT NULL"
+        ).rows[0].int64(0)
+        #expect(marked == 60)
+        let after = try Dictionary(
+            uniqueKeysWithValues: twin.connection.query(pages).rows.map { (try $0.int64(0), try $0.int64(1)) })
+        #expect(after == before)
+    }
+}

@@ -156,12 +156,18 @@ public struct NewMatch: Sendable, Hashable {
     public let silent: Bool
     /// Found mutual by the run (runs.md "Mutual matches").
     public let mutual: Bool
+    /// Listed as waiting for its filter's digest: the row is marked notified later, in place, which a store
+    /// may prepare for where it lays the row out (`UnitTransaction.insertMatches`).
+    public let waits: Bool
 
-    public init(pair: MatchPair, notificationId: Int64? = nil, silent: Bool = false, mutual: Bool = false) {
+    public init(
+        pair: MatchPair, notificationId: Int64? = nil, silent: Bool = false, mutual: Bool = false, waits: Bool = false
+    ) {
         self.pair = pair
         self.notificationId = notificationId
         self.silent = silent
         self.mutual = mutual
+        self.waits = waits
     }
 }
 
@@ -191,7 +197,8 @@ public protocol UnitTransaction {
     /// caller must roll back to its savepoint: what this call wrote is undefined). `bulk` (`WorkUnit.bulk`):
     /// the store may track these pairs' retention by clock and filter instead of one by one (PostgreSQL lists
     /// them in `matcher_bulk_matches` rather than the retention index); which pairs are forgotten, and when,
-    /// is the same either way.
+    /// is the same either way. The rows come in no particular order; a store may lay them out as it sees fit
+    /// (PostgreSQL spreads those that wait among the others, so that their later marks stay on their pages).
     func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool) throws -> Int?
     /// Inserts the rows whose pairs are not recorded yet; returns those it inserted.
     func insertMatchesSkippingRecorded(

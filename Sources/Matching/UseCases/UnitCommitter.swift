@@ -60,7 +60,9 @@ public struct UnitCommitter: Sendable {
         let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
-            let rows = pairs.map { NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0)) }
+            let rows = pairs.map {
+                NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0), waits: waits($0))
+            }
             let inserted = try insertSkippingConflicts(rows, unit, tx)
             try tx.addWaiting(inserted.filter(waits), at: now)
             return WorkUnitOutcome(
@@ -104,11 +106,12 @@ public struct UnitCommitter: Sendable {
             for profileId in result.profileIds {
                 let pair = MatchPair(filterId: result.filterId, profileId: profileId)
                 let notificationId = digest.flatMap { $0.counts(profileId) ? $0.id : nil }
+                let waitsNow = notificationId == nil && listed
                 rows.append(
                     NewMatch(
                         pair: pair, notificationId: notificationId,
-                        mutual: !unit.mutual.isEmpty && unit.mutual.contains(pair)))
-                if notificationId == nil && listed { waitingNow.append(pair) }
+                        mutual: !unit.mutual.isEmpty && unit.mutual.contains(pair), waits: waitsNow))
+                if waitsNow { waitingNow.append(pair) }
             }
         }
         if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId, bulk: unit.bulk) {
@@ -123,7 +126,8 @@ public struct UnitCommitter: Sendable {
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
         try tx.rollbackToSavepoint()
         let inserted = try tx.insertMatchesSkippingRecorded(
-            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0)) }, at: now, runId: unit.runId,
+            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }, at: now,
+            runId: unit.runId,
             bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
