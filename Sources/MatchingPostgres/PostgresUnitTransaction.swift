@@ -167,7 +167,7 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// in bulk skip the retention index and are listed by filter instead (`listBulk`).
     func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool) throws -> Int? {
         guard !rows.isEmpty else { return 0 }
-        let sorted = Self.inPageOrder(rows)
+        let ordered = Self.inPageOrder(rows)
         let count: Int
         do {
             count = try tx.copyIn(
@@ -176,7 +176,7 @@ struct PostgresUnitTransaction: UnitTransaction {
                 FROM STDIN (FORMAT binary)
                 """
             ) { writer in
-                for row in sorted {
+                for row in ordered {
                     writer.beginRow(fieldCount: 8)
                     writer.write(row.pair.filterId)
                     writer.write(row.pair.profileId)
@@ -192,7 +192,7 @@ struct PostgresUnitTransaction: UnitTransaction {
             return nil
         }
         if bulk {
-            let pairs = sorted.map(\.pair)  // by pair unless waiting rows were spread among them
+            let pairs = ordered.map(\.pair)  // by pair unless waiting rows were spread among them
             try listBulk(rows.contains(where: \.waits) ? pairs.sorted() : pairs, at: time)
         }
         return count
@@ -235,7 +235,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         _ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool
     ) throws -> [MatchPair] {
         guard !rows.isEmpty else { return [] }
-        let sorted = Self.inPageOrder(rows)
+        let ordered = Self.inPageOrder(rows)
         let inserted = try tx.query(
             """
             INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual, bulk)
@@ -245,10 +245,10 @@ struct PostgresUnitTransaction: UnitTransaction {
             RETURNING filter_id, profile_id
             """,
             [
-                .int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
-                .int8Array(sorted.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
-                .bool(sorted.contains { $0.silent }),  // a unit's rows are all silent or none
-                .int2Array(sorted.map { $0.mutual ? 1 : 0 }), .bool(bulk),
+                .int8Array(ordered.map(\.pair.filterId)), .int8Array(ordered.map(\.pair.profileId)),
+                .int8Array(ordered.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
+                .bool(ordered.contains { $0.silent }),  // a unit's rows are all silent or none
+                .int2Array(ordered.map { $0.mutual ? 1 : 0 }), .bool(bulk),
             ]
         ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
         if bulk { try listBulk(inserted.sorted(), at: time) }

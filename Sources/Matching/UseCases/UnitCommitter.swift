@@ -125,10 +125,8 @@ public struct UnitCommitter: Sendable {
 
         // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
         try tx.rollbackToSavepoint()
-        let inserted = try tx.insertMatchesSkippingRecorded(
-            pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }, at: now,
-            runId: unit.runId,
-            bulk: unit.bulk)
+        let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
+        let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
         let nowWaiting = try tx.waitingMatches(deciding)
         // Read back from the table, the unit's new matches are waiting ones like the others.
