@@ -167,7 +167,7 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// in bulk skip the retention index and are listed by filter instead (`listBulk`).
     func insertMatches(_ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool) throws -> Int? {
         guard !rows.isEmpty else { return 0 }
-        let ordered = Self.inPageOrder(rows)
+        let byPair = rows.sorted { $0.pair < $1.pair }
         let count: Int
         do {
             count = try tx.copyIn(
@@ -176,7 +176,7 @@ struct PostgresUnitTransaction: UnitTransaction {
                 FROM STDIN (FORMAT binary)
                 """
             ) { writer in
-                for row in ordered {
+                for row in Self.inPageOrder(byPair) {
                     writer.beginRow(fieldCount: 8)
                     writer.write(row.pair.filterId)
                     writer.write(row.pair.profileId)
@@ -191,22 +191,18 @@ struct PostgresUnitTransaction: UnitTransaction {
         } catch let error as PostgresError where error.sqlState == "23505" {
             return nil
         }
-        if bulk {
-            let pairs = ordered.map(\.pair)  // by pair unless waiting rows were spread among them
-            try listBulk(rows.contains(where: \.waits) ? pairs.sorted() : pairs, at: time)
-        }
+        if bulk { try listBulk(byPair.map(\.pair), at: time) }
         return count
     }
 
-    /// The order a unit's rows are written in: by pair (the primary key's order), with the rows that wait for a
-    /// digest spread evenly among the others, each part still by pair. A waiting row is marked notified on its
+    /// The order a unit's rows (`byPair`: sorted by pair, the primary key's order) are written in: the rows that
+    /// wait for a digest spread evenly among the others, each part still by pair. A waiting row is marked notified on its
     /// digest's day (`markNotified`), an UPDATE that stays on its page (HOT, no new index entries) only where the
     /// page has room for the new version: fillfactor 90 leaves a tenth of each page, about ten rows' worth. Written
     /// by pair, a weekly filter's waiting rows fill pages of their own and most of their marks move off the page;
     /// spread, a page holds the unit's share of them (6.5 % of a day's pairs in the steady soak: about seven a
     /// page), which its free tenth takes. A unit without waiting rows (a first run's) is written by pair, as before.
-    static func inPageOrder(_ rows: [NewMatch]) -> [NewMatch] {
-        let sorted = rows.sorted { $0.pair < $1.pair }
+    static func inPageOrder(_ sorted: [NewMatch]) -> [NewMatch] {
         let waitingCount = sorted.count { $0.waits }
         guard waitingCount > 0, waitingCount < sorted.count else { return sorted }
         var ordered: [NewMatch] = []
@@ -235,7 +231,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         _ rows: [NewMatch], at time: Timestamp, runId: Int64, bulk: Bool
     ) throws -> [MatchPair] {
         guard !rows.isEmpty else { return [] }
-        let ordered = Self.inPageOrder(rows)
+        let ordered = Self.inPageOrder(rows.sorted { $0.pair < $1.pair })
         let inserted = try tx.query(
             """
             INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual, bulk)
