@@ -43,6 +43,16 @@ struct SoakBenchmark: ParsableCommand {
             "Every this many days, after the day's run, `matcher reindex` as its weekly timer starts it (rebuilds the primary key from twice its packed size); 0: never."
     )
     var reindexEvery = 0
+    @Option(
+        help:
+            "Runs a day, evenly spaced from 03:00 UTC (24: an hourly timer); the day's changes are split between them and its line sums them (peak: the largest)."
+    )
+    var runsPerDay = 1
+    @Option(
+        help:
+            "After migrating, ALTER TABLE filter_matches SET (fillfactor = N): the room a page keeps for the marks of its waiting matches (the migrations' 90 by default)."
+    )
+    var fillfactor: Int?
 
     static let start = "2026-03-01T03:00:00Z"
     static let database = "matcher_bench_soak"
@@ -82,6 +92,10 @@ struct SoakBenchmark: ParsableCommand {
             "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
                 + "mix \(mix.rawValue), retention \(retentionDays) days")
         _ = try matcherStep("migrate", ["migrate"])
+        if let fillfactor {
+            guard (10...100).contains(fillfactor) else { throw ValidationError("--fillfactor must be 10...100") }
+            try db.execute("ALTER TABLE filter_matches SET (fillfactor = \(fillfactor))")
+        }
         _ = try matcherStep(
             "seed",
             [
@@ -93,9 +107,16 @@ struct SoakBenchmark: ParsableCommand {
                 + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB"
         )
         let server = ServerCPU(db)
+        // A copy of the world as it stands just before the day's (first) run. A database with a session open
+        // cannot be a template: the soak's own one closes meanwhile.
+        func keep(_ day: Int) throws {
+            db.close()
+            try connection.execute(
+                "CREATE DATABASE \(Self.kept(day: day)) TEMPLATE \(name)\(try Self.copyStrategy(connection))")
+            db = try PostgresConnection(info)
+        }
         for day in 1...max(1, days) {
             guard let today = Self.clock(day: day) else { return }
-            let clock = today.iso8601
             if day > 1 {
                 try db.query(
                     """
@@ -106,25 +127,29 @@ struct SoakBenchmark: ParsableCommand {
                         .timestamptz(today), .int8(Int64(day)),
                         .int4(Int32(logins * 1024)),
                     ])
-                _ = try matcherStep(
-                    "changes",
-                    [
-                        "seed", "--changes", "\(Int(Double(profiles) * changes))",
-                        "--seed", "\(day)", "--now", clock, "--mix", mix.rawValue,
-                    ])
             }
-            if keepDays.contains(day) {
-                // A database with a session open cannot be a template: the soak's own one closes meanwhile.
-                db.close()
-                try connection.execute(
-                    "CREATE DATABASE \(Self.kept(day: day)) TEMPLATE \(name)\(try Self.copyStrategy(connection))")
-                db = try PostgresConnection(info)
+            var total = DayTotals()
+            for slot in 0..<runsPerDay {
+                let clock = today.adding(microseconds: Int64(slot) * Timestamp.microsecondsPerDay / Int64(runsPerDay))
+                if day > 1 {
+                    // One run a day keeps the seeds (and so the worlds) of the soaks before this option.
+                    let seed = runsPerDay == 1 ? day : day * 100 + slot
+                    _ = try matcherStep(
+                        "changes",
+                        [
+                            "seed", "--changes", "\(Int(Double(profiles) * changes) / runsPerDay)",
+                            "--seed", "\(seed)", "--now", clock.iso8601, "--mix", mix.rawValue,
+                        ])
+                }
+                if slot == 0, keepDays.contains(day) { try keep(day) }
+                let measured = try Self.measureRun(
+                    matcher, day: day, clock: clock, retentionDays: retentionDays, db: db, server: server,
+                    environment: environment)
+                total.add(measured)
+                // The push sender: the run's digests are sent (the worker forgets sent ones past the retention).
+                try db.query("UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL", [.timestamptz(clock)])
             }
-            let measured = try Self.measureRun(
-                matcher, day: day, retentionDays: retentionDays, db: db, server: server, environment: environment)
-            let (result, report, wal, serverCPU) = (
-                measured.child, measured.report, measured.wal, measured.serverCPU
-            )
+            let (result, report, wal, serverCPU) = (total, total, total.wal, total.serverCPU)
             if reindexEvery > 0, day % reindexEvery == 0 {
                 let reindex = try matcherStep("reindex day \(day)", ["reindex", "--format", "json"])
                 say(
@@ -132,10 +157,6 @@ struct SoakBenchmark: ParsableCommand {
                         format: "     day %d: matcher reindex %.2f s: %@", day, reindex.seconds,
                         Self.title(reindex.stdout)))
             }
-            // The push sender: the day's digests are sent (the worker forgets sent ones past the retention).
-            try db.query(
-                "UPDATE notifications SET sent_at = $1 WHERE sent_at IS NULL",
-                [.timestamptz(today)])
             // The night between two daily runs: autovacuum's turn, which a soak that runs the days back to back
             // would not give it (a table that is never vacuumed cannot reuse the space its expired rows left).
             // Done here, outside the run's timing, and timed on its own.
@@ -188,10 +209,10 @@ struct SoakBenchmark: ParsableCommand {
     /// Day `day`'s run on `db`'s database, after a checkpoint: a daily run in production follows one (they
     /// come every few minutes), so it pays a full-page image for every page it is the first to touch.
     static func measureRun(
-        _ matcher: String, day: Int, retentionDays: Int, db: PostgresConnection, server: ServerCPU?,
-        environment: [String: String]
+        _ matcher: String, day: Int, clock at: Timestamp? = nil, retentionDays: Int, db: PostgresConnection,
+        server: ServerCPU?, environment: [String: String]
     ) throws -> MeasuredRun {
-        guard let clock = clock(day: day)?.iso8601 else { throw ValidationError("no clock for day \(day)") }
+        guard let clock = (at ?? clock(day: day))?.iso8601 else { throw ValidationError("no clock for day \(day)") }
         try? db.execute("CHECKPOINT")
         let walBefore = try? walTotals(db)
         let serverBefore = server?.seconds()
@@ -206,6 +227,28 @@ struct SoakBenchmark: ParsableCommand {
         return MeasuredRun(child: result, report: report(result.stdout), wal: wal, serverCPU: serverCPU)
     }
 
+    /// A day's runs, summed (peak RSS: the largest), read as one run's child result and report.
+    struct DayTotals {
+        private(set) var seconds = 0.0
+        private(set) var cpuSeconds = 0.0
+        private(set) var maxRSSKiB = 0
+        private(set) var wal = WALTotals.zero
+        private(set) var serverCPU: Double? = 0
+        private var values: [String: Double] = [:]
+
+        mutating func add(_ run: MeasuredRun) {
+            seconds += run.child.seconds
+            cpuSeconds += run.child.cpuSeconds
+            maxRSSKiB = max(maxRSSKiB, run.child.maxRSSKiB)
+            wal = wal + run.wal
+            serverCPU = serverCPU.flatMap { total in run.serverCPU.map { total + $0 } }
+            values.merge(run.report.values, uniquingKeysWith: +)
+        }
+
+        func phase(_ name: String) -> Double { Report(values: values).phase(name) }
+        func count(_ name: String) -> Int { Report(values: values).count(name) }
+    }
+
     /// The server's WAL written so far (pg_stat_wal, PostgreSQL 14+; the whole server, which only the run
     /// writes to while it runs).
     struct WALTotals {
@@ -214,6 +257,9 @@ struct SoakBenchmark: ParsableCommand {
         let fullPageImages: Double
         static func - (a: WALTotals, b: WALTotals) -> WALTotals {
             WALTotals(bytes: a.bytes - b.bytes, fullPageImages: a.fullPageImages - b.fullPageImages)
+        }
+        static func + (a: WALTotals, b: WALTotals) -> WALTotals {
+            WALTotals(bytes: a.bytes + b.bytes, fullPageImages: a.fullPageImages + b.fullPageImages)
         }
     }
 
