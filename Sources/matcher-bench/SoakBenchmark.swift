@@ -14,11 +14,15 @@ import PostgresClient
 /// them editing one or two items; plus hides, deletes, reactivations, filter edits and new blocks on top).
 /// Then a checkpoint (production checkpoints every few minutes, so a daily run always follows one), the run,
 /// timed with the WAL it wrote and its full-page images, the push sender (the day's digests are sent), and the
-/// night: a VACUUM of the worker's tables, autovacuum's turn between two daily runs, timed apart.
+/// night: a VACUUM of the worker's tables, autovacuum's turn between two daily runs, timed apart. With
+/// `--runs-per-day K` (24: an hourly timer) the day's changes are split between K runs, each after its own
+/// checkpoint and followed by the push sender, and the day's line sums them.
 struct SoakBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "soak",
-        abstract: "N days of a realistic mix, one run a day: per-day time, memory, candidates, matches and table size.")
+        abstract:
+            "N days of a realistic mix, one run a day (or more): per-day time, memory, candidates, matches and table size."
+    )
 
     @OptionGroup var database: DatabaseOptions
     @Option(help: "Profiles in the seeded world.") var profiles = 200_000
