@@ -129,6 +129,23 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
             retentionDays: days, primaryKey: key,
-            abandonedRebuilds: try upkeep.leftovers())
+            abandonedRebuilds: try upkeep.leftovers(), marks: try markPlacement(tx))
+    }
+
+    /// The table's updates (every one a mark), those that were HOT, and its fillfactor (100 when unset, as
+    /// PostgreSQL fills it then).
+    private func markPlacement(_ tx: PostgresConnection) throws -> MarkPlacement? {
+        guard
+            let row = try tx.query(
+                """
+                SELECT coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0),
+                       coalesce((SELECT o.option_value::int FROM pg_options_to_table(c.reloptions) o
+                                 WHERE o.option_name = 'fillfactor'), 100)
+                FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+                WHERE c.oid = to_regclass('filter_matches')
+                """
+            ).rows.first
+        else { return nil }
+        return MarkPlacement(marks: try row.int64(0), inPlace: try row.int64(1), fillfactor: Int(try row.int32(2)))
     }
 }

@@ -258,5 +258,11 @@ import Testing
         let after = try Dictionary(
             uniqueKeysWithValues: twin.connection.query(pages).rows.map { (try $0.int64(0), try $0.int64(1)) })
         #expect(after == before)
+
+        // `matcher status` counts them: 60 marks, all in place, at the migrations' fillfactor (the marks' session
+        // hands its statistics over at once instead of within the second).
+        _ = try twin.connection.query("SELECT pg_stat_force_next_flush()")
+        let status = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        #expect(status.retention.marks == MarkPlacement(marks: 60, inPlace: 60, fillfactor: 90))
     }
 }

@@ -85,6 +85,19 @@ import Testing
         #expect(Report.duration(.min).hasPrefix("-"))
     }
 
+    /// The marks' line says where they landed, and what to do only when there are enough of them and most moved.
+    @Test func marksSayWhereTheyLandedAndWhatToDo() {
+        let daily = MarkPlacement(marks: 451_914, inPlace: 448_778, fillfactor: 90)
+        #expect(Report.marks(daily) == "451914 since statistics reset, 99.3 % in place (HOT), fillfactor 90")
+        let hourly = Report.marks(MarkPlacement(marks: 6_539_064, inPlace: 1_812_251, fillfactor: 90))
+        #expect(hourly.hasPrefix("6539064 since statistics reset, 27.7 % in place (HOT), fillfactor 90; most move"))
+        #expect(hourly.hasSuffix("set fillfactor 50 (deploy/README.md)"))
+        let few = MarkPlacement(marks: 9_000, inPlace: 100, fillfactor: 90)
+        #expect(!few.mostMove && !Report.marks(few).contains("most move"))
+        let none = MarkPlacement(marks: 0, inPlace: 0, fillfactor: 90)
+        #expect(none.inPlaceShare == nil && Report.marks(none) == "none since statistics reset, fillfactor 90")
+    }
+
     /// Compares the text and the JSON with `Golden/NAME.txt` and `Golden/NAME.json`.
     static func golden(
         _ name: String, _ status: ServiceStatus, sourceLocation: SourceLocation = #_sourceLocation

@@ -175,10 +175,12 @@ public struct RetentionState: Sendable, Hashable {
     /// Invalid indexes an interrupted rebuild left on `filter_matches` (every insert still pays for them
     /// until the next `matcher reindex` drops them).
     public let abandonedRebuilds: [String]
+    /// Where the marks of waiting matches landed (nil where there are no pages: in memory).
+    public let marks: MarkPlacement?
 
     public init(
         rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?,
-        primaryKey: PrimaryKeySize? = nil, abandonedRebuilds: [String] = []
+        primaryKey: PrimaryKeySize? = nil, abandonedRebuilds: [String] = [], marks: MarkPlacement? = nil
     ) {
         self.rows = rows
         self.rowsEstimated = rowsEstimated
@@ -186,6 +188,7 @@ public struct RetentionState: Sendable, Hashable {
         self.retentionDays = retentionDays
         self.primaryKey = primaryKey
         self.abandonedRebuilds = abandonedRebuilds
+        self.marks = marks
     }
 
     /// From how many times its packed size `matcher reindex` rebuilds the primary key (its `--min-ratio`).
@@ -195,4 +198,30 @@ public struct RetentionState: Sendable, Hashable {
     public var primaryKeyPackedBytes: Int64? { primaryKey?.packedBytes }
     /// How many times its packed size the primary key is.
     public var primaryKeyRatio: Double? { primaryKey?.ratio }
+}
+
+/// How the marks of waiting matches (the only updates of `filter_matches`) landed since the server's statistics
+/// were last reset: in place (HOT: the new version on the row's page, no new index entry) or moved to another
+/// page. With the daily timer nearly all stay in place; with runs more often than the digests, most move unless
+/// the table's fillfactor leaves them room (deploy/README.md, "Daily, not hourly").
+public struct MarkPlacement: Sendable, Hashable {
+    public let marks: Int64
+    public let inPlace: Int64
+    /// `filter_matches`' fillfactor (the migrations set 90).
+    public let fillfactor: Int
+
+    public init(marks: Int64, inPlace: Int64, fillfactor: Int) {
+        self.marks = marks
+        self.inPlace = inPlace
+        self.fillfactor = fillfactor
+    }
+
+    /// The share of marks made in place; nil before the first mark.
+    public var inPlaceShare: Double? { marks > 0 ? Double(inPlace) / Double(marks) : nil }
+
+    /// Enough marks to judge, and most of them moved their row: the pages lack room for their marks.
+    public var mostMove: Bool { marks >= Self.judgedFrom && (inPlaceShare ?? 1) < 0.5 }
+
+    /// Marks counted before `mostMove` judges (a first week's few digests say little).
+    public static let judgedFrom: Int64 = 100_000
 }

@@ -110,6 +110,8 @@ extension Report {
                                         (retention.primaryKeyRatio ?? 1) >= RetentionState.rebuildRatio
                                             ? " (matcher reindex rebuilds it)" : ""))
                             } ?? .none),
+                        ReportField(
+                            "marks", "Marks of waiting matches", retention.marks.map { .text(Self.marks($0)) } ?? .none),
                     ]
                         + (retention.abandonedRebuilds.isEmpty
                             ? []
@@ -122,6 +124,19 @@ extension Report {
                             ])),
                 .fields("notifications", "Notifications", notifications),
             ])
+    }
+
+    /// `1234567 since statistics reset, 99.3 % in place (HOT), fillfactor 90`, and what to do when most move.
+    static func marks(_ marks: MarkPlacement) -> String {
+        guard let share = marks.inPlaceShare else {
+            return "none since statistics reset, fillfactor \(marks.fillfactor)"
+        }
+        return String(
+            format: "%lld since statistics reset, %.1f %% in place (HOT), fillfactor %d", marks.marks, share * 100,
+            marks.fillfactor)
+            + (marks.mostMove
+                ? "; most move their row: with runs more often than the digests, set fillfactor 50 (deploy/README.md)"
+                : "")
     }
 
     /// `12s`, `5m 3s`, `26h 5m`, `3d 2h`; a negative span (a clock ahead of the store's) keeps its sign.
@@ -203,6 +218,9 @@ extension ServiceStatus {
                     ("primary_key_bytes", int(retention.primaryKeyBytes)),
                     ("primary_key_packed_bytes", int(retention.primaryKeyPackedBytes)),
                     ("abandoned_rebuilds", .array(retention.abandonedRebuilds.map { .string($0) })),
+                    ("marks", int(retention.marks?.marks)),
+                    ("marks_in_place", int(retention.marks?.inPlace)),
+                    ("fillfactor", int(retention.marks.map { Int64($0.fillfactor) })),
                 ])
             ),
             (
