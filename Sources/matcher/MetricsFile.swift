@@ -30,6 +30,9 @@ struct MetricsFile {
         /// filter_matches' primary key and its packed size (a build at fillfactor 90), in bytes (`matcher reindex`).
         var primaryKeyBytes: Int64?
         var primaryKeyPackedBytes: Int64?
+        /// Marks of waiting matches since the server's statistics were reset, and those made in place (HOT).
+        var marks: Int64?
+        var marksInPlace: Int64?
     }
 
     /// The "last successful run" families: kept from the previous file when a run fails.
@@ -192,6 +195,16 @@ struct MetricsFile {
                 "matcher_filter_matches_primary_key_packed_bytes", "gauge",
                 "filter_matches' primary key packed: a build of the same entries at fillfactor 90.",
                 [([], Double(packed))])
+        }
+        if let marks = gauges.marks, let inPlace = gauges.marksInPlace {
+            metric(
+                "matcher_filter_matches_marks_total", "counter",
+                "Marks of waiting matches (their digest's notification set on the row), since the server's statistics were reset.",
+                [([], Double(marks))])
+            metric(
+                "matcher_filter_matches_marks_in_place_total", "counter",
+                "Marks of waiting matches made in place (HOT: the new version on the row's page, no new index entry).",
+                [([], Double(inPlace))])
         }
 
         let text = registry.emitToString()

@@ -152,6 +152,8 @@ final class PauseProbe: @unchecked Sendable {
                 status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
             gauges.primaryKeyBytes = status.retention.primaryKeyBytes
             gauges.primaryKeyPackedBytes = status.retention.primaryKeyPackedBytes
+            gauges.marks = status.retention.marks?.marks
+            gauges.marksInPlace = status.retention.marks?.inPlace
         } catch {
             logger.debug("status not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }
