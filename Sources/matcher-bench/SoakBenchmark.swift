@@ -75,6 +75,13 @@ struct SoakBenchmark: ParsableCommand {
     /// Day N's clock: 03:00 UTC, N - 1 days after `start`.
     static func clock(day: Int) -> Timestamp? { Timestamp(iso8601: start)?.adding(days: day - 1) }
 
+    func validate() throws {
+        guard runsPerDay >= 1 else { throw ValidationError("--runs-per-day must be at least 1") }
+        if let fillfactor, !(10...100).contains(fillfactor) {
+            throw ValidationError("--fillfactor must be between 10 and 100")
+        }
+    }
+
     func run() throws {
         let admin = try database.conninfo()
         let matcher = MigrationRunner.currentExecutable.deletingLastPathComponent().appendingPathComponent("matcher")
@@ -97,7 +104,6 @@ struct SoakBenchmark: ParsableCommand {
                 + "mix \(mix.rawValue), retention \(retentionDays) days")
         _ = try matcherStep("migrate", ["migrate"])
         if let fillfactor {
-            guard (10...100).contains(fillfactor) else { throw ValidationError("--fillfactor must be 10...100") }
             try db.execute("ALTER TABLE filter_matches SET (fillfactor = \(fillfactor))")
         }
         _ = try matcherStep(
