@@ -90,6 +90,8 @@ import Testing
         #expect(status.quarantinedProfiles == 1 && status.quarantinedFilters == 2 && status.quarantinedRows == 3)
         #expect(status.retention.rows == run.counters.matchesWritten && !status.retention.rowsEstimated)
         #expect(status.retention.oldestMatchedAt == ScenarioWorld.day1 && status.retention.retentionDays == 30)
+        // The worker's role reads where the marks landed too (statistics and the table's options are public).
+        #expect(status.retention.marks?.fillfactor == 90)
         #expect(status.notificationPause?.reason == "APNs")
         // The metrics' read leaves the oldest matched_at out.
         #expect(
@@ -143,6 +145,10 @@ import Testing
         #expect(abs(lag - expected) < 120, "\(lag) vs \(expected)")
         let oldest = try #require(values["matcher_oldest_digest_waiting_seconds" + labels] ?? nil, "\(text)")
         #expect(abs(oldest - expected) < 120)
+        // Where the marks of waiting matches landed, as the server's statistics stood after the run.
+        let marks = try #require(values["matcher_filter_matches_marks_total" + labels] ?? nil, "\(text)")
+        let inPlace = try #require(values["matcher_filter_matches_marks_in_place_total" + labels] ?? nil, "\(text)")
+        #expect(marks >= 0 && inPlace <= marks)
     }
 
     // MARK: - 10. Time going backwards (a restore): refused, reset, then the next run is exact
