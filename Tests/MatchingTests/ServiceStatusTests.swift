@@ -92,6 +92,9 @@ import Testing
         let hourly = Report.marks(MarkPlacement(marks: 6_539_064, inPlace: 1_812_251, fillfactor: 90))
         #expect(hourly.hasPrefix("6539064 since statistics reset, 27.7 % in place (HOT), fillfactor 90; most move"))
         #expect(hourly.hasSuffix("set fillfactor 50 (deploy/README.md)"))
+        // Once the fillfactor is lowered, the counts since the reset still hold the earlier marks: no advice to set it.
+        let lowered = Report.marks(MarkPlacement(marks: 6_539_064, inPlace: 1_812_251, fillfactor: 50))
+        #expect(!lowered.contains("set fillfactor 50") && lowered.contains("pg_stat_reset_single_table_counters"))
         let few = MarkPlacement(marks: 9_000, inPlace: 100, fillfactor: 90)
         #expect(!few.mostMove && !Report.marks(few).contains("most move"))
         let none = MarkPlacement(marks: 0, inPlace: 0, fillfactor: 90)

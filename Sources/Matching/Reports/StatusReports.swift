@@ -131,12 +131,18 @@ extension Report {
         guard let share = marks.inPlaceShare else {
             return "none since statistics reset, fillfactor \(marks.fillfactor)"
         }
-        return String(
+        let counts = String(
             format: "%lld since statistics reset, %.1f %% in place (HOT), fillfactor %d", marks.marks, share * 100,
             marks.fillfactor)
-            + (marks.mostMove
-                ? "; most move their row: with runs more often than the digests, set fillfactor 50 (deploy/README.md)"
-                : "")
+        guard marks.mostMove else { return counts }
+        guard marks.fillfactor <= 50 else {
+            return counts
+                + "; most move their row: with runs more often than the digests, set fillfactor 50 (deploy/README.md)"
+        }
+        // Already lowered: the counts since the reset still hold the marks made before.
+        return counts
+            + "; most moved their row, counted since statistics reset (marks before the fillfactor change included: "
+            + "pg_stat_reset_single_table_counters('filter_matches'::regclass) starts afresh)"
     }
 
     /// `12s`, `5m 3s`, `26h 5m`, `3d 2h`; a negative span (a clock ahead of the store's) keeps its sign.
