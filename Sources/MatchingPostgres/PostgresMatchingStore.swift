@@ -63,6 +63,10 @@ public final class PostgresMatchingStore: @unchecked Sendable {
         let items = MasterItem.all
         let storages = items.map(\.storage)
         let domains = items.map { $0.domain ?? Int32.min...Int32.max }
+        // Whether a single-choice item may hold 0 (unanswered); gender never does.
+        let acceptsUnanswered = items.map {
+            ($0.definition as? any SingleChoiceItemDefinition.Type)?.acceptsUnanswered ?? true
+        }
         let select = Self.profileColumns + (trailing.map { ", \($0)" } ?? "")
         try tx.copyOut("COPY (SELECT \(select) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
             var begun = false
@@ -80,7 +84,10 @@ public final class PostgresMatchingStore: @unchecked Sendable {
                 let plan = try row.anyInteger()
                 builder.beginRow(id: id, status: Int16(clamping: status ?? 0), plan: Int16(clamping: plan ?? 0))
                 begun = true
-                if status.map({ !(1...4).contains($0) }) ?? true || plan == nil { builder.noteOddValue() }
+                // runs.md: status 1..4; master-items.md: plan 0 free, 1 paid.
+                if status.map({ !(1...4).contains($0) }) ?? true || plan.map({ !(0...1).contains($0) }) ?? true {
+                    builder.noteOddValue()
+                }
                 for (item, storage) in storages.enumerated() {
                     column = items[item].column
                     let domain = domains[item]
@@ -89,7 +96,8 @@ public final class PostgresMatchingStore: @unchecked Sendable {
                         // Single choice: 0 is unanswered; a value beyond smallint can match no listed code.
                         let value = try row.anyInteger()
                         let code = value.flatMap { Int16(exactly: $0) } ?? (value == nil ? 0 : Int16.min)
-                        if value == nil || (code != 0 && !domain.contains(Int32(code))) { builder.noteOddValue() }
+                        let odd = code == 0 ? !acceptsUnanswered[item] : !domain.contains(Int32(code))
+                        if value == nil || odd { builder.noteOddValue() }
                         builder.appendCode(code, item: item)
                     case .nullableSmallint:
                         let value = try row.anyInteger().map { Int32(clamping: $0) }
@@ -337,11 +345,12 @@ extension PostgresMatchingStore: ProfileRepository {
     public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
         guard !ids.isEmpty else { return [:] }
         var owners: [Int64: FilterOwner] = [:]
-        // Total over the app's odd rows: a NULL or out-of-range status is not active, a NULL plan is free.
+        // Total over the app's odd rows: a NULL or out-of-range status is not active, a NULL plan is free, a
+        // plan beyond smallint is clamped as the profiles' read clamps it (the paid items compare plans in order).
         for row in try connection.query(
             """
             SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END,
-                   CASE WHEN plan BETWEEN -32768 AND 32767 THEN plan ELSE 0 END
+                   CASE WHEN plan > 32767 THEN 32767 WHEN plan < -32768 THEN -32768 ELSE plan END
             FROM profiles WHERE id = ANY($1)
             """, [.int8Array(ids)]
         ).rows {

@@ -608,10 +608,13 @@ enum RetentionSQL {
             LIMIT $2)
         """,
         """
-        DELETE FROM matcher_profile_changes WHERE profile_id = ANY (ARRAY(
+        DELETE FROM matcher_profile_changes d WHERE d.profile_id = ANY (ARRAY(
             SELECT c.profile_id FROM matcher_profile_changes c
             WHERE coalesce(c.changed_at, '-infinity') < $1 AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = c.profile_id)
             LIMIT $2))
+          -- Again on the row deleted: a profile inserted again under the same id meanwhile has just moved its
+          -- row's changed_at (the capture's trigger), and READ COMMITTED re-checks only this WHERE on it.
+          AND coalesce(d.changed_at, '-infinity') < $1
         """,
     ]
 }

@@ -222,6 +222,48 @@ import Testing
         #expect(text.contains("Profiles quarantined"))
     }
 
+    /// Odd values the summary counts and that change no one else's result: an owner's plan below 0 is free
+    /// (her filters of free items are not suspended), a plan other than 0 or 1 and a gender of 0 (never
+    /// unanswered) are counted, and a birth date after the run's date is unanswered, not a negative age.
+    @Test func oddPlansGendersAndBirthDatesReadAsTheSpecSays() throws {
+        let world = try World("hostile_plans")
+        let c = world.connection
+        // (id, gender, plan, birth_date)
+        let profiles: [(Int64, Int, Int, String?)] = [
+            (1, 1, -1, "1990-05-01"),  // the owner: plan below free
+            (2, 2, 0, "1995-05-01"),  // ordinary, 30 on the run's date
+            (3, 0, 0, "1995-05-01"),  // gender 0: odd, and no gender condition lists it
+            (4, 2, 7, nil),  // plan 7: odd
+            (5, 2, 0, "2030-01-01"),  // born after the run's date: unanswered
+        ]
+        for (id, gender, plan, birth) in profiles {
+            try c.query(
+                """
+                INSERT INTO profiles (id, status, gender, plan, birth_date, last_login_at, created_at, updated_at)
+                VALUES ($1, 1, $2, $3, $4::text::date, $5, $5, $5)
+                """,
+                [
+                    .int8(id), .int4(Int32(gender)), .int4(Int32(plan)), birth.map { .text($0) } ?? .null,
+                    .timestamptz(ScenarioWorld.day1),
+                ])
+        }
+        for (id, conditions) in [
+            (Int64(10), #"{"gender": {"anyOf": [2]}}"#), (11, #"{"gender": {"anyOf": [2]}, "age": {"max": 30}}"#),
+        ] {
+            try c.query(
+                """
+                INSERT INTO saved_filters (id, owner_id, name, conditions, created_at, updated_at)
+                VALUES ($1, 1, 'plans', $2::text::jsonb, $3, $3)
+                """, [.int8(id), .text(conditions), .timestamptz(ScenarioWorld.day1)])
+        }
+        let summary = try world.run(at: ScenarioWorld.day1)
+        let pairs = try c.query("SELECT filter_id || '/' || profile_id FROM filter_matches ORDER BY 1").rows
+            .map { try $0.string(0) }
+        #expect(pairs == ["10/2", "10/4", "10/5", "11/2"])
+        #expect(summary.counters.filtersSuspended == 0)
+        #expect(summary.counters.oddValues == 3)  // profiles 1, 3 and 4
+    }
+
     /// A column whose type the worker cannot read (changed after `matcher migrate` checked it): every
     /// row it spoils is quarantined, listed for operators, and the run still succeeds.
     @Test func unreadableRowsAreQuarantinedAndTheRunGoesOn() throws {

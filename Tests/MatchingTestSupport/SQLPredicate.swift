@@ -26,7 +26,9 @@ extension FilterConditions {
                 ? "date_part('year', age($2::date::timestamp, \(column)::timestamp))"
                 : column
             let bounds = [min.map { "\(value) >= \($0)" }, max.map { "\(value) <= \($0)" }].compactMap { $0 }
-            return (["\(column) IS NOT NULL"] + bounds).joined(separator: " AND ")
+            // A date after the run's date is impossible and counts as NULL (runs.md, "Eligibility").
+            let answered = storage == .nullableDate ? "\(column) <= $2::date" : "\(column) IS NOT NULL"
+            return ([answered] + bounds).joined(separator: " AND ")
         case .anyOf(let codes) where storage == .smallint:
             return "\(column) IN (\(codes.map(String.init).joined(separator: ", ")))"
         case .anyOf(let codes):

@@ -107,12 +107,16 @@ struct EvaluatorFixture {
 
     /// A birth date after the run date gives a negative age, as PostgreSQL's age() does: it is below
     /// every lower bound, and so satisfies an upper bound alone.
-    @Test func birthAfterTheRunDateIsANegativeAge() throws {
+    /// runs.md: "an infinite or impossible date ... counts as NULL". A birth after the run's date has not
+    /// happened: unanswered, so it satisfies no age condition (PostgreSQL's `age()` would give -3).
+    @Test func birthAfterTheRunDateIsUnanswered() throws {
         let clock = try F.clock("2026-03-01T00:00:00Z")
         let profile = F.profile(["age": .date(try F.date("2030-01-01"))])
         #expect(try F.satisfies(profile, #"{"age": {"min": 18}}"#, clock: clock) == false)
-        #expect(try F.satisfies(profile, #"{"age": {"max": 120}}"#, clock: clock))
-        #expect(MasterItem.Age.rangeValue(of: .date(try F.date("2030-01-01")), clock: clock) == -3)
+        #expect(try F.satisfies(profile, #"{"age": {"max": 120}}"#, clock: clock) == false)
+        #expect(MasterItem.Age.rangeValue(of: .date(try F.date("2030-01-01")), clock: clock) == nil)
+        // Born on the run's date: age 0, answered.
+        #expect(MasterItem.Age.rangeValue(of: .date(try F.date("2026-03-01")), clock: clock) == 0)
     }
 
     @Test(arguments: [
@@ -289,7 +293,7 @@ struct EvaluatorFixture {
                 """#)
         let expected = [
             "(gender IN (2))",
-            "(birth_date IS NOT NULL AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) >= 25 AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 32)",
+            "(birth_date <= $2::date AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) >= 25 AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 32)",
             "(height_cm IS NOT NULL AND height_cm <= 180)",
             "(residence IN (0, 13))",
             "(languages @> '{1}'::smallint[])",

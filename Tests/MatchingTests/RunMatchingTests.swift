@@ -450,6 +450,31 @@ import Testing
     }
 }
 
+@Suite struct CoverageTests {
+    /// A long unsharded run read its changes at t1; the shards' timer read at t2 and succeeded first. When the
+    /// unsharded run succeeds, every owner keeps the shards' newer mark: the changes of (t1, t2] are not
+    /// considered again.
+    @Test func aRunThatFinishesLateWithAnOlderMarkKeepsTheNewerEntries() throws {
+        let t1 = World.day1, t2 = World.day1.adding(microseconds: 3_600_000_000)
+        let halves = try (0..<2).map { try Shard(index: $0, count: 2) }
+        let shards = Coverage.none
+            .recording(CoverageEntry(shard: halves[0], mark: ChangeMark("snap:t2-a"), takenAt: t2))
+            .recording(CoverageEntry(shard: halves[1], mark: ChangeMark("snap:t2-b"), takenAt: t2))
+        let late = shards.recording(CoverageEntry(shard: .all, mark: ChangeMark("snap:t1"), takenAt: t1))
+        #expect(late.entries.count == 3)
+        #expect(Set(late.entries.prefix(2).map(\.mark)) == [ChangeMark("snap:t2-a"), ChangeMark("snap:t2-b")])
+        #expect(late.entries.last?.mark == ChangeMark("snap:t1"))
+        for owner in Int64(0)..<4 {
+            let index = try #require(late.entryIndex(forOwner: owner))
+            #expect(late.entries[index].takenAt == t2)
+        }
+        // The other way round, the newer unsharded entry covers both halves wholly and replaces them.
+        let unsharded = shards.recording(
+            CoverageEntry(shard: .all, mark: ChangeMark("snap:t3"), takenAt: t2.adding(microseconds: 1)))
+        #expect(unsharded.entries.map(\.mark) == [ChangeMark("snap:t3")])
+    }
+}
+
 @Suite struct NotifyIntervalTests {
     @Test func addsLikePostgres() throws {
         let jan31 = try #require(Timestamp(iso8601: "2026-01-31T10:00:00Z"))

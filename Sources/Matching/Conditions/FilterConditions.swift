@@ -104,8 +104,10 @@ public struct FilterConditions: Sendable, Hashable {
     }
 
     /// The conditions that count for an owner with `plan`, and the keys (in catalogue order) ignored
-    /// because the plan lacks what their item requires. Plans are ordered: a plan includes every lower one.
+    /// because the plan lacks what their item requires. Plans are ordered: a plan includes every lower one;
+    /// a plan below 0 (an odd row) is free.
     public func effective(forOwnerPlan plan: Int16) -> (conditions: FilterConditions, ignoredPaidKeys: [String]) {
+        let plan = Self.ordered(plan)
         let kept = conditions.filter { $0.item.requiredPlan <= plan }
         if kept.count == conditions.count { return (self, []) }
         let ignored = conditions.filter { $0.item.requiredPlan > plan }.map(\.item.key)
@@ -116,8 +118,13 @@ public struct FilterConditions: Sendable, Hashable {
     /// every one of them needs a plan the owner lacks. It then matches nothing and sends nothing (rather
     /// than becoming an empty filter that matches everyone) until the owner pays again.
     public func isSuspended(forOwnerPlan plan: Int16) -> Bool {
-        !conditions.isEmpty && conditions.allSatisfy { $0.item.requiredPlan > plan }
+        let plan = Self.ordered(plan)
+        return !conditions.isEmpty && conditions.allSatisfy { $0.item.requiredPlan > plan }
     }
+
+    /// The owner's plan as the paid items compare it: below 0 is free (0), so that an odd row never needs
+    /// a plan for the free items.
+    static func ordered(_ plan: Int16) -> Int16 { max(plan, 0) }
 
     /// The conditions as canonical JSON: catalogue order, no spaces, codes sorted, such that
     /// `decode(json: canonicalJSON)` gives back these conditions.

@@ -53,12 +53,15 @@ public struct Coverage: Sendable, Hashable, Codable {
         Coverage(entries: entries.filter { $0.shard.intersects(shard) })
     }
 
-    /// The coverage after `entry` succeeded: `entry` added, and every entry it and the newer ones
-    /// cover wholly dropped, so the list stays as short as the layouts in use.
+    /// The coverage after `entry` succeeded: `entry` added, and every entry that newer ones (`entry` among
+    /// them when its mark is not older) cover wholly dropped, so the list stays as short as the layouts in use.
+    /// A run that finishes after runs that started later (a long unsharded run beside the shards' timer, an
+    /// interrupted run completed late) leaves their newer entries in place: its older mark is newest only
+    /// for the owners no newer entry covers.
     public func recording(_ entry: CoverageEntry) -> Coverage {
         var kept: [CoverageEntry] = []
         for old in Coverage(entries: entries.filter { $0.shard != entry.shard }).entries {
-            let newer = [entry] + kept.filter { $0.takenAt >= old.takenAt }
+            let newer = ([entry] + kept).filter { $0.takenAt >= old.takenAt }
             if !Self.covers(newer.map(\.shard), wholly: old.shard) { kept.append(old) }
         }
         return Coverage(entries: [entry] + kept)

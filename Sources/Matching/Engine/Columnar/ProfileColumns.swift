@@ -261,6 +261,12 @@ public struct Bitmap: Sendable, Hashable {
         words[index >> 6] |= 1 << UInt64(index & 63)
     }
 
+    /// Sets bit `index` to 0.
+    public mutating func clear(_ index: Int) {
+        precondition(index >= 0 && index < count, "bit \(index) is outside 0..<\(count)")
+        words[index >> 6] &= ~(1 << UInt64(index & 63))
+    }
+
     /// The number of 1 bits.
     public var nonzeroBitCount: Int {
         words.reduce(0) { $0 + $1.nonzeroBitCount }

@@ -28,12 +28,14 @@ extension RangeItemDefinition {
 
     /// The ordered value a range condition compares: the integer, or the full years from the date
     /// to the run's date (PostgreSQL's `date_part('year', age(run_date, date))`); nil when unanswered.
+    /// A date after the run's date (a birth not yet happened) is impossible and counts as unanswered
+    /// (runs.md, "Eligibility").
     public static func rangeValue(of value: ItemValue, clock: EvaluationClock) -> Int32? {
         switch value {
         case .integer(let integer):
             return integer
-        case .date(let date):
-            return date.map { Int32(clamping: clock.runDate.fullYears(since: $0)) }
+        case .date(let date?) where date <= clock.runDate:
+            return Int32(clamping: clock.runDate.fullYears(since: date))
         default:
             return nil
         }
@@ -60,26 +62,32 @@ extension RangeItemDefinition {
     }
 
     /// `rangeValue` of every row: the integer, or the full years from the date to the run's date;
-    /// undefined where unanswered (NULL).
+    /// undefined where unanswered (NULL, or a date after the run's date).
     public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
         switch column {
         case .integers(let column):
             return OrderedKeys(keys: column.values.map { Int64($0) }, defined: column.answered)
         case .dates(let column):
-            return OrderedKeys(keys: ages(column, clock: clock), defined: column.answered)
+            return ages(column, clock: clock)
         default:
             return nil
         }
     }
 
-    /// Each row's full years on the run's date, as `rangeValue` counts them; 0 where unanswered.
-    private static func ages(_ column: NullableInt32Column, clock: EvaluationClock) -> [Int64] {
+    /// Each row's full years on the run's date, as `rangeValue` counts them; 0 and undefined where unanswered.
+    private static func ages(_ column: NullableInt32Column, clock: EvaluationClock) -> OrderedKeys {
         var ages = [Int64](repeating: 0, count: column.count)
+        var defined = column.answered
         let runDate = clock.runDate
+        let runDay = runDate.daysSinceEpoch
         // Memoized by birth day: most candidates share a few thousand days.
         var memo = CodeTable(capacity: 1 << 12)
         for row in 0..<column.count where column.answered[row] {
             let days = column.values[row]
+            guard days <= runDay else {
+                defined.clear(row)
+                continue
+            }
             if let cached = memo.lookupValue(days) {
                 ages[row] = Int64(cached)
             } else {
@@ -88,11 +96,13 @@ extension RangeItemDefinition {
                 ages[row] = Int64(age)
             }
         }
-        return ages
+        return OrderedKeys(keys: ages, defined: defined)
     }
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         switch value {
+        case .date(let date?) where date > clock.runDate:
+            return "unanswered (born \(date), after the run's date: impossible, counts as NULL)"
         case .date(let date?):
             return "\(describeCode(Int32(clamping: clock.runDate.fullYears(since: date)))) (born \(date))"
         case .integer(let integer?):
