@@ -22,17 +22,24 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// write; two backends use both cores of a small machine, and a third lets the next unit write while the
     /// others wait for their commit's flush (`UnitWriter.busyLimit`; README, "Performance").
     public static let defaultWriteConnections = 3
+    /// The retention sweep's expired clocks a run, the newest ones and as many older ones (`RetentionSweep`).
+    let sweepClocks: Int
+    /// By default: 500 runs' clocks and 500 older ones, a statement each (under a millisecond for a clock
+    /// holding only matches that wait).
+    public static let defaultSweepClocks = 500
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
     ///   - writeConnections: how many connections write units of work at once (1: the work connection alone).
     ///   - faultPoints: the tests' seam (`StoreFaultPoints`), shared with the extra writers; nil in production.
+    ///   - sweepClocks: the retention sweep's expired clocks a run, newest and older ones each.
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
         connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
-        faultPoints: (any StoreFaultPoints)? = nil,
+        faultPoints: (any StoreFaultPoints)? = nil, sweepClocks: Int = PostgresMatchingStore.defaultSweepClocks,
         openConnection: @escaping @Sendable () throws -> PostgresConnection
     ) {
+        self.sweepClocks = max(1, sweepClocks)
         self.connection = connection
         self.faultPoints = faultPoints
         self.openConnection = openConnection
@@ -657,9 +664,11 @@ extension PostgresMatchingStore: MatchRepository {
                 }
                 return helpers
             },
-            cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches
+            cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches, clockLimit: sweepClocks
         ).forgetPairs()
-        guard !pairs.backlog else { return RetentionOutcome(forgotten: pairs.forgotten, backlog: true) }
+        // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
+        // visited may still name one.
+        guard pairs.complete else { return RetentionOutcome(forgotten: pairs.forgotten, backlog: pairs.backlog) }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0

@@ -409,18 +409,31 @@ struct PostgresUnitTransaction: UnitTransaction {
 /// 1.6-2.4 s (a bare DELETE of those rows: 1.0-1.1 s). The sweeper's session turns JIT off: a batch's cost
 /// estimate is large, its work is not.
 enum RetentionSQL {
-    /// The distinct `matched_at` values of pairs not recorded in bulk before the cutoff ($1), oldest first, at
+    /// The distinct `matched_at` values of pairs not recorded in bulk before the cutoff ($1), newest first, at
     /// most $2: one descent of the retention index each (a run's pairs share its clock, so there are about as
     /// many as expired runs).
-    static let expiredClocks = """
+    static let newestExpiredClocks = """
         WITH RECURSIVE clocks(t) AS (
-            SELECT min(matched_at) FROM filter_matches WHERE matched_at < $1 AND NOT bulk
+            SELECT max(matched_at) FROM filter_matches WHERE matched_at < $1 AND NOT bulk
           UNION ALL
-            SELECT (SELECT min(m.matched_at) FROM filter_matches m
-                    WHERE m.matched_at > c.t AND m.matched_at < $1 AND NOT m.bulk)
+            SELECT (SELECT max(m.matched_at) FROM filter_matches m WHERE m.matched_at < c.t AND NOT m.bulk)
             FROM clocks c WHERE c.t IS NOT NULL
         )
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
+        """
+
+    /// The clocks of pairs not recorded in bulk after $1 (NULL: from the first) and before $2, oldest first, at
+    /// most $3: a descent of the retention index each.
+    static let expiredClocksBetween = """
+        WITH RECURSIVE clocks(t) AS (
+            SELECT min(matched_at) FROM filter_matches
+            WHERE matched_at > coalesce($1::timestamptz, '-infinity') AND matched_at < $2 AND NOT bulk
+          UNION ALL
+            SELECT (SELECT min(m.matched_at) FROM filter_matches m
+                    WHERE m.matched_at > c.t AND m.matched_at < $2 AND NOT m.bulk)
+            FROM clocks c WHERE c.t IS NOT NULL
+        )
+        SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $3
         """
 
     /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's last digest.

@@ -23,20 +23,52 @@ struct RetentionSweep {
     let batchSize: Int
     /// The sweep forgets at most `maxBatches` x `batchSize` pairs (give or take a batch), then leaves a backlog.
     let maxBatches: Int
+    /// At most this many of the newest expired clocks a run, and as many older ones (`forgetPairs`).
+    let clockLimit: Int
 
-    /// At most this many expired clocks a run (more are left to the next runs, as a backlog).
-    static let maxClocks = 1_000
     /// Ranges of filter ids a clock is cut into, per connection: more than one each, so that a connection
     /// whose ranges held less takes over the others' rest.
     static let rangesPerConnection = 4
 
-    /// Forgets what it can; `backlog` when expired pairs were left for the next runs.
-    func forgetPairs() throws -> (forgotten: Int, backlog: Bool) {
-        let clocks = try lead.query(
-            RetentionSQL.expiredClocks, [.timestamptz(cutoff), .int4(Int32(Self.maxClocks + 1))]
+    /// What a sweep of pairs did: how many it forgot; whether it left expired pairs for the next runs because
+    /// its budget ran out (`backlog`); whether every expired clock has been visited since the round of older
+    /// clocks began (`complete`: this sweep ended the round, or no clock is older than the newest ones).
+    struct Outcome {
+        let forgotten: Int
+        let backlog: Bool
+        let complete: Bool
+    }
+
+    /// Forgets what it can.
+    ///
+    /// The expired clocks are listed newest first, at most `clockLimit`: the runs that have just expired are
+    /// always among them, however many older clocks still hold matches that wait for their digest (a filter
+    /// notified monthly with a week kept, a notification pause, an hourly timer: hundreds of clocks). Older
+    /// clocks than those hold only such matches, each checked again in turn: `clockLimit` of them a run, from
+    /// where the previous sweep stopped (`matcher_service_state.retention_sweep_after`), so that every clock is
+    /// visited every few runs and a match that stops waiting is forgotten, while a run's cost stays bounded.
+    func forgetPairs() throws -> Outcome {
+        let newest = try lead.query(
+            RetentionSQL.newestExpiredClocks, [.timestamptz(cutoff), .int4(Int32(clamping: clockLimit + 1))]
         ).rows.map { try $0.timestamp(0) }
+        var listed = Array(newest.prefix(clockLimit).reversed())  // oldest first, the newest last
+        var rotation: (next: Timestamp?, visitedAll: Bool) = (nil, true)
+        if newest.count > clockLimit, let oldestListed = listed.first {
+            let after = try lead.query("SELECT retention_sweep_after FROM matcher_service_state").rows.first
+                .flatMap { try $0.optionalTimestamp(0) }
+            let older = try lead.query(
+                RetentionSQL.expiredClocksBetween,
+                [
+                    after.map { .timestamptz($0) } ?? .null, .timestamptz(oldestListed),
+                    .int4(Int32(clamping: clockLimit + 1)),
+                ]
+            ).rows.map { try $0.timestamp(0) }
+            let window = older.prefix(clockLimit)
+            rotation = older.count > clockLimit ? (window.last, false) : (nil, true)
+            listed = Array(window) + listed
+        }
         let bulkExpired = try lead.query(RetentionSQL.bulkExpired, [.timestamptz(cutoff)]).rows[0].bool(0)
-        guard !clocks.isEmpty || bulkExpired else { return (0, false) }
+        guard !listed.isEmpty || bulkExpired else { return Outcome(forgotten: 0, backlog: false, complete: true) }
         let helpers = openHelpers()
         defer { helpers.forEach { $0.close() } }
         let connections = [lead] + helpers
@@ -47,11 +79,10 @@ struct RetentionSweep {
         // Only the newest expired clock is cut into ranges: in steady state it is the run that has just expired
         // (a day's pairs), and the older ones are what waits for a digest past the cutoff, a statement each.
         // After a pause several full runs expire at once; they are then swept side by side, one a connection.
-        let listed = Array(clocks.prefix(Self.maxClocks))
         let whole = Int64.min...Int64.max
         var tasks: [SweepTask] = []
-        if let newest = listed.last {
-            tasks = listed.dropLast().map { .clock($0, whole) } + ranges.map { .clock(newest, $0) }
+        if let newestClock = listed.last {
+            tasks = listed.dropLast().map { .clock($0, whole) } + ranges.map { .clock(newestClock, $0) }
         }
         if bulkExpired { tasks += ranges.map { .bulk($0) } }
         let work = SweepQueue(
@@ -80,7 +111,16 @@ struct RetentionSweep {
                 throw error
             }
         }
-        return (forgotten.values().reduce(0, +), work.backlog || clocks.count > Self.maxClocks)
+        if newest.count > clockLimit, !work.backlog {
+            // The older clocks' window was swept: the next sweep takes the ones after it (from the first again
+            // once every one was visited).
+            try lead.query(
+                "UPDATE matcher_service_state SET retention_sweep_after = $1",
+                [rotation.next.map { .timestamptz($0) } ?? .null])
+        }
+        return Outcome(
+            forgotten: forgotten.values().reduce(0, +), backlog: work.backlog,
+            complete: !work.backlog && rotation.visitedAll)
     }
 
     /// Forgets one clock's pairs in `range`, a batch a transaction: each batch the filters before the one holding

@@ -137,6 +137,55 @@ import Testing
                 == waiting)
     }
 
+    /// More expired clocks that hold waiting matches than a sweep lists (here 2; 500 in production: an hourly
+    /// timer with monthly digests has 700 a month) never keep it from the run that has just expired, and each
+    /// is visited again in turn: once its matches stop waiting, they are forgotten within a few sweeps.
+    @Test func clocksOfWaitingMatchesNeverKeepTheSweepFromTheRunJustExpired() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles((1...6).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters((1...2).map { World.filter(Int64($0), owner: 1) })
+        // Filter 1: one match waiting at each of days 1-6. Filter 2: six matches of day 10, notified.
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, notification_id)
+            SELECT 1, d, $1::timestamptz + (d - 1) * interval '1 day', NULL FROM generate_series(1, 6) d
+            UNION ALL
+            SELECT 2, p, $1::timestamptz + interval '9 days', 1 FROM generate_series(1, 6) p
+            """, [.timestamptz(ScenarioWorld.day1)])
+        try connection.execute(
+            """
+            INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
+            SELECT filter_id, profile_id, matched_at FROM filter_matches WHERE filter_id = 1
+            """)
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 2, sweepClocks: 2) {
+            try database.connect()
+        }
+        let pairsOf = { (filter: Int64) in
+            try self.count(connection, "SELECT count(*) FROM filter_matches WHERE filter_id = $1", [.int8(filter)])
+        }
+
+        let first = try #require(try store.forgetExpired(before: cutoff, batchSize: 100, maxBatches: 10))
+        #expect(first.forgotten == 6 && !first.backlog)
+        #expect(try pairsOf(2) == 0)
+        #expect(try pairsOf(1) == 6)
+
+        // Filter 1's digest goes out with none of them (they no longer qualified): none waits any more.
+        try connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (1, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: 7))])
+        var sweeps = 0
+        while try pairsOf(1) > 0, sweeps < 10 {
+            _ = try #require(try store.forgetExpired(before: cutoff, batchSize: 100, maxBatches: 10))
+            sweeps += 1
+        }
+        #expect(try pairsOf(1) == 0)
+        #expect(sweeps <= 3)
+        #expect(try count(connection, "SELECT count(*) FROM matcher_waiting_matches") == 0)
+    }
+
     @Test func anotherSweeperHoldingTheLockMakesTheSweepSkip() throws {
         let (database, connection) = try world()
         defer { connection.close() }
