@@ -436,15 +436,19 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $3
         """
 
-    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's last digest.
+    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, the filter's owner, and the
+    /// filter's last digest.
     private static let waitingJoins = """
         JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
                              AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+        JOIN profiles o ON o.id = f.owner_id AND o.status IS DISTINCT FROM 4
         LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
         """
 
     /// Whether entry `w` (with `waitingJoins`) still waits for a digest: its filter exists, is not deleted, has
-    /// `notify` on, and has had no digest since the match was recorded.
+    /// `notify` on, its owner has a profile that is not deleted (a hidden or suspended owner may come back; a
+    /// deleted one, or one whose row is gone, never gets a digest), and it has had no digest since the match was
+    /// recorded.
     private static let stillWaits = "(s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)"
 
     /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs

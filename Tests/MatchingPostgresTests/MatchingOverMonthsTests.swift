@@ -100,29 +100,36 @@ import Testing
 
     @Test func retentionForgetsOldPairsAndKeepsThoseWaitingForTheirDigest() throws {
         let twin = try Twin()
-        let men = (1...2).map { World.profile(Int64($0), gender: 1) }
+        let men = (1...3).map { World.profile(Int64($0), gender: 1) }
         let women = (10...13).map { World.profile(Int64($0)) }
         try twin.saveProfiles(men + women, at: ScenarioWorld.day1)
-        // Filter 100 is notified daily; 200 every 30 days, notified already (its next digest is far off).
+        // Filter 100 is notified daily; 200 and 300 every 30 days, notified already (their next digest is far off).
+        let monthly = NotifyInterval(months: 0, days: 30, microseconds: 0)
         try twin.saveFilters([
-            World.filter(100, owner: 1),
-            World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 30, microseconds: 0)),
+            World.filter(100, owner: 1), World.filter(200, owner: 2, every: monthly),
+            World.filter(300, owner: 3, every: monthly),
         ])
-        try twin.connection.query(
-            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
-            [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
-        try seedMemoryDigest(twin, filterId: 200, owner: 2, at: ScenarioWorld.day1.adding(days: -1))
+        for filter in [Int64(200), 300] {
+            try twin.connection.query(
+                "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES ($1, $2)",
+                [.int8(filter), .timestamptz(ScenarioWorld.day1.adding(days: -1))])
+            try seedMemoryDigest(twin, filterId: filter, owner: filter / 100, at: ScenarioWorld.day1.adding(days: -1))
+        }
         try twin.runBoth(at: ScenarioWorld.day1)
         #expect(try twin.postgres.matches(filterId: 100).allSatisfy { $0.notificationId != nil })
         #expect(try twin.postgres.matches(filterId: 200).allSatisfy { $0.notificationId == nil })
+        #expect(try twin.postgres.matches(filterId: 300).count == 4)
 
-        // Eight days later, with a retention of 7 days: filter 100's notified pairs are forgotten, filter 200's
-        // waiting ones are kept; a forgotten pair may match again.
+        // Filter 300's owner deletes her account: no digest can ever come for its waiting matches.
         let later = ScenarioWorld.day1.adding(days: 8)
+        try twin.saveProfiles([World.profile(3, gender: 1, status: Profile.Status.deleted, at: later)], at: later)
+        // Eight days later, with a retention of 7 days: filter 100's notified pairs are forgotten, and filter
+        // 300's waiting ones; filter 200's waiting ones are kept; a forgotten pair may match again.
         let (pg, mem) = try twin.runBoth(at: later, retentionDays: 7)
-        #expect(pg.counters.matchesForgotten == 4)
-        #expect(mem.counters.matchesForgotten == 4)
+        #expect(pg.counters.matchesForgotten == 8)
+        #expect(mem.counters.matchesForgotten == 8)
         #expect(try twin.postgres.matches(filterId: 100).isEmpty)
+        #expect(try twin.postgres.matches(filterId: 300).isEmpty)
         #expect(try twin.postgres.matches(filterId: 200).count == 4)
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
         try twin.saveProfiles([World.profile(10, smoking: 5, at: later)], at: later)

@@ -264,10 +264,13 @@ extension InMemoryStore: MatchRepository {
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
+                // Waits for its digest (`RetentionSQL.stillWaits`): a notifying filter whose owner is not deleted,
+                // with no digest since the match.
                 if let since = written.waiting[pair], let filter = filterRows[pair.filterId], !filter.isDeleted,
-                    filter.notify, (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true)
+                    filter.notify, let owner = profileRows[filter.ownerId], owner.status != Profile.Status.deleted,
+                    written.lastNotifiedAt[pair.filterId].map({ $0 < since }) ?? true
                 {
-                    continue  // waits for its digest
+                    continue
                 }
                 guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
                 written.matchRows[pair] = nil
