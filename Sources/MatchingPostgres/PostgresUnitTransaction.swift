@@ -531,19 +531,26 @@ enum RetentionSQL {
 
     /// The next batch of pairs recorded in bulk before the cutoff ($1), in filter ids up to $3, after the list row
     /// ($2, $4; $4 NULL: from filter $2's first) in (filter_id, matched_at) order: at most $5 list rows (a
-    /// filter's pairs of one clock each). Each
+    /// filter's pairs of one clock each), and only those that begin within $6 pairs. Each
     /// listed pair still recorded at the row's clock is deleted through the primary key, except the waiting ones;
     /// the list entries of those it deleted go, and each list row then holds only its pairs that still wait, or
-    /// goes. Returns how many pairs it forgot, how many list rows it took, and the last of them (the next batch
-    /// starts after it). The session disables hash and merge joins for it (`RetentionSweep`): a nested loop of
+    /// goes. Returns how many pairs it forgot, whether list rows are left after the batch, and the last row it
+    /// took (the next batch starts after it). The session disables hash and merge joins for it (`RetentionSweep`): a nested loop of
     /// key probes over the batch's pairs, not a scan of the table.
     static let forgetBulkBatch = """
-        WITH batch AS MATERIALIZED (
-            SELECT l.filter_id, l.matched_at, l.profile_ids FROM matcher_bulk_matches l
+        WITH candidates AS MATERIALIZED (
+            SELECT l.filter_id, l.matched_at, l.profile_ids,
+                   sum(cardinality(l.profile_ids)) OVER (ORDER BY l.filter_id, l.matched_at
+                                                        ROWS UNBOUNDED PRECEDING) AS through
+            FROM matcher_bulk_matches l
             WHERE (l.filter_id, l.matched_at) > ($2, coalesce($4::timestamptz, '-infinity'))
               AND l.filter_id <= $3 AND l.matched_at < $1
             ORDER BY l.filter_id, l.matched_at
             LIMIT $5
+        ), batch AS MATERIALIZED (
+            -- The rows that begin within $6 pairs (the first always): a run with a large --max-per-filter
+            -- lists many pairs a row.
+            SELECT filter_id, matched_at, profile_ids FROM candidates WHERE through - cardinality(profile_ids) < $6
         ), pairs AS MATERIALIZED (
             SELECT b.filter_id, p.profile_id, b.matched_at
             FROM batch b CROSS JOIN LATERAL unnest(b.profile_ids) AS p(profile_id)
@@ -572,8 +579,8 @@ enum RetentionSQL {
             WHERE l.filter_id = b.filter_id AND l.matched_at = b.matched_at
               AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.filter_id = b.filter_id AND k.matched_at = b.matched_at)
         )
-        SELECT (SELECT count(*) FROM gone), count(*), max(filter_id),
-               (SELECT matched_at FROM batch ORDER BY filter_id DESC, matched_at DESC LIMIT 1)
+        SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM candidates) > count(*) OR count(*) >= $5,
+               max(filter_id), (SELECT matched_at FROM batch ORDER BY filter_id DESC, matched_at DESC LIMIT 1)
         FROM batch
         """
 

@@ -169,7 +169,8 @@ struct RetentionSweep {
     }
 
     /// Forgets the expired pairs recorded in bulk of filters in `range`, a batch of list rows a transaction, each
-    /// about `batchSize` pairs (a list row holds a filter's pairs of one run, at most its cap: 100 by default).
+    /// at most `batchSize` pairs or one list row (a list row holds a filter's pairs of one run, at most its cap:
+    /// 100 by default), and at most `batchSize / bulkPairsPerRow` rows.
     /// Returns how many it forgot; stops early when the sweep's budget is spent.
     private static func sweepBulk(
         before cutoff: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
@@ -186,13 +187,13 @@ struct RetentionSweep {
                     RetentionSQL.forgetBulkBatch,
                     [
                         .timestamptz(cutoff), .int8(after.filterId), .int8(range.upperBound), after.clock,
-                        .int8(rowsPerBatch),
+                        .int8(rowsPerBatch), .int8(Int64(batchSize)),
                     ]
                 ).rows[0]
             }
             let forgotten = Int(try batch.int64(0))
             total += forgotten
-            guard try batch.int64(1) >= rowsPerBatch, work.spend(forgotten) else { return total }
+            guard try batch.bool(1), work.spend(forgotten) else { return total }
             after = (try batch.int64(2), .timestamptz(try batch.timestamp(3)))
         }
     }

@@ -186,6 +186,36 @@ import Testing
         #expect(try count(connection, "SELECT count(*) FROM matcher_waiting_matches") == 0)
     }
 
+    /// A run with a large `--max-per-filter` lists many pairs in one list row: a batch of bulk pairs takes the
+    /// rows that begin within its size, not a fixed count of rows.
+    @Test func aBatchOfBulkPairsIsBoundedByPairsNotListRows() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try AppTableWriter(connection: connection).upsertFilters([World.filter(1, owner: 1)])
+        // Filter 1: 250 pairs recorded in bulk on each of days 1 and 2, notified: two list rows.
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, notification_id, bulk)
+            SELECT 1, d * 1000 + p, $1::timestamptz + (d - 1) * interval '1 day', 1, true
+            FROM generate_series(1, 2) d, generate_series(1, 250) p;
+            """, [.timestamptz(ScenarioWorld.day1)])
+        try connection.execute(
+            """
+            INSERT INTO matcher_bulk_matches (filter_id, matched_at, profile_ids)
+            SELECT filter_id, matched_at, array_agg(profile_id ORDER BY profile_id)
+            FROM filter_matches GROUP BY filter_id, matched_at
+            """)
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 1) { try database.connect() }
+        // A batch of 200 pairs (two list rows of 100 by the rows' usual size): one row of 250 here.
+        let first = try #require(try store.forgetExpired(before: cutoff, batchSize: 200, maxBatches: 1))
+        #expect(first.forgotten == 250 && first.backlog)
+        let second = try #require(try store.forgetExpired(before: cutoff, batchSize: 200, maxBatches: 1))
+        #expect(second.forgotten == 250)
+        #expect(try count(connection, "SELECT count(*) FROM filter_matches") == 0)
+        #expect(try count(connection, "SELECT count(*) FROM matcher_bulk_matches") == 0)
+    }
+
     @Test func anotherSweeperHoldingTheLockMakesTheSweepSkip() throws {
         let (database, connection) = try world()
         defer { connection.close() }
