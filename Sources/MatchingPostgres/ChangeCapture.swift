@@ -33,10 +33,11 @@ public enum ChangeCapture {
         ["id", "status"] + MasterItem.all.filter { $0.kind != .recency }.map(\.column)
     }
 
-    /// The statements that (re)install the capture in `schema`.
-    public static func installSQL(schema: String) -> String {
+    /// The statements that (re)install the capture in `schema`, watching `watched` (by default every column
+    /// of `watchedColumns`).
+    public static func installSQL(schema: String, watching watched: [String] = watchedColumns) -> String {
         let s = quoteIdentifier(schema)
-        let columns = watchedColumns.map(quoteIdentifier)
+        let columns = watched.map(quoteIdentifier)
         let old = columns.map { "OLD.\($0)" }.joined(separator: ", ")
         let new = columns.map { "NEW.\($0)" }.joined(separator: ", ")
         // One recording function per trigger, each the same upsert of (id, transaction, time) from `rows`.
@@ -111,30 +112,48 @@ public enum ChangeCapture {
     /// Returns whether it (re)installed.
     @discardableResult
     public static func install(on connection: PostgresConnection) throws -> Bool {
-        try connection.transaction { tx in
-            let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
-            let sql = installSQL(schema: schema)
-            let checksum = "matcher change capture " + Migration(version: 0, name: "capture", sql: sql).checksum
-            let installed = try tx.query(
-                """
-                SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-                WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
-                """, [.text(schema)]
-            ).rows.first.flatMap { try $0.optionalString(0) }
-            let triggers = try tx.query(
-                """
-                SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE n.nspname = $1 AND c.relname = 'profiles'
-                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
-                """, [.text(schema)]
-            ).rows[0].int64(0)
-            guard installed != checksum || triggers != 3 else { return false }
-            try tx.execute(sql)
-            try tx.execute(
-                "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
-                    + literal(checksum))
-            return true
+        try connection.transaction { tx in try install(inTransaction: tx) }
+    }
+
+    /// `install(on:)` inside the caller's transaction (`tx`). With `existingColumnsOnly`, it watches only the
+    /// watched columns `profiles` has now: migration 5 drops the old capture and installs this one in the same
+    /// transaction, so that no change the app commits meanwhile goes unrecorded, before later migrations may
+    /// add an item's column; `matcher migrate` installs the whole capture after the last one.
+    @discardableResult
+    static func install(inTransaction tx: PostgresConnection, existingColumnsOnly: Bool = false) throws -> Bool {
+        let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
+        var watched = watchedColumns
+        if existingColumnsOnly {
+            let existing = try Set(
+                tx.query(
+                    """
+                    SELECT column_name::text FROM information_schema.columns
+                    WHERE table_schema = $1 AND table_name = 'profiles'
+                    """, [.text(schema)]
+                ).rows.map { try $0.string(0) })
+            watched = watched.filter(existing.contains)
         }
+        let sql = installSQL(schema: schema, watching: watched)
+        let checksum = "matcher change capture " + Migration(version: 0, name: "capture", sql: sql).checksum
+        let installed = try tx.query(
+            """
+            SELECT obj_description(p.oid, 'pg_proc') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
+            """, [.text(schema)]
+        ).rows.first.flatMap { try $0.optionalString(0) }
+        let triggers = try tx.query(
+            """
+            SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND c.relname = 'profiles'
+              AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
+            """, [.text(schema)]
+        ).rows[0].int64(0)
+        guard installed != checksum || triggers != 3 else { return false }
+        try tx.execute(sql)
+        try tx.execute(
+            "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
+                + literal(checksum))
+        return true
     }
 
     static func quoteIdentifier(_ name: String) -> String {

@@ -141,6 +141,11 @@ public struct MigrationRunner {
                 }
                 do {
                     try tx.execute(migration.sql)
+                    if migration.version == ChangeCapture.sinceMigration {
+                        // It dropped the old capture: the new one in the same transaction, so that no change the
+                        // app commits while later migrations build their indexes goes unrecorded.
+                        try ChangeCapture.install(inTransaction: tx, existingColumnsOnly: true)
+                    }
                 } catch {
                     throw MigrationError(
                         description: "migration \(migration.version) (\(migration.name)) failed: \(error)",

@@ -347,4 +347,24 @@ extension Twin {
             .execute(.init(now: ScenarioWorld.day2))
         #expect(next.counters.candidates == 0)
     }
+
+    /// Migration 5 replaces the old capture in one transaction: a change committed while the later migrations
+    /// run (or after one of them failed) is recorded.
+    @Test func noChangeGoesUnrecordedWhileTheLaterMigrationsRun() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 4 })
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles([World.profile(1, gender: 1)], updatedAt: ScenarioWorld.day1)
+        try connection.execute("DELETE FROM matcher_profile_changes")
+        // The upgrade stops at migration 6 (here: one that fails), after 5 committed.
+        let failing = Migration(version: 6, name: "fails", sql: "SELECT 1/0")
+        #expect(throws: MigrationError.self) {
+            try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 5 } + [failing])
+        }
+        try connection.execute("UPDATE profiles SET residence = 27 WHERE id = 1")
+        let recorded = try connection.query("SELECT count(*) FROM matcher_profile_changes").rows[0].int64(0)
+        #expect(recorded == 1)
+    }
 }
