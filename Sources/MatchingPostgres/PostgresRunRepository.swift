@@ -248,6 +248,15 @@ extension PostgresMatchingStore: RunRepository {
             """, [.int8(runId), .text(String(error.prefix(2_000)))])
     }
 
+    public func latestRetentionDays() throws -> Int? {
+        try connection.query(
+            """
+            SELECT retention_days FROM matcher_runs WHERE kind = 'run' AND retention_days IS NOT NULL
+            ORDER BY id DESC LIMIT 1
+            """
+        ).rows.first.flatMap { try $0.optionalInt32(0) }.map(Int.init)
+    }
+
     public func run(id: Int64) throws -> RunRecord? {
         try connection.query("SELECT \(Self.runColumns) FROM matcher_runs WHERE id = $1", [.int8(id)])
             .rows.first.map(Self.run(from:))

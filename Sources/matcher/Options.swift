@@ -75,9 +75,10 @@ struct RunOptions: ParsableArguments {
     @Option(
         help: """
             Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest). Every \
-            kept pair makes each day's write a little dearer (README, "How a run works": storage).
+            kept pair makes each day's write a little dearer (README, "How a run works": storage). Default: \
+            the latest run's, 180 for a new service (a run or backfill by hand never shortens it).
             """)
-    var retentionDays: Int = Retention.defaultDays
+    var retentionDays: Int?
 
     @Option(help: "Filters per unit of work (each unit commits its matches, notifications and progress together).")
     var unitFilters: Int = 2_000
@@ -102,7 +103,7 @@ struct RunOptions: ParsableArguments {
             throw ValidationError("--write-connections must be between 1 and 16")
         }
         guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
-        guard (1...Retention.maximumDays).contains(retentionDays) else {
+        if let retentionDays, !(1...Retention.maximumDays).contains(retentionDays) {
             throw ValidationError("--retention-days must be between 1 and \(Retention.maximumDays)")
         }
         guard TimeZone(identifier: timeZone) != nil else {

@@ -128,6 +128,8 @@ import Testing
         let (pg, mem) = try twin.runBoth(at: later, retentionDays: 7)
         #expect(pg.counters.matchesForgotten == 8)
         #expect(mem.counters.matchesForgotten == 8)
+        #expect(try twin.postgres.latestRetentionDays() == 7)
+        #expect(try twin.memory.latestRetentionDays() == 7)
         #expect(try twin.postgres.matches(filterId: 100).isEmpty)
         #expect(try twin.postgres.matches(filterId: 300).isEmpty)
         #expect(try twin.postgres.matches(filterId: 200).count == 4)

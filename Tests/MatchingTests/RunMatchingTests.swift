@@ -353,6 +353,31 @@ import Testing
         #expect(store.allNotifications.first?.profileIds == [12])
     }
 
+    /// The sweep forgets every filter's pairs: a backfill of one filter by hand, or a run, without
+    /// `--retention-days` keeps them as long as the latest run did (365 here), not the new service's 180.
+    @Test func withoutTheFlagTheLatestRunsRetentionApplies() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10), World.profile(11)])
+        store.save([World.filter(100, owner: 1), World.filter(200, owner: 1, #"{"residence": {"anyOf": [27]}}"#)])
+        let repositories = MatchingRepositories(store: store)
+        _ = try RunMatching(repositories).execute(.init(now: World.day1, retentionDays: 365))
+        #expect(World.pairs(store).count == 2)
+
+        let later = World.day1.adding(days: 200)
+        store.setClock(later)
+        let backfill = try World.backfill(store, .init(filters: .ids([200]), now: later))
+        #expect(backfill.counters.matchesForgotten == 0)
+        let run = try RunMatching(repositories).execute(.init(now: later.adding(days: 1)))
+        #expect(run.counters.matchesForgotten == 0)
+        #expect(try store.latestRetentionDays() == 365)
+        #expect(World.pairs(store).count == 2)
+
+        // The operator's flag is the new retention, and the runs after it keep it.
+        let shorter = try RunMatching(repositories).execute(.init(now: later.adding(days: 2), retentionDays: 180))
+        #expect(shorter.counters.matchesForgotten == 2)
+        #expect(try store.latestRetentionDays() == 180)
+    }
+
     @Test func backfillByChangedWindow() throws {
         let store = InMemoryStore(now: World.day1)
         store.save([World.profile(1, gender: 1)], updatedAt: World.day1)

@@ -78,6 +78,8 @@ public protocol RunRepository: Sendable {
     /// (entries of rows that now read fine are forgotten), and the counts in the run's counters (the larger
     /// of the recorded and the new, see `RunCounters.withReadIssues`).
     func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws
+    /// `--retention-days` of the latest incremental run, if any (`Retention.days`).
+    func latestRetentionDays() throws -> Int?
 }
 
 extension RunRepository {

@@ -16,12 +16,13 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         public let shard: Shard
         public let maxPerFilter: Int
         public let dryRun: Bool
-        public let retentionDays: Int
+        /// nil: as long as the latest incremental run kept them (`Retention.days`).
+        public let retentionDays: Int?
 
         public init(
             profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
             now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
-            dryRun: Bool = false, retentionDays: Int = Retention.defaultDays
+            dryRun: Bool = false, retentionDays: Int? = nil
         ) {
             self.profiles = profiles
             self.filters = filters
@@ -88,6 +89,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         timer.end(.read, output)
         output.handle(.candidatesLoaded(candidates.count))
         let zone = input.timeZone.identifier
+        let retentionDays = try Retention.days(input.retentionDays, runs: runs)
 
         if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
             Self.sameParameters(interrupted.parameters, input.parameters)
@@ -98,7 +100,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                     resumed: true, dryRun: false))
             return try pass.finishing(
                 interrupted, timer: timer, resumedId: interrupted.id,
-                retentionDays: interrupted.retentionDays ?? input.retentionDays
+                retentionDays: interrupted.retentionDays ?? retentionDays
             ) { timer in
                 try pass.execute(
                     .init(
@@ -132,10 +134,10 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,
                 writesNotifications: input.writesNotifications, coverage: nil, upTo: nil, upToTakenAt: nil,
                 timeZone: zone,
-                retentionDays: input.retentionDays, parameters: input.parameters, candidates: candidates.count))
+                retentionDays: retentionDays, parameters: input.parameters, candidates: candidates.count))
         output.handle(
             .started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: input.retentionDays) { timer in
+        return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: retentionDays) { timer in
             try pass.execute(
                 .init(
                     run: run, clock: clock, shard: input.shard, selection: input.filters,

@@ -17,14 +17,15 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         public let shard: Shard
         public let maxPerFilter: Int
         public let dryRun: Bool
-        /// How long a recorded pair is kept (runs.md retention).
-        public let retentionDays: Int
+        /// How long a recorded pair is kept (runs.md retention); nil: as long as the latest run kept them
+        /// (`Retention.days`).
+        public let retentionDays: Int?
         /// The operator accepts a time zone other than the one the shard's previous runs used.
         public let timeZoneChange: Bool
 
         public init(
             now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all,
-            maxPerFilter: Int = 100, dryRun: Bool = false, retentionDays: Int = Retention.defaultDays,
+            maxPerFilter: Int = 100, dryRun: Bool = false, retentionDays: Int? = nil,
             timeZoneChange: Bool = false
         ) {
             self.now = now
@@ -50,10 +51,11 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         let lock = try runs.lock(.run, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
 
+        let retentionDays = try Retention.days(input.retentionDays, runs: runs)
         var resumedId: Int64?
         if !input.dryRun {
             if let interrupted = try runs.interruptedRun(kind: .run, shard: input.shard) {
-                _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: input.retentionDays)
+                _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
                 resumedId = interrupted.id
             }
             try supersedeOtherLayouts(input.shard)
@@ -96,10 +98,10 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                 kind: .run, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter, writesNotifications: true,
                 coverage: coverage, upTo: changed.mark, upToTakenAt: changed.takenAt,
                 timeZone: input.timeZone.identifier,
-                retentionDays: input.retentionDays, parameters: "{}", candidates: changed.profiles.count))
+                retentionDays: retentionDays, parameters: "{}", candidates: changed.profiles.count))
         output.handle(
             .started(kind: .run, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: input.retentionDays) {
+        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: retentionDays) {
             timer in
             try pass.execute(plan(run), candidates: candidates, timings: &timer)
         }

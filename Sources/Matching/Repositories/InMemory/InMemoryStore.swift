@@ -514,6 +514,13 @@ extension InMemoryStore: RunRepository {
 
     public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
 
+    public func latestRetentionDays() throws -> Int? {
+        locked {
+            written.runRows.values.filter { $0.kind == .run && $0.retentionDays != nil }.max { $0.id < $1.id }?
+                .retentionDays
+        }
+    }
+
     public func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws {
         locked {
             let readFine = Set(
