@@ -75,6 +75,32 @@ import Testing
         #expect(throws: OperatorRefusal.self) { try AbandonRun(MatchingRepositories(store: store)).execute(.run(999)) }
     }
 
+    /// A shard's run that failed after an unsharded run, started while it was still running, succeeded: the
+    /// unsharded run covered its owners since, so the shard's next run abandons it rather than considering
+    /// its old changes again for its remaining filters.
+    @Test func aFailedRunThatANewerRunCoveredSinceIsAbandonedNotResumed() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save((1...4).map { World.profile(Int64($0), gender: 1) } + [World.profile(10), World.profile(11)])
+        store.save((1...4).map { World.filter(Int64($0) * 100, owner: Int64($0)) })
+        let half = try Shard(index: 0, count: 2)
+        store.failCommit(after: 1)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store, shard: half, unitFilterLimit: 1) }
+        let failed = try #require(store.allRuns.last)
+        #expect(failed.status == .failed)
+
+        // The unsharded run starts while the shard's process still holds its lock: it is not superseded.
+        let held = try #require(try store.tryLock(kind: .run, shard: half))
+        let whole = try World.run(store, now: World.day2)
+        held.release()
+        #expect(whole.counters.candidates == 6)
+        #expect(try store.run(id: failed.id)?.status == .failed)
+
+        let next = try World.run(store, now: World.day2.adding(microseconds: 60_000_000), shard: half)
+        #expect(next.resumedRunId == nil)
+        #expect(next.counters.candidates == 0)
+        #expect(try store.run(id: failed.id)?.status == .abandoned)
+    }
+
     @Test func aRunWhoseShardLockIsHeldIsNotAbandoned() throws {
         let store = seeded()
         store.failCommit(after: 0)

@@ -55,8 +55,13 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         var resumedId: Int64?
         if !input.dryRun {
             if let interrupted = try runs.interruptedRun(kind: .run, shard: input.shard) {
-                _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
-                resumedId = interrupted.id
+                if try coveredSince(interrupted) {
+                    try runs.abandon(runId: interrupted.id)
+                    output.handle(.superseded(runId: interrupted.id, shard: interrupted.shard))
+                } else {
+                    _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
+                    resumedId = interrupted.id
+                }
             }
             try supersedeOtherLayouts(input.shard)
         }
@@ -129,6 +134,16 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                 candidates: CandidateProfiles(
                     changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt), timings: &timer)
         }
+    }
+
+    /// Whether runs that read the changes after `run` did have since covered every owner of its shard (an
+    /// unsharded run, or a new layout's shards, that succeeded while it was still running and then failed):
+    /// completing it would consider again, for its remaining filters, changes those runs considered. It is
+    /// abandoned instead (what it committed stays), and this run goes on from the owners' newer coverage.
+    private func coveredSince(_ run: RunRecord) throws -> Bool {
+        guard let readAt = run.upToTakenAt else { return false }
+        let newer = try runs.coverage().entries.filter { $0.takenAt > readAt }.map(\.shard)
+        return Coverage.covers(newer, wholly: run.shard)
     }
 
     /// Interrupted runs of other shard layouts that overlap this shard are abandoned when no process holds
