@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 import Matching
 import PostgresClient
 
@@ -62,19 +63,37 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                     runsSince: ofShard.filter { $0.status != .succeeded })
             }
 
-            // Waiting for a digest: the retention sweep's rule (RetentionSQL); the other listed rows apart.
-            let waiting = try tx.query(
+            // Waiting for a digest: the retention sweep's rule (`RetentionSQL.stillWaits`), for owners who are
+            // active (their digests can come now), by filter; the other listed rows apart.
+            let listed = try tx.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
+            let zone = coverage.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
+            var waiting = (matches: Int64(0), filters: 0, oldest: Timestamp?.none, dueSince: Timestamp?.none)
+            for row in try tx.query(
                 """
-                SELECT count(*) FILTER (WHERE due), count(DISTINCT filter_id) FILTER (WHERE due),
-                       min(matched_at) FILTER (WHERE due), count(*) FILTER (WHERE NOT due)
-                FROM (SELECT w.filter_id, w.matched_at,
-                             coalesce(f.deleted_at IS NULL AND f.notify::text IN ('true', 't')
-                                      AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at), false) AS due
-                      FROM matcher_waiting_matches w
-                      LEFT JOIN saved_filters f ON f.id = w.filter_id
-                      LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id) AS listed
+                SELECT count(*), min(w.matched_at), s.last_notified_at, f.notify_every
+                FROM matcher_waiting_matches w
+                JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                                     AND f.notify::text IN ('true', 't')
+                JOIN profiles o ON o.id = f.owner_id AND o.status = 1
+                LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
+                WHERE \(RetentionSQL.stillWaits)
+                GROUP BY w.filter_id, s.last_notified_at, f.notify_every
                 """
-            ).rows[0]
+            ).rows {
+                let first = try row.timestamp(1)
+                // An interval the worker cannot read counts as the column's default, as a run reads it.
+                let every =
+                    (try? row.optionalInterval(3)).flatMap { $0 }.map {
+                        NotifyInterval(months: $0.months, days: $0.days, microseconds: $0.microseconds)
+                    } ?? .oneDay
+                let due = WaitingDigests.dueSince(
+                    firstWaiting: first, lastNotifiedAt: try row.optionalTimestamp(2), every: every,
+                    timeZone: zone ?? .tokyo)
+                waiting.matches += try row.int64(0)
+                waiting.filters += 1
+                waiting.oldest = min(waiting.oldest ?? first, first)
+                waiting.dueSince = min(waiting.dueSince ?? due, due)
+            }
             let setAside = try tx.query(
                 """
                 SELECT (SELECT count(*) FROM matcher_invalid_filters),
@@ -88,9 +107,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             return ServiceStatus(
                 now: now, shards: statuses,
                 digests: WaitingDigests(
-                    matches: Int(try waiting.int64(0)), filters: Int(try waiting.int64(1)),
-                    oldestMatchedAt: try waiting.optionalTimestamp(2),
-                    notNotifiable: Int(try waiting.int64(3))),
+                    matches: Int(waiting.matches), filters: waiting.filters, oldestMatchedAt: waiting.oldest,
+                    oldestDueSince: waiting.dueSince, notNotifiable: Int(listed - waiting.matches)),
                 invalidFilters: Int(try setAside.int64(0)), quarantinedProfiles: Int(try setAside.int64(1)),
                 quarantinedFilters: Int(try setAside.int64(2)),
                 retention: try retentionState(tx, now: now, days: retentionDays, oldest: retention),

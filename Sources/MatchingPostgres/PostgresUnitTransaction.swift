@@ -360,6 +360,13 @@ struct PostgresUnitTransaction: UnitTransaction {
             Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
     }
 
+    func recordPassedOver(_ filterIds: [Int64], at time: Timestamp) throws {
+        guard !filterIds.isEmpty else { return }
+        try tx.query(
+            "UPDATE matcher_filter_state SET passed_over_at = $4 WHERE filter_id = ANY($1) AND filter_id BETWEEN $2 AND $3",
+            Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
+    }
+
     /// The pause row (migration 0007) as this unit's transaction reads it.
     func notificationsPaused() throws -> Bool {
         try tx.query("SELECT EXISTS (SELECT 1 FROM matcher_service_state WHERE notifications_paused_at IS NOT NULL)")
@@ -447,9 +454,12 @@ enum RetentionSQL {
 
     /// Whether entry `w` (with `waitingJoins`) still waits for a digest: its filter exists, is not deleted, has
     /// `notify` on, its owner has a profile that is not deleted (a hidden or suspended owner may come back; a
-    /// deleted one, or one whose row is gone, never gets a digest), and it has had no digest since the match was
-    /// recorded.
-    private static let stillWaits = "(s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)"
+    /// deleted one, or one whose row is gone, never gets a digest), and no digest, written or held back, has
+    /// passed it over since the match was recorded.
+    static let stillWaits = """
+        ((s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)
+         AND (s.passed_over_at IS NULL OR s.passed_over_at < w.matched_at))
+        """
 
     /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
     /// a batch keeps. `last` is an expression over the statement's CTEs.

@@ -27,6 +27,8 @@ struct MetricsFile {
         var digestsWaiting: Int?
         /// Age in seconds of the oldest match waiting for a digest.
         var oldestDigestWaitingSeconds: Double?
+        /// Seconds since the most overdue waiting digest became due (`WaitingDigests.oldestDueSince`); 0 if none.
+        var digestOverdueSeconds: Double?
         /// filter_matches' primary key and its packed size (a build at fillfactor 90), in bytes (`matcher reindex`).
         var primaryKeyBytes: Int64?
         var primaryKeyPackedBytes: Int64?
@@ -184,6 +186,13 @@ struct MetricsFile {
             metric(
                 "matcher_oldest_digest_waiting_seconds", "gauge",
                 "Age in seconds of the oldest match waiting for a digest.",
+                [([], value)])
+        }
+        if let value = gauges.digestOverdueSeconds {
+            metric(
+                "matcher_digest_overdue_seconds", "gauge",
+                "Seconds since the most overdue waiting digest became due (0: none is due): notify_every after "
+                    + "the filter's last digest, less the due rule's tolerance, and not before its oldest waiting match.",
                 [([], value)])
         }
         if let bytes = gauges.primaryKeyBytes, let packed = gauges.primaryKeyPackedBytes {

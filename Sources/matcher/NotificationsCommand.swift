@@ -150,6 +150,8 @@ final class PauseProbe: @unchecked Sendable {
             gauges.digestsWaiting = status.digests.filters
             gauges.oldestDigestWaitingSeconds = Double(
                 status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
+            gauges.digestOverdueSeconds = Double(
+                status.digests.oldestDueSince.map { max(0, status.seconds(since: $0)) } ?? 0)
             gauges.primaryKeyBytes = status.retention.primaryKeyBytes
             gauges.primaryKeyPackedBytes = status.retention.primaryKeyPackedBytes
             gauges.marks = status.retention.marks?.marks

@@ -13,8 +13,9 @@ import Testing
 @Suite struct RetentionSweepTests {
     /// 40 filters (ids 1...40, notifying), 6 profiles each, recorded at three expired clocks and one kept one;
     /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now). The unnotified
-    /// expired pairs of filters 1...12 are on the waiting list, but only those of 1...10 still wait: filter 11
-    /// has turned `notify` off and filter 12's digest has passed its over. With `bulk`, the pairs of odd filters
+    /// expired pairs of filters 1...13 are on the waiting list, but only those of 1...10 still wait: filter 11
+    /// has turned `notify` off, filter 12's digest has passed its over, and filter 13's was held back (none
+    /// still qualified). With `bulk`, the pairs of odd filters
     /// are recorded in bulk (out of the retention index, listed by filter and clock), as a first run writes them.
     private func world(bulk: Bool = false) throws -> (TestDatabase, PostgresConnection) {
         let database = try MigratedDatabase.create()
@@ -36,7 +37,7 @@ import Testing
             """
             INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
             SELECT filter_id, profile_id, matched_at FROM filter_matches
-            WHERE filter_id <= 12 AND notification_id IS NULL AND matched_at < $1
+            WHERE filter_id <= 13 AND notification_id IS NULL AND matched_at < $1
             """, [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
         if bulk {
             try connection.execute(
@@ -50,6 +51,9 @@ import Testing
         try connection.execute("UPDATE saved_filters SET notify = false WHERE id = 11")
         try connection.query(
             "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (12, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
+        try connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, passed_over_at) VALUES (13, $1)",
             [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
         return (database, connection)
     }

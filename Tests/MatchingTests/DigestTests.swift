@@ -251,12 +251,26 @@ import Testing
         store.setClock(World.day2)
         store.save([World.profile(20, born: "1993-03-05", at: World.day2)])
         #expect(try run(store, World.day2).counters.matchesWritten == 1)
+        // Waiting since day 2, due a week after day 1's digest less an hour: not overdue before then.
+        let waiting = try store.serviceStatus(retention: false).digests
+        #expect(waiting.matches == 1 && waiting.oldestMatchedAt == World.day2)
+        #expect(waiting.oldestDueSince == World.day1.adding(days: 7).adding(microseconds: -3_600_000_000))
         let day8 = World.day1.adding(days: 7)
         let summary = try run(store, day8)
         #expect(summary.counters.notificationsWritten == 0)
         #expect(summary.counters.digestsHeldBack == 1)
         #expect(try store.notifications(filterId: 100).count == 1)
         #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 20)])
+        // The held-back digest passed the match over: listed still (a later digest shows it if it qualifies
+        // again), but no digest is waiting, and retention forgets it like any passed-over match.
+        let status = try store.serviceStatus(retention: false)
+        #expect(status.digests.matches == 0 && status.digests.notNotifiable == 1)
+        let day10 = World.day1.adding(days: 9)
+        store.setClock(day10)
+        let later = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day10, retentionDays: 7))
+        // Forgotten with profile 10's match, notified on day 1.
+        #expect(later.counters.digestsHeldBack == 1 && later.counters.matchesForgotten == 2)
+        #expect(store.waitingPairs.isEmpty && World.pairs(store).isEmpty)
     }
 
     @Test func loggedInWithinThreeDaysNoLongerHoldsAWeekLater() throws {

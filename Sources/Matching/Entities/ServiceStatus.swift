@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 
 /// What an operator asks first (`matcher status`, cli.md): per shard, the last successful run and how far
 /// behind now it is, the runs that went wrong since; the digests waiting; invalid and quarantined rows; how
@@ -141,22 +142,43 @@ public struct RunBrief: Sendable, Hashable {
 }
 
 /// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
-/// while its filter exists, is not deleted, has `notify` on and has had no digest since the match was
-/// recorded (the retention sweep's rule, `RetentionSQL.forgetBatch`); the others stay listed, never notified, until
-/// retention forgets them, and are counted apart so that they never make the oldest waiting digest look late.
+/// while its filter exists, is not deleted, has `notify` on, its owner is active, and no digest (written or held
+/// back) has passed it over since the match was recorded (the retention sweep's rule, `RetentionSQL.stillWaits`,
+/// which also keeps the matches of a hidden or suspended owner, who may come back); the others stay listed until
+/// a digest counts them or retention forgets them, and are counted apart so that they never make a digest look
+/// late.
 public struct WaitingDigests: Sendable, Hashable {
     public let matches: Int
     /// Filters with matches waiting: the digests that are waiting.
     public let filters: Int
     public let oldestMatchedAt: Timestamp?
-    /// Listed rows that no digest will count (notify off, filter deleted or gone, passed over by a digest).
+    /// Since when the most overdue waiting digest has been due: the latest of its oldest waiting match and the
+    /// time its filter became due again (`notify_every` after its last digest, less the tolerance). A weekly
+    /// filter's matches wait up to a week by design; its digest is overdue only once that week is up.
+    public let oldestDueSince: Timestamp?
+    /// Listed rows that no digest counts now (notify off, filter deleted or gone, owner inactive, passed over).
     public let notNotifiable: Int
 
-    public init(matches: Int, filters: Int, oldestMatchedAt: Timestamp?, notNotifiable: Int = 0) {
+    public init(
+        matches: Int, filters: Int, oldestMatchedAt: Timestamp?, oldestDueSince: Timestamp? = nil,
+        notNotifiable: Int = 0
+    ) {
         self.matches = matches
         self.filters = filters
         self.oldestMatchedAt = oldestMatchedAt
+        self.oldestDueSince = oldestDueSince
         self.notNotifiable = notNotifiable
+    }
+
+    /// When a filter's waiting digest became due: at its oldest waiting match (`firstWaiting`) if it has had no
+    /// digest, else not before `notify_every` after its last one, less the due rule's tolerance
+    /// (`NotificationPlanner.isDue`).
+    public static func dueSince(
+        firstWaiting: Timestamp, lastNotifiedAt: Timestamp?, every: NotifyInterval, timeZone: TimeZone
+    ) -> Timestamp {
+        guard let last = lastNotifiedAt else { return firstWaiting }
+        let due = every.added(to: last, in: timeZone).adding(microseconds: -every.dueTolerance)
+        return max(firstWaiting, due)
     }
 }
 

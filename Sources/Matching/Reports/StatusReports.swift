@@ -77,7 +77,16 @@ extension Report {
                             } ?? .none
                         ),
                         ReportField(
-                            "listed_never_to_be_notified", "Listed, never to be notified",
+                            "earliest_due", "Earliest due",
+                            digests.oldestDueSince.map { due in
+                                let seconds = status.seconds(since: due)
+                                return .text(
+                                    seconds >= 0
+                                        ? "\(due.iso8601) (overdue \(Self.duration(seconds)))"
+                                        : "\(due.iso8601) (in \(Self.duration(-seconds)))")
+                            } ?? .none),
+                        ReportField(
+                            "listed_not_waiting", "Listed, not waiting now",
                             .integer(digests.notNotifiable)),
                     ]),
                 .fields(
@@ -203,6 +212,8 @@ extension ServiceStatus {
                     ("matches", .integer(Int64(digests.matches))), ("filters", .integer(Int64(digests.filters))),
                     ("oldest_matched_at", time(digests.oldestMatchedAt)),
                     ("oldest_age_seconds", int(digests.oldestMatchedAt.map { seconds(since: $0) })),
+                    ("earliest_due", time(digests.oldestDueSince)),
+                    ("overdue_seconds", .integer(digests.oldestDueSince.map { max(0, seconds(since: $0)) } ?? 0)),
                     ("not_notifiable", .integer(Int64(digests.notNotifiable))),
                 ])
             ),

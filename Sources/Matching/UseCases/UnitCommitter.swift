@@ -118,6 +118,7 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
+            try tx.recordPassedOver(decision.heldBack, at: now)
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -139,6 +140,7 @@ public struct UnitCommitter: Sendable {
         // A digest counts only matches it was planned from, all of them in `nowWaiting`.
         try tx.markNotified(DigestMarks(replanned, newIds).marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
+        try tx.recordPassedOver(redecided.heldBack, at: now)
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)

@@ -35,6 +35,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var waiting: [MatchPair: Timestamp] = [:]
         var notificationRows: [MatchNotification] = []
         var lastNotifiedAt: [Int64: Timestamp] = [:]
+        /// When each filter's digest was last held back (`recordPassedOver`).
+        var passedOverAt: [Int64: Timestamp] = [:]
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
     }
@@ -259,19 +261,23 @@ extension InMemoryStore: MatchRepository {
         }
     }
 
+    /// Whether a listed match still waits for a digest (`RetentionSQL.stillWaits`): its filter notifies, its
+    /// owner has a profile that is not deleted, and no digest, written or held back, has passed it over since
+    /// `since`. Called under the store's lock.
+    private func stillWaits(_ pair: MatchPair, since: Timestamp) -> Bool {
+        guard let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify,
+            let owner = profileRows[filter.ownerId], owner.status != Profile.Status.deleted
+        else { return false }
+        return (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true)
+            && (written.passedOverAt[pair.filterId].map { $0 < since } ?? true)
+    }
+
     public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
         locked {
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
-                // Waits for its digest (`RetentionSQL.stillWaits`): a notifying filter whose owner is not deleted,
-                // with no digest since the match.
-                if let since = written.waiting[pair], let filter = filterRows[pair.filterId], !filter.isDeleted,
-                    filter.notify, let owner = profileRows[filter.ownerId], owner.status != Profile.Status.deleted,
-                    written.lastNotifiedAt[pair.filterId].map({ $0 < since }) ?? true
-                {
-                    continue
-                }
+                if let since = written.waiting[pair], stillWaits(pair, since: since) { continue }
                 guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
                 written.matchRows[pair] = nil
                 written.silentPairs.remove(pair)
@@ -407,6 +413,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
 
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws {
         for id in filterIds { written.lastNotifiedAt[id] = time }
+    }
+
+    func recordPassedOver(_ filterIds: [Int64], at time: Timestamp) throws {
+        for id in filterIds { written.passedOverAt[id] = time }
     }
 
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws {
@@ -610,17 +620,26 @@ extension InMemoryStore: StatusRepository {
                     shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
                     lastSuccess: success.map(brief), runsSince: since.map(brief))
             }
-            // The retention sweep's rule: a listed match waits for a digest while its filter can still notify it.
+            // The retention sweep's rule, for owners who are active: their digests can come now.
             let waiting = written.waiting.filter { pair, since in
-                guard let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify else { return false }
-                return written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true
+                stillWaits(pair, since: since)
+                    && filterRows[pair.filterId].flatMap { profileRows[$0.ownerId] }?.isActive == true
+            }
+            let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
+            let dueSince = Dictionary(grouping: waiting, by: \.key.filterId).compactMap { filterId, entries in
+                filterRows[filterId].map { filter in
+                    WaitingDigests.dueSince(
+                        firstWaiting: entries.map(\.value).min() ?? clock,
+                        lastNotifiedAt: written.lastNotifiedAt[filterId], every: filter.notifyEvery,
+                        timeZone: zone ?? .tokyo)
+                }
             }
             let matches = written.matchRows.values
             return ServiceStatus(
                 now: clock, shards: statuses,
                 digests: WaitingDigests(
                     matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
-                    oldestMatchedAt: waiting.values.min(),
+                    oldestMatchedAt: waiting.values.min(), oldestDueSince: dueSince.min(),
                     notNotifiable: written.waiting.count - waiting.count),
                 invalidFilters: invalidRows.count,
                 quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
