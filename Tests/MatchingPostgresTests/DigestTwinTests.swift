@@ -51,7 +51,7 @@ import Testing
 
     @discardableResult
     func runBoth(
-        _ twin: Twin, at clock: Timestamp, hook: ((Bool) throws -> Void)? = nil
+        _ twin: Twin, at clock: Timestamp, retentionDays: Int? = nil, hook: ((Bool) throws -> Void)? = nil
     ) throws
         -> (postgres: RunSummary, memory: RunSummary)
     {
@@ -60,12 +60,12 @@ import Testing
             MatchingRepositories(store: twin.postgres), output: WhenWriting { try hook?(true) },
             options: PassOptions(unitFilterLimit: 7)
         )
-        .execute(.init(now: clock))
+        .execute(.init(now: clock, retentionDays: retentionDays))
         let mem = try RunMatching(
             MatchingRepositories(store: twin.memory), output: WhenWriting { try hook?(false) },
             options: PassOptions(unitFilterLimit: 7)
         )
-        .execute(.init(now: clock))
+        .execute(.init(now: clock, retentionDays: retentionDays))
         #expect(pg.counters == mem.counters)
         // The counters the run persisted are the ones it reported.
         let runId = try #require(pg.runId)
@@ -188,6 +188,44 @@ import Testing
         #expect(due.postgres.counters.notificationsWritten == 1)
         #expect(try twin.postgres.notifications(filterId: 100).map(\.profileIds) == [[10], [11]])
         try expectSameRows(twin, "hourly")
+    }
+
+    /// A weekly filter's only waiting match can never qualify again (the profile turned 33): its digest is held
+    /// back, which passes the match over on both stores: no digest waits (status), and retention forgets it.
+    @Test func aHeldBackDigestPassesItsMatchesOver() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        func profile(_ id: Int64, gender: Int16, born: String, at clock: Timestamp) throws -> Profile {
+            Profile.make(
+                id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30),
+                ["gender": .code(gender), "age": .date(try #require(CalendarDate(iso8601: born)))])
+        }
+        try twin.saveProfiles(
+            [
+                try profile(1, gender: 1, born: "1990-01-01", at: day1),
+                try profile(10, gender: 2, born: "1996-01-01", at: day1),
+            ],
+            at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}, "age": {"min": 25, "max": 32}}"#,
+                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
+        ])
+        try runBoth(twin, at: day1)
+        // 32 on day 2, 33 from 2026-03-05.
+        try twin.saveProfiles([try profile(20, gender: 2, born: "1993-03-05", at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        let day8 = day1.adding(days: 7)
+        let heldBack = try runBoth(twin, at: day8)
+        #expect(heldBack.postgres.counters.digestsHeldBack == 1)
+        let pgStatus = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        let memStatus = try twin.memory.serviceStatus(retention: false)
+        #expect(pgStatus.digests == memStatus.digests)
+        #expect(pgStatus.digests.matches == 0 && pgStatus.digests.notNotifiable == 1)
+        let forgetting = try runBoth(twin, at: day1.adding(days: 9), retentionDays: 7)
+        #expect(forgetting.postgres.counters.matchesForgotten == 2)  // with profile 10's, notified on day 1
+        #expect(try twin.postgres.matches(filterId: 100).isEmpty)
+        try expectSameRows(twin, "held back")
     }
 
     @Test func aLapsedOwnersCommunitiesOnlyFilterIsSuspendedUntilTheOwnerPays() throws {
