@@ -164,7 +164,42 @@ public struct MigrationRunner {
         if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
             try ChangeCapture.install(on: connection)
         }
+        try Self.markVersion(connection)
         return applied
+    }
+
+    /// The newest migration this build's code needs (a test keeps it equal to the newest file of `sql/`).
+    public static let schemaVersion = 14
+
+    /// Writes the database's migration version where the worker's role can read it: the comment of
+    /// `matcher_runs` (the worker may not read `matcher_schema_migrations`, sql/roles/worker_role.sql).
+    static func markVersion(_ connection: PostgresConnection) throws {
+        let row = try connection.query(
+            "SELECT coalesce(max(version), 0), to_regclass('matcher_runs') IS NOT NULL FROM matcher_schema_migrations"
+        ).rows[0]
+        guard try row.bool(1) else { return }
+        try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema \(try row.int32(0))'")
+    }
+
+    /// Refuses, before anything is read or written, a database whose worker schema is older than this build
+    /// needs (a new binary installed before `matcher migrate` ran): a run would otherwise fail at its first
+    /// statement that names a new column, after committing some units.
+    public static func verifyCurrent(_ connection: PostgresConnection) throws {
+        let comment = try connection.query("SELECT obj_description(to_regclass('matcher_runs'), 'pg_class')")
+            .rows[0].optionalString(0)
+        let found = comment.flatMap { text -> Int? in
+            guard text.hasPrefix("matcher schema ") else { return nil }
+            return Int(text.dropFirst("matcher schema ".count))
+        }
+        guard let found, found >= schemaVersion else {
+            let what =
+                found.map { "is at version \($0)" }
+                ?? "has no version mark (migrated by an older matcher, or not at all)"
+            throw MigrationError(
+                description:
+                    "the database's worker schema \(what), and this matcher needs version \(schemaVersion): run "
+                    + "`matcher migrate` (as the owner), then sql/roles/worker_role.sql; nothing was written")
+        }
     }
 
     /// Earlier texts of a migration that had the same effect on the databases they were applied to, so

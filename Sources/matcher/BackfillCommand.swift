@@ -44,6 +44,7 @@ struct Backfill: ParsableCommand {
         try runReportingFailures(logger, "backfill", metrics: metrics) {
             let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store(
                 writeConnections: options.writeConnections)
+            try MigrationRunner.verifyCurrent(store.connection)
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let profiles: ProfileSelection
             if changedSince != nil || changedBefore != nil {

@@ -22,6 +22,7 @@ struct Run: ParsableCommand {
             let store = try Database(database, applicationName: "matcher run \(options.shard)").store(
                 writeConnections: options.writeConnections)
             pause.connection = store.connection
+            try MigrationRunner.verifyCurrent(store.connection)
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 MatchingRepositories(store: store), engine: options.engine.engine,

@@ -67,6 +67,30 @@ import Testing
         }
     }
 
+    /// The version the code needs is the newest file's, and a run on a database behind it is refused before it
+    /// reads or writes anything (exit 78, one line saying what to do), rather than failing at the first
+    /// statement that names a new column after committing some units; after `matcher migrate` it runs.
+    @Test func aRunOnASchemaOlderThanTheCodeIsRefusedBeforeItWritesAnything() throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        #expect(MigrationRunner.schemaVersion == migrations.map(\.version).max())
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        try MigrationRunner(connection: connection).apply(
+            migrations.filter { $0.version < MigrationRunner.schemaVersion })
+        #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
+
+        let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(refused.stderr.contains("needs version \(MigrationRunner.schemaVersion)"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("matcher migrate"))
+        #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
+
+        try MigrationRunner(connection: connection).apply(migrations)
+        try MigrationRunner.verifyCurrent(connection)
+        let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(ran.status == 0, "\(ran.stderr)")
+    }
+
     @Test func anEditedMigrationIsRefused() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()

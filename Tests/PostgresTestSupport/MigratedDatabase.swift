@@ -17,9 +17,11 @@ public enum MigratedDatabase {
 
     private static let template: Result<String, any Error> = Result {
         let migrations = try MigrationRunner.load(from: sqlDirectory)
-        // The change capture is generated from the catalogue and installed with the migrations: part of the name.
+        // The change capture is generated from the catalogue and installed with the migrations: part of the name;
+        // so is the version mark `apply` leaves (`MigrationRunner.verifyCurrent`), absent from older templates.
         let digest =
             migrations.map(\.checksum).joined(separator: "-") + ChangeCapture.installSQL(schema: "public")
+            + "version mark \(MigrationRunner.schemaVersion)"
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in digest.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         let name = "matcher_template_\(String(hash, radix: 16))"
