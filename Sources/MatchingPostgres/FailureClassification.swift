@@ -10,9 +10,15 @@ extension PostgresError: ClassifiedError {
             if message.hasPrefix("invalid connection string") { return .configuration }
             // Reached, but refused: wrong password or user, no such database. Retrying will not help.
             if let sqlState, sqlState.hasPrefix("28") || sqlState == "3D000" { return .configuration }
+            // And settings libpq read but cannot use (it fills in host, port and database first, so these come
+            // as "could not connect"): a bad sslmode or port, a missing certificate, SSL the server lacks.
             let refused = [
                 "password authentication failed", "no password supplied", "authentication failed",
-                "no pg_hba.conf entry", "does not exist",
+                "no pg_hba.conf entry", "does not exist", "rejects connection", "is not permitted to log in",
+                "permission denied for database", "invalid sslmode value", "invalid port number",
+                "invalid integer value", "invalid value for parameter", "invalid target_session_attrs value",
+                "could not read root certificate file", "root certificate file", "certificate file",
+                "server does not support SSL", "certificate verify failed",
             ]
             if refused.contains(where: message.contains) { return .configuration }
             // Could not reach the server at all. A connection lost mid-run is an ordinary failure (1):

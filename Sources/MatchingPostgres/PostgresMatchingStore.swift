@@ -308,7 +308,8 @@ extension PostgresMatchingStore: ProfileRepository {
             case .all:
                 return try copyProfiles(tx)
             case .changed(let from, let to):
-                try setLocal(tx, [("matcher.from", from.iso8601), ("matcher.to", to.iso8601)])
+                // An open end (not closed by the backfill, `ProfileSelection.upTo`): no upper bound.
+                try setLocal(tx, [("matcher.from", from.iso8601), ("matcher.to", to?.iso8601 ?? "infinity")])
                 return try copyProfiles(
                     tx,
                     where: """

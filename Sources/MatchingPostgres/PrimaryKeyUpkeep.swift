@@ -83,6 +83,11 @@ public struct PrimaryKeyUpkeep {
         // A rebuild takes as long as it takes, and waits for the transactions that hold the table (it blocks
         // none of them); the role's timeouts are for the runs' statements. The schedule's own limit bounds it.
         try connection.execute("SET statement_timeout = 0; SET lock_timeout = 0")
+        // The client's call deadline too: REINDEX CONCURRENTLY sends nothing while it builds or waits, and a
+        // deadline shutting the socket would leave the key at the rebuild's fillfactor (the RESET below).
+        let callTimeout = connection.callTimeout
+        connection.callTimeout = nil
+        defer { connection.callTimeout = callTimeout }
         let dropped = try leftovers()
         for name in dropped {
             // A utility statement takes no parameters: the server quotes the name itself.

@@ -38,8 +38,10 @@ extension Timestamp {
         switch micros {
         case .max, .min: self.init(microsecondsSinceEpoch: micros)
         default:
+            // The last 29 years of PostgreSQL's range overflow the 1970 epoch: clamped to the largest finite
+            // instant, never to the +infinity sentinel (`Int64.max`).
             let (sum, overflow) = micros.addingReportingOverflow(PostgresEpoch.microseconds)
-            self.init(microsecondsSinceEpoch: overflow ? .max : sum)
+            self.init(microsecondsSinceEpoch: overflow || sum == .max ? .max - 1 : sum)
         }
     }
 

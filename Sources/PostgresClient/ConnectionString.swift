@@ -94,7 +94,29 @@ enum ConnectionString {
             found.append(String(match.output.1))
             found.append(String(match.output.1).removingPercentEncoding ?? "")
         }
+        // A password holding an unencoded `@` or `/` (`unencodedUserInfo`): all of it up to the last `@`, and
+        // the pieces libpq may quote as host, port or database.
+        for match in conninfo.matches(of: #/://[^/@:]*:([^?]*)@/#) {
+            let password = String(match.output.1)
+            found.append(password)
+            found += password.split(whereSeparator: { "@/:?#".contains($0) }).map(String.init)
+        }
         return found
+    }
+
+    /// What is wrong with a `postgresql://` URI whose user or password holds a character that must be
+    /// percent-encoded there (`@ / ? #`): libpq reads the rest of the password as the host, port or database
+    /// and quotes it in its errors. Nil when there is no such URI. The answer echoes nothing of the URI.
+    public static func unencodedUserInfo(in conninfo: String) -> String? {
+        let text = conninfo.trimmingCharacters(in: .whitespaces)
+        guard let scheme = ["postgresql://", "postgres://"].first(where: { text.hasPrefix($0) }) else { return nil }
+        let rest = text.dropFirst(scheme.count)
+        let beforeQuery = rest.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? rest
+        guard let lastAt = beforeQuery.lastIndex(of: "@") else { return nil }
+        let userInfo = beforeQuery[..<lastAt]
+        guard userInfo.contains(where: { "@/?#".contains($0) }) else { return nil }
+        return "the URI's user or password holds a character that must be percent-encoded there "
+            + "(@ as %40, / as %2F, ? as %3F, # as %23): libpq would read part of it as the host or database"
     }
 
     /// `text` without the given secrets and without anything that looks like `password=…`.

@@ -20,9 +20,16 @@ extension PostgresConnection {
             do {
                 try receive(connection, into: &parser, row)
             } catch {
-                // Stop the server from sending the rest, then discard what is already under way.
-                cancelCurrentStatement()
-                drainCopyOut(connection)
+                // Stop the server from sending the rest, then discard what is already under way: only while the
+                // connection is sound. After the call deadline shut the socket, or the connection broke, a cancel
+                // request (a new connection, a blocking read with no time limit) could wait for ever on the same
+                // frozen path, holding the cancel lock that a second signal needs to exit.
+                if !deadline.hasTripped, PQstatus(connection) == CONNECTION_OK,
+                    (error as? PostgresError)?.kind != .connection
+                {
+                    cancelCurrentStatement()
+                    drainCopyOut(connection)
+                }
                 throw error
             }
             if let error = finishResults(connection) { throw error }

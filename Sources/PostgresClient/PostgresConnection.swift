@@ -25,7 +25,7 @@ public final class PostgresConnection: @unchecked Sendable {
     private var cancelHandle: OpaquePointer?
 
     private let noticeStore = NoticeStore()
-    private let deadline = CallDeadline()
+    let deadline = CallDeadline()
 
     /// How long one libpq call may wait without any data moving before the client gives up on the
     /// server (shuts the socket down and throws `.connection`); nil waits forever. Set it above the
@@ -88,9 +88,14 @@ public final class PostgresConnection: @unchecked Sendable {
                 $0.map { $0.pointee != 0 } ?? false
             }
             let message =
-                parsed
-                ? "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
-                : "invalid connection string: \(reason)"
+                if let misread = ConnectionString.unencodedUserInfo(in: conninfo) {
+                    // libpq's own words would quote the misread password as a host or database.
+                    "invalid connection string: \(misread)"
+                } else if parsed {
+                    "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
+                } else {
+                    "invalid connection string: \(reason)"
+                }
             PQfinish(connection)
             throw PostgresError(kind: .connection, message: ConnectionString.redact(message, secrets: secrets))
         }

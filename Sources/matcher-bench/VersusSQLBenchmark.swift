@@ -217,7 +217,10 @@ enum Shell {
     static func run(_ executable: String, _ arguments: [String]) throws {
         let result = try timedChild(executable, arguments, environment: [:])
         guard result.status == 0 else {
-            throw ValidationError("\(executable) \(arguments.joined(separator: " ")) failed: \(result.stderr)")
+            // Not the arguments: they carry the connection string, which may hold a password.
+            throw ValidationError(
+                "\(executable) failed (its \(arguments.count) arguments not shown: they hold the connection string): "
+                    + result.stderr)
         }
     }
 

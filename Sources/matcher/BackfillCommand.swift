@@ -14,10 +14,15 @@ struct Backfill: ParsableCommand {
     @OptionGroup var options: RunOptions
     @OptionGroup var output: OutputOptions
 
-    @Option(help: "Only profiles whose updated_at is at or after this time (ISO 8601).")
-    var changedSince: String?
-    @Option(help: "Only profiles whose updated_at is before this time (ISO 8601; default: the run's clock).")
-    var changedBefore: String?
+    @Option(
+        help: "Only profiles whose updated_at is at or after this time (ISO 8601 with its zone offset).",
+        transform: { try instant("--changed-since", $0) })
+    var changedSince: Timestamp?
+    @Option(
+        help:
+            "Only profiles whose updated_at is before this time (ISO 8601 with its zone offset; default: the backfill's clock).",
+        transform: { try instant("--changed-before", $0) })
+    var changedBefore: Timestamp?
     @Option(name: .customLong("filter"), parsing: .upToNextOption, help: "Only these filter ids (repeatable).")
     var filterIds: [Int64] = []
     @Option(
@@ -29,11 +34,6 @@ struct Backfill: ParsableCommand {
     func validate() throws {
         if !filterIds.isEmpty && !ownerIds.isEmpty {
             throw ValidationError("choose filters by --filter or by --owner, not both")
-        }
-        for (flag, value) in [("--changed-since", changedSince), ("--changed-before", changedBefore)] {
-            if let value, Timestamp(iso8601: value) == nil {
-                throw ValidationError("\(flag) \(value): not an ISO 8601 time such as 2026-03-01T03:00:00Z")
-            }
         }
     }
 
@@ -48,9 +48,9 @@ struct Backfill: ParsableCommand {
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let profiles: ProfileSelection
             if changedSince != nil || changedBefore != nil {
-                let from = changedSince.flatMap(Timestamp.init(iso8601:)) ?? Timestamp(microsecondsSinceEpoch: .min / 2)
-                let to = try changedBefore.flatMap(Timestamp.init(iso8601:)) ?? options.now ?? store.currentTime()
-                profiles = .changed(from: from, to: to)
+                // Without --changed-before, up to the backfill's clock: the one it resumes with, if interrupted.
+                let from = changedSince ?? Timestamp(microsecondsSinceEpoch: .min / 2)
+                profiles = .changed(from: from, to: changedBefore)
             } else {
                 profiles = .all
             }

@@ -97,7 +97,8 @@ func runReportingFailures(
                 "error": "\(message)", "failure": "\(kind.rawValue)",
                 "exit": .stringConvertible(Int(status)),
             ])
-        FileHandle.standardError.write(Data(failureLine(what, message, advice(for: error, kind: kind), status).utf8))
+        FileHandle.standardError.write(
+            Data(failureLine(what, message, advice(for: error, kind: kind, command: what), status).utf8))
         throw ExitCode(status)
     }
 }
@@ -107,27 +108,39 @@ func failureLine(_ what: String, _ message: String, _ advice: String, _ status: 
     "matcher: \(what) failed: \(message) — \(advice) (exit \(status))\n"
 }
 
-func advice(for error: any Error, kind: FailureKind) -> String {
+/// What to do after a failure of `command` ("run", "backfill", "explain", …): which command picks up the work.
+func advice(for error: any Error, kind: FailureKind, command: String = "run") -> String {
+    let resumes =
+        switch command {
+        case "run": "the next run resumes the work"
+        case "backfill": "the same backfill command resumes the work"
+        default: "retry the command"
+        }
     if let pg = error as? PostgresError {
         switch (pg.kind, kind) {
         case (.connection, .configuration) where pg.message.hasPrefix("invalid connection string"),
             (.usage, .configuration):
             return
                 "fix --database-url / DATABASE_URL (a libpq keyword string or postgresql:// URI); retrying will not help"
-        case (.connection, .configuration):
+        case (.connection, .configuration)
+        where ["authentication", "password", "pg_hba", "does not exist", "not permitted", "permission denied"]
+            .contains(where: pg.message.contains):
             return
                 "the server refused the login: check the user, database and password (password file, PGPASSFILE); retrying will not help"
+        case (.connection, .configuration):
+            return
+                "fix --database-url / DATABASE_URL (a setting libpq cannot use: sslmode, port, certificates); retrying will not help"
         case (.connection, _) where pg.message.hasPrefix("could not connect"):
             return
                 "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
         case (.connection, _):
-            return "the connection was lost mid-run; committed units are kept and the next run resumes the work"
+            return "the connection was lost mid-run; committed units are kept and \(resumes)"
         case (.server, _) where pg.sqlState == "42501":
             return "the role lacks a privilege: run `matcher migrate` as the owner, then sql/roles/worker_role.sql"
         case (.server, .configuration):
             return "the schema is missing or old: run `matcher migrate` (as the owner), then sql/roles/worker_role.sql"
         case (.server, _) where pg.sqlState == "57014":
-            return "a statement hit statement_timeout or was cancelled; the next run resumes the work"
+            return "a statement hit statement_timeout or was cancelled; \(resumes)"
         default:
             break
         }
@@ -137,7 +150,8 @@ func advice(for error: any Error, kind: FailureKind) -> String {
     case .configuration: return "fix the configuration; retrying will not help"
     case .unavailable: return "check that the database is up and reachable; the next run retries"
     case .locked: return "another run holds the lock; nothing was written"
-    case .other: return "committed units are kept; the next run resumes the work"
+    case .other:
+        return command == "run" || command == "backfill" ? "committed units are kept; \(resumes)" : resumes
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct Matcher: ParsableCommand {
@@ -15,6 +16,23 @@ struct Matcher: ParsableCommand {
 
     static func main() {
         MallocArenas.limitToCores()  // before any thread allocates
-        main(nil)
+        let command: any ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            // A usage error is one line, as every failure (cli.md); help and --version print as usual.
+            let code = exitCode(for: error)
+            guard code == .validationFailure else { exit(withError: error) }
+            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error"
+            FileHandle.standardError.write(
+                Data("matcher: \(message) — see `matcher help` or `matcher <command> --help` (exit 64)\n".utf8))
+            exit(withError: ExitCode.validationFailure)
+        }
+        do {
+            var command = command
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
     }
 }

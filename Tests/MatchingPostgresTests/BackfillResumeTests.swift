@@ -106,4 +106,36 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
                     WHERE l.filter_id = m.filter_id AND l.matched_at = m.matched_at AND m.profile_id = ANY (l.profile_ids))
                 """) == 0)
     }
+
+    /// `--changed-since` alone, no `--now`: the window ends at the backfill's clock, the database's when it
+    /// started. Started again after an interruption, it is the same backfill (not a new one at a new clock),
+    /// resumed at its clock, in the zone it started in.
+    @Test func anOpenEndedWindowIsResumedAtItsOwnClockAndZone() throws {
+        var scenario = ScenarioWorld(seed: 78)
+        let world = scenario.day1(profiles: 120, filters: 30)
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(world.profiles, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters(world.filters)
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        let window = ProfileSelection.changed(from: ScenarioWorld.day1.adding(days: -1), to: nil)
+        #expect(throws: FailingMatches.InjectedFailure.self) {
+            try Backfill(
+                MatchingRepositories(store: store).replacing(matches: FailingMatches(store, commitsBeforeFailure: 1)),
+                options: PassOptions(unitFilterLimit: 5)
+            )
+            .execute(.init(profiles: window, timeZone: utc))
+        }
+        let first = try #require(try store.interruptedRun(kind: .backfill, shard: .all))
+        let resumed = try Backfill(MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 5))
+            .execute(.init(profiles: window))
+        #expect(resumed.resumedRunId == first.id && resumed.runId == first.id)
+        #expect(resumed.clock == first.clock)
+        #expect(resumed.counters.candidates == 120)
+        #expect(try store.run(id: first.id)?.timeZone == utc.identifier && utc.identifier != TimeZone.tokyo.identifier)
+        #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 1)
+    }
 }

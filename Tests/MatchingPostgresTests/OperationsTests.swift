@@ -28,10 +28,11 @@ import Testing
         let password = "Sup3rSecretPw"
         // 64: a usage error, found by the parser or by validation.
         let unknown = try MatcherProcess.run(["run", "--no-such-flag"], database: "")
-        #expect(unknown.status == 64, "\(unknown.stderr)")
+        Self.expectOneLine(unknown, status: 64, containing: "--no-such-flag")
         let zoneless = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00"], database: "")
-        #expect(zoneless.status == 64, "\(zoneless.stderr)")
-        #expect(zoneless.stderr.contains("a time without an offset is refused"))
+        Self.expectOneLine(zoneless, status: 64, containing: "a time without an offset is refused")
+        let zonelessWindow = try MatcherProcess.run(["backfill", "--changed-since", "2026-03-01"], database: "")
+        Self.expectOneLine(zonelessWindow, status: 64, containing: "--changed-since")
 
         // 69: nothing listens there (port 1 on loopback); the password never shows.
         let unreachable = try MatcherProcess.run(
@@ -48,6 +49,19 @@ import Testing
             ["run", "--database-url", "host=127.0.0.1 port=1 password=\(password) nonsense=1"], database: "")
         Self.expectOneLine(keywords, status: 78, containing: "fix --database-url")
         #expect(!keywords.stderr.contains(password), "\(keywords.stderr)")
+
+        // 78: a password with an unencoded @ in the URI: libpq would read "2024@127.0.0.1" as the host and
+        // quote it; the line says what to fix and shows no piece of the password.
+        let unencoded = try MatcherProcess.run(
+            ["run"], database: "postgresql://matcher_worker:Secr3t@2024@127.0.0.1:1/matcher")
+        Self.expectOneLine(unencoded, status: 78, containing: "percent-encoded")
+        #expect(!unencoded.stderr.contains("Secr3t") && !unencoded.stderr.contains("2024"), "\(unencoded.stderr)")
+        // 78: settings libpq reads but cannot use: not the server's fault, retrying will not help.
+        for settings in ["sslmode=verify_full", "port=abc"] {
+            let unusable = try MatcherProcess.run(
+                ["run", "--database-url", "host=127.0.0.1 dbname=matcher \(settings)"], database: "")
+            Self.expectOneLine(unusable, status: 78, containing: "fix --database-url")
+        }
 
         // 78: a reachable database without the schema: run `matcher migrate`.
         let empty = try TestDatabase.create()

@@ -134,6 +134,20 @@ import Testing
         #expect(error?.message.contains("2, 4 or 8 bytes") == true)
     }
 
+    /// PostgreSQL's last finite instant (294276-12-31 23:59:59.999999 UTC) overflows the 1970 epoch: it reads as
+    /// a finite instant, the largest, never as +infinity.
+    @Test func theLastFiniteInstantIsNotInfinity() throws {
+        var stamps: [TimeField<Timestamp>] = []
+        _ = try Self.copy([[Self.be(Int64(9_223_371_331_199_999_999))]]) { row in
+            stamps.append(try row.timestampField())
+        }
+        guard case .value(let last)? = stamps.first else {
+            Issue.record("expected a finite instant, got \(stamps)")
+            return
+        }
+        #expect(last.microsecondsSinceEpoch == .max - 1)
+    }
+
     @Test func aFieldLengthBeyondOneGibibyteIsRefused() throws {
         var bytes = Array("PGCOPY\n".utf8) + [0xFF, 0x0D, 0x0A, 0x00]
         bytes.appendBigEndian(UInt32(0))

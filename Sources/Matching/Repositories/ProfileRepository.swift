@@ -3,8 +3,14 @@ import Chronology
 /// Which profiles a backfill evaluates.
 public enum ProfileSelection: Sendable, Hashable {
     case all
-    /// Profiles whose `updated_at` lies in `from ..< to`.
-    case changed(from: Timestamp, to: Timestamp)
+    /// Profiles whose `updated_at` lies in `from ..< to`; `to` nil: up to the backfill's clock (`upTo(_:)`).
+    case changed(from: Timestamp, to: Timestamp?)
+
+    /// The selection with an open end closed at `clock`: a backfill resumed later reads the same window.
+    public func upTo(_ clock: Timestamp) -> ProfileSelection {
+        guard case .changed(let from, nil) = self else { return self }
+        return .changed(from: from, to: clock)
+    }
 }
 
 /// Profiles new to at least one change window (columnar), and the mark to remember for next time.

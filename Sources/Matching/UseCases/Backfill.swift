@@ -43,7 +43,8 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             let profilePart: String
             switch profiles {
             case .all: profilePart = "all"
-            case .changed(let from, let to): profilePart = "changed \(from.iso8601)..<\(to.iso8601)"
+            case .changed(let from, let to):
+                profilePart = "changed \(from.iso8601)..<\(to.map(\.iso8601) ?? "the backfill's clock")"
             }
             let filterPart: String
             switch filters {
@@ -84,16 +85,24 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let lock = try runs.lock(.backfill, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
         var timer = PhaseTimer()
-        timer.begin(.read, output)
-        let candidates = CandidateProfiles(try profiles.profiles(input.profiles))
-        timer.end(.read, output)
-        output.handle(.candidatesLoaded(candidates.count))
         let zone = input.timeZone.identifier
         let retentionDays = try Retention.days(input.retentionDays, runs: runs)
+        // The same selection, interrupted: resumed at its own clock (which also closes an open-ended window of
+        // changed profiles where it did) and in its own zone.
+        let interrupted =
+            input.dryRun
+            ? nil
+            : try runs.interruptedRun(kind: .backfill, shard: input.shard).flatMap {
+                Self.sameParameters($0.parameters, input.parameters) ? $0 : nil
+            }
+        let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()
+        timer.begin(.read, output)
+        let candidates = CandidateProfiles(try profiles.profiles(input.profiles.upTo(now)))
+        timer.end(.read, output)
+        output.handle(.candidatesLoaded(candidates.count))
 
-        if !input.dryRun, let interrupted = try runs.interruptedRun(kind: .backfill, shard: input.shard),
-            Self.sameParameters(interrupted.parameters, input.parameters)
-        {
+        if let interrupted {
+            let resumedZone = interrupted.timeZone.flatMap(TimeZone.init(identifier:)) ?? input.timeZone
             output.handle(
                 .started(
                     kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
@@ -104,7 +113,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             ) { timer in
                 try pass.execute(
                     .init(
-                        run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: input.timeZone),
+                        run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: resumedZone),
                         shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
                         writesNotifications: interrupted.writesNotifications,
                         resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all),
@@ -112,7 +121,6 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             }
         }
 
-        let now = try input.now ?? profiles.currentTime()
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
         if input.dryRun {
             output.handle(

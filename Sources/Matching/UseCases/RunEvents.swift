@@ -78,7 +78,8 @@ public struct RunStopped: Error, Sendable, CustomStringConvertible {
     public let reason: String
     public let runId: Int64?
     public var description: String {
-        "stopped at a unit-of-work boundary (\(reason)); committed work is kept and the next run resumes"
+        "stopped at a unit-of-work boundary (\(reason)); committed work is kept and is resumed by the next run "
+            + "(a backfill: by the same backfill command)"
             + (runId.map { " run \($0)" } ?? "")
     }
 }
