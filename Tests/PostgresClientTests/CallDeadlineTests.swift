@@ -36,6 +36,43 @@ import Testing
         proxy.stop()
     }
 
+    /// Frozen in the middle of a COPY OUT: the call fails within its deadline. (The copy no longer sends a cancel
+    /// request once the deadline has tripped or the connection broke: PQcancel connects again and waits for the
+    /// server with no limit of its own. With this proxy the old code did not hang either, so this test shows the
+    /// deadline on the COPY OUT path, not that wait.)
+    @Test func aProxyFrozenDuringACopyOutFailsTheCopyWithinItsDeadline() throws {
+        let database = try TestDatabase.create()
+        let socketDirectory = try #require(Self.value(of: "host", in: database.conninfo))
+        let proxy = try FreezableProxy(
+            unixSocket: socketDirectory + "/.s.PGSQL.\(Self.value(of: "port", in: database.conninfo) ?? "5432")")
+        let conninfo = try PostgresConnection.conninfo(
+            database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
+        let connection = try PostgresConnection(conninfo, options: ["connect_timeout": "5"])
+        connection.callTimeout = .seconds(2)
+        var rows = 0
+        let started = ContinuousClock.now
+        var failure: PostgresError?
+        do {
+            try connection.copyOut(
+                """
+                COPY (SELECT g, pg_sleep(0.002) FROM generate_series(1, 5000) g) TO STDOUT (FORMAT binary)
+                """
+            ) { row in
+                _ = try row.int32(); try row.skip()
+                rows += 1
+                if rows == 10 { proxy.freeze() }
+            }
+        } catch let error as PostgresError {
+            failure = error
+        }
+        let waited = ContinuousClock.now - started
+        let error = try #require(failure)
+        #expect(error.kind == .connection || error.kind == .copy, "\(error)")
+        #expect(waited < .seconds(15), "waited \(waited)")
+        #expect(!connection.isHealthy)
+        proxy.stop()
+    }
+
     @Test func slowStatementsWithinTheDeadlineAreLeftAlone() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()
