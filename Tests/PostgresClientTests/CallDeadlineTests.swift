@@ -9,13 +9,7 @@ import Testing
 @Suite struct CallDeadlineTests {
     @Test func aFrozenProxyFailsTheCallWithinItsDeadline() throws {
         let database = try TestDatabase.create()
-        let socketDirectory = try #require(Self.value(of: "host", in: database.conninfo))
-        let proxy = try FreezableProxy(
-            unixSocket: socketDirectory + "/.s.PGSQL.\(Self.value(of: "port", in: database.conninfo) ?? "5432")")
-        let conninfo = try PostgresConnection.conninfo(
-            database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
-        let connection = try PostgresConnection(conninfo, options: ["connect_timeout": "5"])
-        connection.callTimeout = .seconds(2)
+        let (proxy, connection) = try Self.throughProxy(database)
         let before = try connection.query("SELECT 41 + 1").rows[0].int32(0)
         #expect(before == 42)
 
@@ -42,13 +36,7 @@ import Testing
     /// deadline on the COPY OUT path, not that wait.)
     @Test func aProxyFrozenDuringACopyOutFailsTheCopyWithinItsDeadline() throws {
         let database = try TestDatabase.create()
-        let socketDirectory = try #require(Self.value(of: "host", in: database.conninfo))
-        let proxy = try FreezableProxy(
-            unixSocket: socketDirectory + "/.s.PGSQL.\(Self.value(of: "port", in: database.conninfo) ?? "5432")")
-        let conninfo = try PostgresConnection.conninfo(
-            database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
-        let connection = try PostgresConnection(conninfo, options: ["connect_timeout": "5"])
-        connection.callTimeout = .seconds(2)
+        let (proxy, connection) = try Self.throughProxy(database)
         var rows = 0
         let started = ContinuousClock.now
         var failure: PostgresError?
@@ -89,6 +77,18 @@ import Testing
         #expect(rows == 3_000)
         #expect(ContinuousClock.now - started > .seconds(2))
         #expect(try connection.query("SELECT pg_sleep(1), 7").rows[0].int32(1) == 7)
+    }
+
+    /// A connection to `database` through a `FreezableProxy`, with a call deadline of two seconds.
+    static func throughProxy(_ database: TestDatabase) throws -> (FreezableProxy, PostgresConnection) {
+        let socketDirectory = try #require(value(of: "host", in: database.conninfo))
+        let proxy = try FreezableProxy(
+            unixSocket: socketDirectory + "/.s.PGSQL.\(value(of: "port", in: database.conninfo) ?? "5432")")
+        let conninfo = try PostgresConnection.conninfo(
+            database.conninfo, overriding: ["host": "127.0.0.1", "port": String(proxy.port)])
+        let connection = try PostgresConnection(conninfo, options: ["connect_timeout": "5"])
+        connection.callTimeout = .seconds(2)
+        return (proxy, connection)
     }
 
     static func value(of key: String, in conninfo: String) -> String? {
