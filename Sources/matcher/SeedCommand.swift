@@ -109,19 +109,20 @@ struct Seed: ParsableCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            logger.error("failed", metadata: ["error": "\(error)"])
-            var advice = ""
+            // The exit statuses of cli.md, as every command has them: unreachable 69, configuration 78, else 1.
+            let status = ExitStatus.code(for: failureKind(of: error))
+            let message = redactingSecrets("\(error)")
+            logger.error("failed", metadata: ["error": "\(message)", "exit": .stringConvertible(Int(status))])
+            var advice = " — nothing was written (the seed is one transaction)"
             if let pg = error as? PostgresError {
                 if pg.kind == .connection {
                     advice = " — check --database-url / DATABASE_URL / PG* settings and that the server is up"
                 } else if pg.sqlState == "42P01" || pg.sqlState == "42703" {
                     advice = " — the schema is missing or old: run `matcher migrate`"
-                } else {
-                    advice = " — nothing was written (the seed is one transaction)"
                 }
             }
-            FileHandle.standardError.write(Data("matcher: seed failed: \(error)\(advice)\n".utf8))
-            throw ExitCode(1)
+            FileHandle.standardError.write(Data("matcher: seed failed: \(message)\(advice) (exit \(status))\n".utf8))
+            throw ExitCode(status)
         }
     }
 

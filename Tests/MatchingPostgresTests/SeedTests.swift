@@ -77,6 +77,15 @@ import Testing
             ["seed", "--profiles", "10", "--now", "2026-03-01T03:00:00Z"], database: db.conninfo)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("pass --append to add to them or --replace"))
+
+        // The exit statuses of cli.md: a server that cannot be reached 69, a database without the schema 78.
+        let unreachable = try MatcherProcess.run(
+            ["seed", "--profiles", "10", "--connect-timeout", "3"], database: "host=127.0.0.1 port=1 dbname=x")
+        #expect(unreachable.status == 69, "\(unreachable.stderr)")
+        let empty = try TestDatabase.create()
+        let unmigrated = try MatcherProcess.run(["seed", "--profiles", "10"], database: empty.conninfo)
+        #expect(unmigrated.status == 78, "\(unmigrated.stderr)")
+        #expect(unmigrated.stderr.contains("matcher migrate") && unmigrated.stderr.hasSuffix("(exit 78)\n"))
     }
 
     @Test func commandLineWritesTheWorldAndPrintsASummary() throws {
