@@ -114,7 +114,8 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         switch command {
         case "run": "the next run resumes the work"
         case "backfill": "the same backfill command resumes the work"
-        default: "retry the command"
+        case "explain": "explain writes nothing; check the filter and profile ids"
+        default: "retry the command once the cause is fixed"
         }
     if let pg = error as? PostgresError {
         switch (pg.kind, kind) {

@@ -1,6 +1,7 @@
 import Foundation
 import Matching
 import MatchingPostgres
+import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -86,6 +87,30 @@ import Testing
             Self.expectOneLine(outcome, status: 78, containing: "refused the login")
             #expect(!outcome.stderr.contains("Wr0ngPassw0rdX") && !outcome.stdout.contains("Wr0ngPassw0rdX"))
         }
+    }
+
+    /// `matcher explain` exits 0 whether the pair matches or not (cli.md), and a filter that does not exist is
+    /// one line that says so and what to check.
+    @Test func explainExitsZeroEitherWayAndNamesAMissingFilter() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1), World.profile(10), World.profile(11, residence: 27)],
+            updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#)])
+        for (profile, verdict) in [(10, ": MATCH"), (11, ": NO MATCH")] {
+            let outcome = try MatcherProcess.run(
+                ["explain", "--filter", "100", "--profile", String(profile), "--now", "2026-03-01T03:00:00Z"],
+                database: database.conninfo)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            #expect(outcome.stdout.contains("residence") && outcome.stdout.contains(verdict), "\(outcome.stdout)")
+        }
+        let missing = try MatcherProcess.run(
+            ["explain", "--filter", "999", "--profile", "10"], database: database.conninfo)
+        Self.expectOneLine(missing, status: 1, containing: "check the filter and profile ids")
+        #expect(!missing.stderr.contains("next run"))
     }
 
     @Test func notificationsPauseAndResume() throws {

@@ -78,9 +78,9 @@ public struct RunStopped: Error, Sendable, CustomStringConvertible {
     public let reason: String
     public let runId: Int64?
     public var description: String {
-        "stopped at a unit-of-work boundary (\(reason)); committed work is kept and is resumed by the next run "
-            + "(a backfill: by the same backfill command)"
-            + (runId.map { " run \($0)" } ?? "")
+        "stopped at a unit-of-work boundary (\(reason)); committed work is kept, and "
+            + (runId.map { "run \($0)" } ?? "the rest")
+            + " is resumed by the next run (a backfill: by the same backfill command)"
     }
 }
 
