@@ -360,11 +360,15 @@ struct PostgresUnitTransaction: UnitTransaction {
             Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
     }
 
-    func recordPassedOver(_ filterIds: [Int64], at time: Timestamp) throws {
-        guard !filterIds.isEmpty else { return }
+    func markPassedOver(_ pairs: [MatchPair]) throws {
+        guard !pairs.isEmpty else { return }
+        let sorted = pairs.sorted()
         try tx.query(
-            "UPDATE matcher_filter_state SET passed_over_at = $4 WHERE filter_id = ANY($1) AND filter_id BETWEEN $2 AND $3",
-            Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
+            """
+            UPDATE matcher_waiting_matches w SET passed_over = true
+            WHERE (w.filter_id, w.profile_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
+              AND NOT w.passed_over
+            """, [.int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId))])
     }
 
     /// The pause row (migration 0007) as this unit's transaction reads it.
@@ -443,23 +447,18 @@ enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $3
         """
 
-    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, the filter's owner, and the
-    /// filter's last digest.
+    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's owner.
     private static let waitingJoins = """
         JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
                              AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
         JOIN profiles o ON o.id = f.owner_id AND o.status IS DISTINCT FROM 4
-        LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
         """
 
     /// Whether entry `w` (with `waitingJoins`) still waits for a digest: its filter exists, is not deleted, has
     /// `notify` on, its owner has a profile that is not deleted (a hidden or suspended owner may come back; a
-    /// deleted one, or one whose row is gone, never gets a digest), and no digest, written or held back, has
-    /// passed it over since the match was recorded.
-    static let stillWaits = """
-        ((s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)
-         AND (s.passed_over_at IS NULL OR s.passed_over_at < w.matched_at))
-        """
+    /// deleted one, or one whose row is gone, never gets a digest), and no digest decision, written or held
+    /// back, has read it and passed it over (`UnitTransaction.markPassedOver`).
+    static let stillWaits = "NOT w.passed_over"
 
     /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
     /// a batch keeps. `last` is an expression over the statement's CTEs.

@@ -228,6 +228,37 @@ import Testing
         try expectSameRows(twin, "held back")
     }
 
+    /// A match listed after a digest decision with a later clock, by a writer with an earlier one (a replay with
+    /// `--now` in the past, a run resumed at its old clock, a run beside a `backfill --notify`): no decision has
+    /// read it, so it waits, although a digest went out after its clock. Told by clocks, it counted as passed
+    /// over and was forgotten past the retention before any digest showed it.
+    @Test func aMatchListedAfterALaterDecisionWaitsForTheNextDigest() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
+            Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
+        }
+        try twin.saveProfiles([profile(1, gender: 1, at: day1), profile(10, gender: 2, at: day1)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
+        ])
+        try runBoth(twin, at: day1.adding(days: 7))  // the first digest, on day 8
+        // Profile 11 signs up; a run at an earlier clock (day 5) records it: not due (the last digest is later).
+        try twin.saveProfiles([profile(11, gender: 2, at: day1.adding(days: 8))], at: day1.adding(days: 8))
+        let earlier = try runBoth(twin, at: day1.adding(days: 4))
+        #expect(earlier.postgres.counters.matchesWritten == 1 && earlier.postgres.counters.notificationsWritten == 0)
+        // Past its retention (3 days after day 5), before the filter's next digest: still waiting, kept.
+        let kept = try runBoth(twin, at: day1.adding(days: 11), retentionDays: 3)
+        #expect(kept.postgres.counters.matchesForgotten == 1)  // profile 10's, notified on day 8; 11's waits
+        #expect(try twin.postgres.matches(filterId: 100).map(\.profileId).contains(11))
+        let digest = try runBoth(twin, at: day1.adding(days: 14), retentionDays: 3)
+        #expect(digest.postgres.counters.notificationsWritten == 1)
+        #expect(try twin.postgres.notifications(filterId: 100).last?.profileIds == [11])
+        try expectSameRows(twin, "listed after a later decision")
+    }
+
     @Test func aLapsedOwnersCommunitiesOnlyFilterIsSuspendedUntilTheOwnerPays() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2

@@ -91,6 +91,39 @@ import Testing
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 
+    /// Migration 15 gives the entries listed so far the answer the clock rule of migration 14 gave (passed over
+    /// when their filter had a digest, written or held back, at or after their clock), and drops that rule's column.
+    @Test func theWaitingListsClockRuleBecomesAFlagEntryByEntry() throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 14 })
+        let day1 = ScenarioWorld.day1
+        // Filters 1-4: a digest after the match; a digest before it; held back after it; no decision yet.
+        for (filter, matched) in [(Int64(1), day1), (2, day1.adding(days: 2)), (3, day1), (4, day1)] {
+            try connection.query(
+                "INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES ($1, 10, $2)",
+                [.int8(filter), .timestamptz(matched)])
+        }
+        try connection.query(
+            """
+            INSERT INTO matcher_filter_state (filter_id, last_notified_at, passed_over_at)
+            VALUES (1, $1, NULL), (2, $1, NULL), (3, NULL, $1)
+            """, [.timestamptz(day1.adding(days: 1))])
+        try MigrationRunner(connection: connection).apply(migrations)
+        let flags = try connection.query(
+            "SELECT filter_id, passed_over FROM matcher_waiting_matches ORDER BY filter_id"
+        ).rows.map { "\(try $0.int64(0)) \(try $0.bool(1))" }
+        #expect(flags == ["1 true", "2 false", "3 true", "4 false"])
+        let dropped = try connection.query(
+            """
+            SELECT count(*) FROM information_schema.columns
+            WHERE table_name = 'matcher_filter_state' AND column_name = 'passed_over_at'
+            """
+        ).rows[0].int64(0)
+        #expect(dropped == 0)
+    }
+
     @Test func anEditedMigrationIsRefused() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()

@@ -132,9 +132,7 @@ import Testing
             """
             SELECT count(DISTINCT w.filter_id) FROM matcher_waiting_matches w JOIN saved_filters f ON f.id = w.filter_id
             JOIN profiles o ON o.id = f.owner_id AND o.status = 1
-            LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-            WHERE f.notify AND f.deleted_at IS NULL AND (s.last_notified_at IS NULL OR s.last_notified_at < w.matched_at)
-              AND (s.passed_over_at IS NULL OR s.passed_over_at < w.matched_at)
+            WHERE f.notify AND f.deleted_at IS NULL AND NOT w.passed_over
             """
         ).rows[0].int64(0)
         #expect(waiting > 0)

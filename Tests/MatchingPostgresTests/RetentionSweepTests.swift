@@ -52,9 +52,8 @@ import Testing
         try connection.query(
             "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (12, $1)",
             [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
-        try connection.query(
-            "INSERT INTO matcher_filter_state (filter_id, passed_over_at) VALUES (13, $1)",
-            [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
+        // The decisions that passed them over marked the entries they read.
+        try connection.execute("UPDATE matcher_waiting_matches SET passed_over = true WHERE filter_id IN (12, 13)")
         return (database, connection)
     }
 
@@ -180,6 +179,7 @@ import Testing
         try connection.query(
             "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (1, $1)",
             [.timestamptz(ScenarioWorld.day1.adding(days: 7))])
+        try connection.execute("UPDATE matcher_waiting_matches SET passed_over = true WHERE filter_id = 1")
         var sweeps = 0
         while try pairsOf(1) > 0, sweeps < 10 {
             _ = try #require(try store.forgetExpired(before: cutoff, batchSize: 100, maxBatches: 10))

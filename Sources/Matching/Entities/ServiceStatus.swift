@@ -142,8 +142,8 @@ public struct RunBrief: Sendable, Hashable {
 }
 
 /// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
-/// while its filter exists, is not deleted, has `notify` on, its owner is active, and no digest (written or held
-/// back) has passed it over since the match was recorded (the retention sweep's rule, `RetentionSQL.stillWaits`,
+/// while its filter exists, is not deleted, has `notify` on, its owner is active, and no digest decision (written
+/// or held back) has read it and passed it over (the retention sweep's rule, `RetentionSQL.stillWaits`,
 /// which also keeps the matches of a hidden or suspended owner, who may come back); the others stay listed until
 /// a digest counts them or retention forgets them, and are counted apart so that they never make a digest look
 /// late.

@@ -213,9 +213,10 @@ public protocol UnitTransaction {
     func markNotified(_ marks: [MatchPair: Int64], mutual: Set<MatchPair>) throws
     /// Remembers when these filters were last notified.
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws
-    /// Remembers that these filters' digests were held back at `time` (`NotificationDecision.heldBack`): their
-    /// waiting matches were passed over, as a digest written without them passes them over.
-    func recordPassedOver(_ filterIds: [Int64], at time: Timestamp) throws
+    /// Marks listed matches that a digest decision read and did not count (a digest written without them, or
+    /// held back because none still qualified): they no longer wait for a digest, though they stay listed and a
+    /// later digest counts any that qualify again (`UnitCommitter.passedOver`).
+    func markPassedOver(_ pairs: [MatchPair]) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
     func notificationsPaused() throws -> Bool
     /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters.

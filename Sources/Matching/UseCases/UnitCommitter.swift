@@ -118,7 +118,7 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            try tx.recordPassedOver(decision.heldBack, at: now)
+            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests))
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -138,12 +138,28 @@ public struct UnitCommitter: Sendable {
         let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
         // A digest counts only matches it was planned from, all of them in `nowWaiting`.
-        try tx.markNotified(DigestMarks(replanned, newIds).marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
+        let newDigests = DigestMarks(replanned, newIds)
+        try tx.markNotified(newDigests.marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
-        try tx.recordPassedOver(redecided.heldBack, at: now)
+        try tx.markPassedOver(Self.passedOver(nowWaiting, by: redecided, newDigests))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
+    }
+
+    /// The listed matches of `waiting` (read under the filters' locks) that `decision` passed over: those of its
+    /// filters that no digest counts, all of a held-back filter's. An entry another writer lists after the read
+    /// is not among them, whatever its clock: it waits until a decision reads it.
+    static func passedOver(
+        _ waiting: [WaitingMatch], by decision: NotificationDecision, _ digests: DigestMarks
+    )
+        -> [MatchPair]
+    {
+        let heldBack = Set(decision.heldBack)
+        return waiting.lazy.map(\.pair).filter { pair in
+            if let digest = digests.byFilter[pair.filterId] { return !digest.counts(pair.profileId) }
+            return heldBack.contains(pair.filterId)
+        }
     }
 
     /// Inserts in one go; on a conflict, again skipping the pairs already recorded.

@@ -35,8 +35,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var waiting: [MatchPair: Timestamp] = [:]
         var notificationRows: [MatchNotification] = []
         var lastNotifiedAt: [Int64: Timestamp] = [:]
-        /// When each filter's digest was last held back (`recordPassedOver`).
-        var passedOverAt: [Int64: Timestamp] = [:]
+        /// Listed matches a digest decision read and did not count (`markPassedOver`).
+        var passedOver: Set<MatchPair> = []
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
     }
@@ -262,14 +262,14 @@ extension InMemoryStore: MatchRepository {
     }
 
     /// Whether a listed match still waits for a digest (`RetentionSQL.stillWaits`): its filter notifies, its
-    /// owner has a profile that is not deleted, and no digest, written or held back, has passed it over since
-    /// `since`. Called under the store's lock.
-    private func stillWaits(_ pair: MatchPair, since: Timestamp) -> Bool {
-        guard let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify,
+    /// owner has a profile that is not deleted, and no digest decision has read it and passed it over. Called
+    /// under the store's lock.
+    private func stillWaits(_ pair: MatchPair) -> Bool {
+        guard written.waiting[pair] != nil, !written.passedOver.contains(pair),
+            let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify,
             let owner = profileRows[filter.ownerId], owner.status != Profile.Status.deleted
         else { return false }
-        return (written.lastNotifiedAt[pair.filterId].map { $0 < since } ?? true)
-            && (written.passedOverAt[pair.filterId].map { $0 < since } ?? true)
+        return true
     }
 
     public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
@@ -277,11 +277,12 @@ extension InMemoryStore: MatchRepository {
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
-                if let since = written.waiting[pair], stillWaits(pair, since: since) { continue }
+                if stillWaits(pair) { continue }
                 guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
                 written.matchRows[pair] = nil
                 written.silentPairs.remove(pair)
                 written.waiting[pair] = nil
+                written.passedOver.remove(pair)
                 forgotten += 1
             }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
@@ -408,6 +409,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for (pair, id) in marks {
             written.matchRows[pair] = written.matchRows[pair]?.notified(by: id, mutual: mutual.contains(pair))
             written.waiting[pair] = nil
+            written.passedOver.remove(pair)
         }
     }
 
@@ -415,8 +417,8 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for id in filterIds { written.lastNotifiedAt[id] = time }
     }
 
-    func recordPassedOver(_ filterIds: [Int64], at time: Timestamp) throws {
-        for id in filterIds { written.passedOverAt[id] = time }
+    func markPassedOver(_ pairs: [MatchPair]) throws {
+        for pair in pairs where written.waiting[pair] != nil { written.passedOver.insert(pair) }
     }
 
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws {
@@ -621,8 +623,8 @@ extension InMemoryStore: StatusRepository {
                     lastSuccess: success.map(brief), runsSince: since.map(brief))
             }
             // The retention sweep's rule, for owners who are active: their digests can come now.
-            let waiting = written.waiting.filter { pair, since in
-                stillWaits(pair, since: since)
+            let waiting = written.waiting.filter { pair, _ in
+                stillWaits(pair)
                     && filterRows[pair.filterId].flatMap { profileRows[$0.ownerId] }?.isActive == true
             }
             let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
