@@ -259,6 +259,56 @@ import Testing
         try expectSameRows(twin, "listed after a later decision")
     }
 
+    /// Another writer lists a waiting match while a run is writing (after the run read the waiting lists): the
+    /// run's digest decision for that filter did not evaluate it, so it neither counts it nor passes it over.
+    /// The match waits, and the filter's next digest shows it.
+    @Test func aMatchListedDuringARunIsLeftWaitingNotPassedOver() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        let day8 = day1.adding(days: 7)
+        func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
+            Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
+        }
+        try twin.saveProfiles([profile(1, gender: 1, at: day1), profile(10, gender: 2, at: day1)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
+        ])
+        try runBoth(twin, at: day1)
+        try twin.saveProfiles([profile(11, gender: 2, at: day8)], at: day8)
+        // While the day-8 run writes, another writer (its clock an hour earlier) records and lists profile 12.
+        let listed = MatchPair(filterId: 100, profileId: 12)
+        let other = day8.adding(microseconds: -3_600_000_000)
+        let due = try runBoth(twin, at: day8) { postgres in
+            if postgres {
+                try twin.writer.upsertProfiles([profile(12, gender: 2, at: other)], updatedAt: other)
+                try twin.connection.query(
+                    """
+                    INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (100, 12, $1);
+                    """, [.timestamptz(other)])
+                try twin.connection.query(
+                    "INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES (100, 12, $1)",
+                    [.timestamptz(other)])
+            } else {
+                twin.memory.save([profile(12, gender: 2, at: other)], updatedAt: other)
+                try twin.memory.withUnitTransaction { tx in
+                    _ = try tx.insertMatches([NewMatch(pair: listed, waits: true)], at: other, runId: 0, bulk: false)
+                    try tx.addWaiting([listed], at: other)
+                }
+            }
+        }
+        #expect(due.postgres.counters.notificationsWritten == 1)
+        #expect(try twin.postgres.notifications(filterId: 100).last?.profileIds == [11])
+        let pgStatus = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        let memStatus = try twin.memory.serviceStatus(retention: false)
+        #expect(pgStatus.digests.matches == 1 && memStatus.digests.matches == 1)
+        let next = try runBoth(twin, at: day8.adding(days: 7))
+        #expect(next.postgres.counters.notificationsWritten == 1)
+        #expect(try twin.postgres.notifications(filterId: 100).last?.profileIds == [12])
+        #expect(try twin.memory.notifications(filterId: 100).last?.profileIds == [12])
+    }
+
     @Test func aLapsedOwnersCommunitiesOnlyFilterIsSuspendedUntilTheOwnerPays() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2

@@ -43,6 +43,10 @@ public struct WorkUnit: Sendable {
     /// "a digest shows what the filter means at the run's clock"); nil: every eligible waiting match counts.
     /// The unit's new matches always qualify. Eligibility (status, blocks) is checked again at commit.
     public let qualifyingWaiting: Set<MatchPair>?
+    /// The waiting matches the run read and found no longer qualifying. With `qualifyingWaiting`, what the run
+    /// evaluated: a waiting match in neither was listed after the run's read (by another writer), and no digest
+    /// decision of this unit passes it over (`UnitCommitter.passedOver`).
+    public let unqualifiedWaiting: Set<MatchPair>
     /// The pairs found mutual by the run (runs.md "Mutual matches"), new or waiting.
     public let mutual: Set<MatchPair>
     /// The snapshot the run read its candidates in (every profile in `matches` was active then), when the
@@ -57,9 +61,10 @@ public struct WorkUnit: Sendable {
         runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
         notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
-        qualifyingWaiting: Set<MatchPair>? = nil, mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil,
-        bulk: Bool = false
+        qualifyingWaiting: Set<MatchPair>? = nil, unqualifiedWaiting: Set<MatchPair> = [],
+        mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false
     ) {
+        self.unqualifiedWaiting = unqualifiedWaiting
         self.bulk = bulk
         self.readAt = readAt
         self.qualifyingWaiting = qualifyingWaiting
@@ -72,6 +77,12 @@ public struct WorkUnit: Sendable {
         self.filterCounters = filterCounters
         self.lastLoginAt = lastLoginAt
         self.silent = silent
+    }
+
+    /// Whether the run evaluated waiting match `pair` (every one, when it gave no findings).
+    func evaluated(_ pair: MatchPair) -> Bool {
+        guard let qualifying = qualifyingWaiting else { return true }
+        return qualifying.contains(pair) || unqualifiedWaiting.contains(pair)
     }
 
     /// The unit's new pairs, in filter then cap order.

@@ -8,6 +8,9 @@ import Dispatch
 struct DigestFindings: Sendable {
     /// The waiting matches still candidates at the run's clock; nil when the run writes no notifications.
     let qualifyingWaiting: Set<MatchPair>?
+    /// The waiting matches the run read and found no longer candidates (usually few): with the qualifying ones,
+    /// the entries a digest decision may pass over (`UnitCommitter.passedOver`).
+    var unqualifiedWaiting: Set<MatchPair> = []
     /// Among the run's new pairs and the qualifying waiting matches, those found mutual.
     let mutual: Set<MatchPair>
 
@@ -18,6 +21,7 @@ struct DigestFindings: Sendable {
     ) throws -> DigestFindings {
         var blocks = candidateBlocks
         var qualifying: Set<MatchPair>?
+        var unqualified: Set<MatchPair> = []
         if plan.writesNotifications {
             // Only the filters a digest may be due for at the run's clock: a weekly filter's list (with the
             // matches its digests passed over, kept until the retention) is read on its digest's day, not daily.
@@ -33,13 +37,16 @@ struct DigestFindings: Sendable {
             if !waiting.pairs.isEmpty {
                 blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))
             }
-            qualifying = Self.qualifying(waiting, prepared: prepared, blocks: blocks, clock: plan.clock)
+            let kept = Self.qualifying(waiting, prepared: prepared, blocks: blocks, clock: plan.clock)
+            unqualified = Set(waiting.pairs.lazy.filter { !kept.contains($0) })
+            qualifying = kept
         }
         let finder = MutualFinder(
             engine: engine, profiles: repositories.profiles, filters: repositories.filters, blocks: blocks,
             clock: plan.clock, known: prepared, knownIneligible: Set(chosen.map(\.id)), candidates: candidates)
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared)
-        return DigestFindings(qualifyingWaiting: qualifying, mutual: try finder.find(pairs))
+        return DigestFindings(
+            qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: try finder.find(pairs))
     }
 
     /// The waiting pairs whose profile is still a candidate of the filter as it is now: the profile exists

@@ -550,7 +550,8 @@ final class UnitWriter: @unchecked Sendable {
                 runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
                 notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
                 lastLoginAt: lastLogins, silent: !plan.writesNotifications,
-                qualifyingWaiting: findings.qualifyingWaiting, mutual: findings.mutual, readAt: readAt,
+                qualifyingWaiting: findings.qualifyingWaiting, unqualifiedWaiting: findings.unqualifiedWaiting,
+                mutual: findings.mutual, readAt: readAt,
                 bulk: plan.windows.everyProfileForEveryFilter),
             to: writer,
             beforeAdvance: {

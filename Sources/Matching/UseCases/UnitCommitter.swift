@@ -118,7 +118,7 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests))
+            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated))
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -141,22 +141,25 @@ public struct UnitCommitter: Sendable {
         let newDigests = DigestMarks(replanned, newIds)
         try tx.markNotified(newDigests.marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
-        try tx.markPassedOver(Self.passedOver(nowWaiting, by: redecided, newDigests))
+        try tx.markPassedOver(
+            Self.passedOver(
+                nowWaiting, by: redecided, newDigests, evaluated: { newPairs.contains($0) || unit.evaluated($0) }))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
     }
 
-    /// The listed matches of `waiting` (read under the filters' locks) that `decision` passed over: those of its
-    /// filters that no digest counts, all of a held-back filter's. An entry another writer lists after the read
-    /// is not among them, whatever its clock: it waits until a decision reads it.
+    /// The listed matches of `waiting` (read under the filters' locks) that `decision` passed over: those the
+    /// run `evaluated` of its filters that no digest counts, of a held-back filter's too. An entry listed after
+    /// the run's read (by another writer, whatever its clock) is neither counted nor passed over: it waits until
+    /// a run evaluates it.
     static func passedOver(
-        _ waiting: [WaitingMatch], by decision: NotificationDecision, _ digests: DigestMarks
-    )
-        -> [MatchPair]
-    {
+        _ waiting: [WaitingMatch], by decision: NotificationDecision, _ digests: DigestMarks,
+        evaluated: (MatchPair) -> Bool
+    ) -> [MatchPair] {
         let heldBack = Set(decision.heldBack)
         return waiting.lazy.map(\.pair).filter { pair in
+            guard evaluated(pair) else { return false }
             if let digest = digests.byFilter[pair.filterId] { return !digest.counts(pair.profileId) }
             return heldBack.contains(pair.filterId)
         }
