@@ -81,14 +81,17 @@ struct PostgresUnitTransaction: UnitTransaction {
         guard !filters.isEmpty else { return [] }
         let filterIds = filters.map(\.filter.id)
         var pairs: [MatchPair] = []
+        var passedOver: Set<MatchPair> = []
         for row in try tx.query(
             """
-            SELECT w.filter_id, w.profile_id
+            SELECT w.filter_id, w.profile_id, w.passed_over
             FROM unnest($1::bigint[]) AS u(filter_id) JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
             """, [.int8Array(filterIds)]
         ).rows {
-            pairs.append(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
+            let pair = MatchPair(filterId: try row.int64(0), profileId: try row.int64(1))
+            pairs.append(pair)
+            if try row.bool(2) { passedOver.insert(pair) }
         }
         guard !pairs.isEmpty else { return [] }
         var profiles: [Int64: (status: Int16?, lastLoginAt: Timestamp?)] = [:]
@@ -110,7 +113,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             return WaitingMatch(
                 filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status ?? nil,
                 profileLastLoginAt: profile?.lastLoginAt ?? nil,
-                blockedEitherWay: owner.map { blocks.blocksEitherWay($0, pair.profileId) } ?? false)
+                blockedEitherWay: owner.map { blocks.blocksEitherWay($0, pair.profileId) } ?? false,
+                passedOver: passedOver.contains(pair))
         }
     }
 

@@ -107,7 +107,7 @@ enum ConnectionString {
     /// What is wrong with a `postgresql://` URI whose user or password holds a character that must be
     /// percent-encoded there (`@ / ? #`): libpq reads the rest of the password as the host, port or database
     /// and quotes it in its errors. Nil when there is no such URI. The answer echoes nothing of the URI.
-    public static func unencodedUserInfo(in conninfo: String) -> String? {
+    static func unencodedUserInfo(in conninfo: String) -> String? {
         let text = conninfo.trimmingCharacters(in: .whitespaces)
         guard let scheme = ["postgresql://", "postgres://"].first(where: { text.hasPrefix($0) }) else { return nil }
         let rest = text.dropFirst(scheme.count)

@@ -49,6 +49,22 @@ import Testing
         #expect(pgDigest.notifications == memDigest.notifications, comment)
     }
 
+    /// A profile with a gender, as of `clock` (logged in then, registered a month before).
+    static func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
+        Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
+    }
+
+    /// Owner 1 (a man) with weekly filter 100 for women, and woman 10, as of day 1.
+    static func weeklyFilterOfOneWoman(_ twin: Twin) throws {
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles([profile(1, gender: 1, at: day1), profile(10, gender: 2, at: day1)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
+        ])
+    }
+
     @discardableResult
     func runBoth(
         _ twin: Twin, at clock: Timestamp, retentionDays: Int? = nil, hook: ((Bool) throws -> Void)? = nil
@@ -169,10 +185,8 @@ import Testing
         let twin = try Twin()
         let start = ScenarioWorld.day1
         let minute = Int64(60_000_000)
-        func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
-            Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
-        }
-        try twin.saveProfiles([profile(1, gender: 1, at: start), profile(10, gender: 2, at: start)], at: start)
+        try twin.saveProfiles(
+            [Self.profile(1, gender: 1, at: start), Self.profile(10, gender: 2, at: start)], at: start)
         try twin.saveFilters([
             SavedFilter(
                 id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
@@ -181,7 +195,7 @@ import Testing
         ])
         try runBoth(twin, at: start)
         let later = start.adding(microseconds: minute)
-        try twin.saveProfiles([profile(11, gender: 2, at: later)], at: later)
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: later)], at: later)
         let early = try runBoth(twin, at: start.adding(microseconds: 53 * minute))
         #expect(early.postgres.counters.notificationsWritten == 0)
         let due = try runBoth(twin, at: start.adding(microseconds: 54 * minute))
@@ -235,18 +249,10 @@ import Testing
     @Test func aMatchListedAfterALaterDecisionWaitsForTheNextDigest() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1
-        func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
-            Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
-        }
-        try twin.saveProfiles([profile(1, gender: 1, at: day1), profile(10, gender: 2, at: day1)], at: day1)
-        try twin.saveFilters([
-            SavedFilter(
-                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
-        ])
+        try Self.weeklyFilterOfOneWoman(twin)
         try runBoth(twin, at: day1.adding(days: 7))  // the first digest, on day 8
         // Profile 11 signs up; a run at an earlier clock (day 5) records it: not due (the last digest is later).
-        try twin.saveProfiles([profile(11, gender: 2, at: day1.adding(days: 8))], at: day1.adding(days: 8))
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: day1.adding(days: 8))], at: day1.adding(days: 8))
         let earlier = try runBoth(twin, at: day1.adding(days: 4))
         #expect(earlier.postgres.counters.matchesWritten == 1 && earlier.postgres.counters.notificationsWritten == 0)
         // Past its retention (3 days after day 5), before the filter's next digest: still waiting, kept.
@@ -266,23 +272,15 @@ import Testing
         let twin = try Twin()
         let day1 = ScenarioWorld.day1
         let day8 = day1.adding(days: 7)
-        func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
-            Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])
-        }
-        try twin.saveProfiles([profile(1, gender: 1, at: day1), profile(10, gender: 2, at: day1)], at: day1)
-        try twin.saveFilters([
-            SavedFilter(
-                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                notifyEvery: NotifyInterval(months: 0, days: 7, microseconds: 0), createdAt: day1, updatedAt: day1)
-        ])
+        try Self.weeklyFilterOfOneWoman(twin)
         try runBoth(twin, at: day1)
-        try twin.saveProfiles([profile(11, gender: 2, at: day8)], at: day8)
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: day8)], at: day8)
         // While the day-8 run writes, another writer (its clock an hour earlier) records and lists profile 12.
         let listed = MatchPair(filterId: 100, profileId: 12)
         let other = day8.adding(microseconds: -3_600_000_000)
         let due = try runBoth(twin, at: day8) { postgres in
             if postgres {
-                try twin.writer.upsertProfiles([profile(12, gender: 2, at: other)], updatedAt: other)
+                try twin.writer.upsertProfiles([Self.profile(12, gender: 2, at: other)], updatedAt: other)
                 try twin.connection.query(
                     """
                     INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (100, 12, $1);
@@ -291,7 +289,7 @@ import Testing
                     "INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES (100, 12, $1)",
                     [.timestamptz(other)])
             } else {
-                twin.memory.save([profile(12, gender: 2, at: other)], updatedAt: other)
+                twin.memory.save([Self.profile(12, gender: 2, at: other)], updatedAt: other)
                 try twin.memory.withUnitTransaction { tx in
                     _ = try tx.insertMatches([NewMatch(pair: listed, waits: true)], at: other, runId: 0, bulk: false)
                     try tx.addWaiting([listed], at: other)

@@ -13,11 +13,15 @@ public struct WaitingMatch: Sendable, Hashable {
     /// Found by the unit that is deciding: it satisfies the filter as it is now by definition, so the
     /// planner does not ask `qualifies` about it.
     public let isNew: Bool
+    /// A digest decision passed it over already (`UnitTransaction.markPassedOver`): still listed, and counted
+    /// again if it qualifies, but not marked twice.
+    public let passedOver: Bool
 
     public init(
         filterId: Int64, profileId: Int64, profileStatus: Int16?, profileLastLoginAt: Timestamp?,
-        blockedEitherWay: Bool, isNew: Bool = false
+        blockedEitherWay: Bool, isNew: Bool = false, passedOver: Bool = false
     ) {
+        self.passedOver = passedOver
         self.filterId = filterId
         self.profileId = profileId
         self.profileStatus = profileStatus

@@ -149,8 +149,9 @@ public struct UnitCommitter: Sendable {
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
     }
 
-    /// The listed matches of `waiting` (read under the filters' locks) that `decision` passed over: those the
-    /// run `evaluated` of its filters that no digest counts, of a held-back filter's too. An entry listed after
+    /// The listed matches of `waiting` (read under the filters' locks) that `decision` passes over now: those the
+    /// run `evaluated` of its filters that no digest counts, of a held-back filter's too, and not passed over
+    /// by an earlier decision (they stay listed until retention, and each decision reads them again). An entry listed after
     /// the run's read (by another writer, whatever its clock) is neither counted nor passed over: it waits until
     /// a run evaluates it.
     static func passedOver(
@@ -158,7 +159,7 @@ public struct UnitCommitter: Sendable {
         evaluated: (MatchPair) -> Bool
     ) -> [MatchPair] {
         let heldBack = Set(decision.heldBack)
-        return waiting.lazy.map(\.pair).filter { pair in
+        return waiting.lazy.filter { !$0.passedOver }.map(\.pair).filter { pair in
             guard evaluated(pair) else { return false }
             if let digest = digests.byFilter[pair.filterId] { return !digest.counts(pair.profileId) }
             return heldBack.contains(pair.filterId)

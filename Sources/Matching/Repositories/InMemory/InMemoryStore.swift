@@ -348,7 +348,8 @@ final class InMemoryUnitTransaction: UnitTransaction {
                 || blocks.contains(Block(blockerId: pair.profileId, blockedId: owner))
             return WaitingMatch(
                 filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status,
-                profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked)
+                profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked,
+                passedOver: written.passedOver.contains(pair))
         }
     }
 
