@@ -4,6 +4,8 @@ import PostgresClient
 /// Database errors by exit status (cli.md): the server cannot be reached (69), the configuration or
 /// schema is wrong and retrying will not help (78), anything else (1).
 extension PostgresError: ClassifiedError {
+    public var isWriteConflict: Bool { isSerializationFailure }
+
     public var failureKind: FailureKind {
         switch kind {
         case .connection:

@@ -272,6 +272,13 @@ struct LoggingRunOutput: RunOutputHandler {
                         "notifications_written": .stringConvertible(notifications),
                     ])
             }
+        case .unitRetried(let lastFilterId, let attempt, let attempts, let reason):
+            logger.warning(
+                "unit rolled back by a conflict with another writer; writing it again",
+                metadata: [
+                    "last_filter_id": "\(lastFilterId)", "attempt": "\(attempt)", "attempts": "\(attempts)",
+                    "reason": "\(reason)",
+                ])
         case .writersUnavailable(let shortfall):
             logger.warning(
                 "fewer write connections than configured",

@@ -300,6 +300,46 @@ import Testing
         }
     }
 
+    /// A unit that loses a deadlock to another writer (PostgreSQL rolls its transaction back) is written again in
+    /// its turn: the run succeeds, writes what a run without the conflict writes, and says it retried.
+    @Test func aUnitGivenUpForAWriteConflictIsWrittenAgainInItsTurn() throws {
+        let clean = manyFilters()
+        _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        for after in [0, 2] {
+            let store = manyFilters()
+            store.conflictCommits(after: after, times: 2)
+            let output = RecordingRunOutput()
+            let summary = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4, output: output)
+            #expect(World.rows(store).matches == World.rows(clean).matches, "conflicts after \(after) units")
+            #expect(World.rows(store).notifications == World.rows(clean).notifications)
+            #expect(summary.counters.matchesWritten == clean.allRuns.first?.counters.matchesWritten)
+            #expect(store.allRuns.map(\.status) == [.succeeded])
+            let retries = output.events.compactMap { event -> Int? in
+                if case .unitRetried(_, let attempt, let attempts, let reason) = event {
+                    #expect(attempts == 3 && reason.contains("deadlock"))
+                    return attempt
+                }
+                return nil
+            }
+            #expect(retries == [2, 3])
+        }
+    }
+
+    /// A unit that keeps losing fails the run after its last attempt, like any failure: the units before it stay
+    /// committed, and the next run resumes and writes the rest.
+    @Test func aUnitThatKeepsConflictingFailsTheRunAndTheNextRunResumes() throws {
+        let clean = manyFilters()
+        _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        let store = manyFilters()
+        store.conflictCommits(after: 1, times: 3)
+        #expect(throws: InMemoryWriteConflict.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
+        #expect(store.allRuns.last?.status == .failed)
+        let resumed = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(resumed.resumedRunId == store.allRuns.first?.id)
+        #expect(World.rows(store).matches == World.rows(clean).matches)
+        #expect(World.rows(store).notifications == World.rows(clean).notifications)
+    }
+
     @Test func shardsTogetherEqualOneRun() throws {
         let whole = manyFilters()
         _ = try World.run(whole, maxPerFilter: 3)

@@ -16,4 +16,11 @@ public enum FailureKind: String, Sendable, Hashable {
 /// An error that knows its `FailureKind`; errors that are not classified count as `.other`.
 public protocol ClassifiedError: Error {
     var failureKind: FailureKind { get }
+    /// The database gave up this transaction because it conflicted with another writer's (a deadlock, a
+    /// serialization failure): nothing of it was written, and the same work started again may succeed.
+    var isWriteConflict: Bool { get }
+}
+
+extension ClassifiedError {
+    public var isWriteConflict: Bool { false }
 }

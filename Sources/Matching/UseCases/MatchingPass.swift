@@ -538,7 +538,36 @@ final class UnitWriter: @unchecked Sendable {
         max(1, min(writers, ProcessInfo.processInfo.activeProcessorCount))
     }
 
+    /// How many times a unit is written before a conflict with another writer fails the run.
+    static let conflictAttempts = 3
+
+    /// Commits `unit`; a transaction the database gave up for a conflict with another writer (a deadlock
+    /// between this run and a `backfill --notify`, which write the same filters' rows in different orders) rolled
+    /// back whole, so the unit is written again after a short pause, up to `conflictAttempts` times. The
+    /// unit's turn in the commit order is still its own: no later unit commits before it.
     private func commit(
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+    ) throws {
+        var attempt = 1
+        while true {
+            do {
+                try commitOnce(unit, index: index, on: writer, order: order, busy: busy)
+                return
+            } catch let error as any ClassifiedError where error.isWriteConflict && attempt < Self.conflictAttempts {
+                attempt += 1
+                order.serialized {
+                    output.handle(
+                        .unitRetried(
+                            lastFilterId: unit.lastFilterId, attempt: attempt, attempts: Self.conflictAttempts,
+                            reason: String(describing: error)))
+                }
+                // The other writer goes on once this transaction is gone; a pause that grows lets it finish.
+                Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+            }
+        }
+    }
+
+    private func commitOnce(
         _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
     ) throws {
         busy.wait()
@@ -613,6 +642,13 @@ final class CommitOrder: @unchecked Sendable {
         committedCount = index + 1
         account()
         condition.broadcast()
+    }
+
+    /// Runs `body` under the order's lock: what writers report between commits stays in order with them.
+    func serialized(_ body: () -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        body()
     }
 
     /// Records that unit `index` failed; the earliest failure is the run's.

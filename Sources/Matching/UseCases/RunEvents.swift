@@ -12,6 +12,9 @@ public enum RunEvent: Sendable {
     /// A profile or filter row that could not be read: left out, listed in `matcher_quarantine`.
     case quarantined(QuarantinedRow)
     case unitCommitted(filtersDone: Int, filtersTotal: Int, matches: Int, notifications: Int)
+    /// A unit's transaction conflicted with another writer's (a deadlock with a backfill, say) and was rolled
+    /// back; the unit is written again, from the start, as attempt `attempt` of `attempts`.
+    case unitRetried(lastFilterId: Int64, attempt: Int, attempts: Int, reason: String)
     /// Units are written on fewer connections than configured (the others could not be opened).
     case writersUnavailable(UnitWriterShortfall)
     /// The retention sweep ran (another process may have been sweeping instead: then no event).

@@ -22,6 +22,8 @@ public final class InMemoryStore: @unchecked Sendable {
     private var heldLocks: Set<String> = []
     private var nextRunId: Int64 = 1
     private var commitsUntilFailure: Int?
+    /// Unit transactions still to be given up as a deadlock would be, and how many to let through first.
+    private var conflicts: (after: Int, times: Int)?
     /// When the last change mark was taken: the store's clock, kept strictly increasing (marks are ordered by it).
     private var lastMarkTakenAt = Timestamp(microsecondsSinceEpoch: 0)
     /// The service-wide notification pause (`ServiceStateRepository`).
@@ -91,6 +93,11 @@ public final class InMemoryStore: @unchecked Sendable {
     /// Makes the `count`-th next unit-of-work commit fail (before writing anything), as a crash would.
     public func failCommit(after count: Int) { locked { commitsUntilFailure = count } }
 
+    /// Makes the unit transactions after the next `count` give up `times` times in a row as PostgreSQL gives up
+    /// the loser of a deadlock: the transaction's work is done, then rolled back, and the error says that
+    /// starting it again may succeed (`InMemoryWriteConflict`).
+    public func conflictCommits(after count: Int, times: Int) { locked { conflicts = (count, times) } }
+
     // MARK: Reads for assertions
 
     public var allMatches: [FilterMatch] { locked { written.matchRows.values.sorted { $0.pair < $1.pair } } }
@@ -104,6 +111,13 @@ public final class InMemoryStore: @unchecked Sendable {
 
 public struct InMemoryCommitFailure: Error, CustomStringConvertible {
     public var description: String { "injected failure before a unit of work committed" }
+}
+
+/// A unit transaction given up as the loser of a deadlock (`InMemoryStore.conflictCommits`).
+public struct InMemoryWriteConflict: ClassifiedError, CustomStringConvertible {
+    public var failureKind: FailureKind { .other }
+    public var isWriteConflict: Bool { true }
+    public var description: String { "injected write conflict: deadlock detected" }
 }
 
 extension InMemoryStore: ProfileRepository {
@@ -256,6 +270,14 @@ extension InMemoryStore: MatchRepository {
                 written: written, profiles: profileRows, filters: filterRows,
                 blocks: blockRows, paused: pause != nil)
             let result = try body(tx)
+            if let pending = conflicts {
+                if pending.after > 0 {
+                    conflicts = (pending.after - 1, pending.times)
+                } else {
+                    conflicts = pending.times > 1 ? (0, pending.times - 1) : nil
+                    throw InMemoryWriteConflict()
+                }
+            }
             written = tx.written
             return result
         }

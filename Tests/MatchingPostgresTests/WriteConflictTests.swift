@@ -1,0 +1,140 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// A run and another writer (a `backfill --notify` started by hand, say) that wait for each other: PostgreSQL
+/// gives one of the two transactions up (SQLSTATE 40P01). When the loser is a run's unit, the run writes the unit
+/// again in its turn instead of failing and waiting for the next timer.
+@Suite struct WriteConflictTests {
+    /// The other writer, as a `backfill --notify` writes: once the run has read its candidates, it records a pair
+    /// the run will record too and holds its transaction open. The run's unit locks its filter's notification
+    /// state, then waits at that pair for the other writer to end; the other writer, seeing the unit wait, goes
+    /// for the same filter's notification state, held by the unit: each waits for the other. The unit waited
+    /// first, so its deadlock check runs first and it is the one PostgreSQL gives up; the other writer then gets
+    /// the state, and rolls back.
+    final class OtherWriter: StoreFaultPoints, @unchecked Sendable {
+        private let connection: PostgresConnection
+        private let pair: MatchPair
+        private let lock = NSLock()
+        private var started = false
+        private let holding = DispatchSemaphore(value: 0)
+        private let done = DispatchSemaphore(value: 0)
+        private var failure: (any Error)?
+        private var pairsHeld = 0
+        private var sawTheUnitWait = false
+
+        init(connection: PostgresConnection, pair: MatchPair) {
+            self.connection = connection
+            self.pair = pair
+        }
+
+        func reach(_ point: StoreFaultPoint) {
+            guard point == .afterRead else { return }
+            lock.lock()
+            let first = !started
+            started = true
+            lock.unlock()
+            guard first else { return }
+            Thread.detachNewThread { [self] in
+                do {
+                    try act()
+                } catch {
+                    lock.lock()
+                    failure = error
+                    lock.unlock()
+                    holding.signal()
+                }
+                done.signal()
+            }
+            holding.wait()
+        }
+
+        private func act() throws {
+            try connection.execute("BEGIN")
+            let held = try connection.query(
+                "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now()) RETURNING 1",
+                [.int8(pair.filterId), .int8(pair.profileId)])
+            lock.lock()
+            pairsHeld = held.rows.count
+            lock.unlock()
+            holding.signal()
+            // Until a backend waits for this transaction (the unit, at the pair), at most 30 s.
+            let xid = try connection.query("SELECT (txid_current() % 4294967296)::text").rows[0].string(0)
+            var waited = false
+            for _ in 0..<3_000 {
+                waited = try connection.query(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM pg_locks
+                                   WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1)
+                    """, [.text(xid)]
+                ).rows[0].bool(0)
+                if waited { break }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            lock.lock()
+            sawTheUnitWait = waited
+            lock.unlock()
+            _ = try connection.query(
+                """
+                INSERT INTO matcher_filter_state (filter_id) VALUES ($1)
+                ON CONFLICT (filter_id) DO UPDATE SET last_notified_at = matcher_filter_state.last_notified_at
+                """, [.int8(pair.filterId)])
+            try connection.execute("ROLLBACK")
+        }
+
+        /// Waits for the other writer to finish; what it saw.
+        func finish() -> (failure: (any Error)?, pairsHeld: Int, sawTheUnitWait: Bool) {
+            done.wait()
+            lock.lock()
+            defer { lock.unlock() }
+            return (failure, pairsHeld, sawTheUnitWait)
+        }
+    }
+
+    @Test func aUnitThatLosesADeadlockToAnotherWriterIsWrittenAgainInItsTurn() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [ScenarioWorldProfiles.man(1), ScenarioWorldProfiles.woman(10), ScenarioWorldProfiles.woman(11)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
+                updatedAt: day1)
+        ])
+        let other = OtherWriter(
+            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10))
+        let db = twin.database
+        let store = PostgresMatchingStore(connection: twin.connection, writeConnections: 1, faultPoints: other) {
+            try db.connect()
+        }
+        let output = RecordingRunOutput()
+        let summary = try RunMatching(MatchingRepositories(store: store), output: output)
+            .execute(.init(now: day1))
+        let seen = other.finish()
+        #expect(seen.failure == nil, "the other writer: \(String(describing: seen.failure))")
+        #expect(seen.pairsHeld == 1 && seen.sawTheUnitWait)
+
+        let retries = output.events.compactMap { event -> String? in
+            if case .unitRetried(let lastFilterId, let attempt, _, let reason) = event {
+                #expect(lastFilterId == 100 && attempt == 2)
+                return reason
+            }
+            return nil
+        }
+        #expect(retries.count == 1)
+        #expect(retries.first?.contains("40P01") == true || retries.first?.contains("deadlock") == true)
+        #expect(summary.counters.matchesWritten == 2 && summary.counters.notificationsWritten == 1)
+
+        twin.memory.setClock(day1)
+        _ = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day1))
+        let pg = try Rows.of(twin.connection), mem = Rows.of(twin.memory)
+        #expect(pg.matches == mem.matches && pg.matches.count == 2)
+        #expect(pg.notifications == mem.notifications)
+        let statuses = try twin.connection.query("SELECT status FROM matcher_runs").rows.map { try $0.string(0) }
+        #expect(statuses == ["succeeded"])
+    }
+}
