@@ -10,6 +10,14 @@ import Testing
 /// gives one of the two transactions up (SQLSTATE 40P01). When the loser is a run's unit, the run writes the unit
 /// again in its turn instead of failing and waiting for the next timer.
 @Suite struct WriteConflictTests {
+    /// Which of two waiting transactions PostgreSQL gives up depends on whose `deadlock_timeout` expires first
+    /// once both wait: the unit waits first and checks once, after its timeout. Under load (CI runs suites
+    /// side by side) the other writer may take longer than the default second to start waiting, and would then
+    /// be the one to find the deadlock. So the run's sessions wait 5 s before they check, and the other writer
+    /// a minute: the unit is the one given up.
+    static let unitDeadlockTimeout = "5s"
+    static let otherDeadlockTimeout = "60s"
+
     /// The other writer, as a `backfill --notify` writes: once the run has read its candidates, it records a pair
     /// the run will record too and holds its transaction open. The run's unit locks its filter's notification
     /// state, then waits at that pair for the other writer to end; the other writer, seeing the unit wait, goes
@@ -54,6 +62,8 @@ import Testing
         }
 
         private func act() throws {
+            _ = try connection.query(
+                "SELECT set_config('deadlock_timeout', $1, false)", [.text(WriteConflictTests.otherDeadlockTimeout)])
             try connection.execute("BEGIN")
             let held = try connection.query(
                 "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now()) RETURNING 1",
@@ -108,7 +118,13 @@ import Testing
         let other = OtherWriter(
             connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10))
         let db = twin.database
-        let store = PostgresMatchingStore(connection: twin.connection, writeConnections: 1, faultPoints: other) {
+        // The run's sessions, opened after the setting: it applies from their start.
+        let alter = try twin.connection.query(
+            "SELECT format('ALTER DATABASE %I SET deadlock_timeout = %L', current_database(), $1::text)",
+            [.text(Self.unitDeadlockTimeout)]
+        ).rows[0].string(0)
+        try twin.connection.execute(alter)
+        let store = PostgresMatchingStore(connection: try db.connect(), writeConnections: 1, faultPoints: other) {
             try db.connect()
         }
         let output = RecordingRunOutput()
