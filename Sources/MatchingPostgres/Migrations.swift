@@ -38,12 +38,25 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible, Classifi
 
 /// Applies the migrations of `sql/` in order, each once, in its own transaction, recording applied
 /// versions in `matcher_schema_migrations`. Safe to repeat and to run concurrently.
+///
+/// A migration's statements run without a statement timeout (an index build takes as long as its table's size
+/// requires) and without the client's call deadline, but each waits at most `lockTimeoutSeconds` for a lock
+/// another session holds: a table lock request that waits also makes every later request on that table wait
+/// behind it, so a migration queued behind one long transaction would stall the app's reads and logins.
+/// It gives up instead, whole (`failureKind` `.locked`, exit 75), and `matcher migrate` can be run again.
 public struct MigrationRunner {
     private let connection: PostgresConnection
+    private let lockTimeoutSeconds: Int
 
-    public init(connection: PostgresConnection) {
+    /// - Parameter lockTimeoutSeconds: how long a migration's statement may wait for a table lock; 0 waits for
+    ///   as long as it takes.
+    public init(connection: PostgresConnection, lockTimeoutSeconds: Int = MigrationRunner.defaultLockTimeoutSeconds) {
         self.connection = connection
+        self.lockTimeoutSeconds = max(0, lockTimeoutSeconds)
     }
+
+    /// `matcher migrate --lock-timeout`'s default.
+    public static let defaultLockTimeoutSeconds = 10
 
     /// Reads `NNNN_name.sql` files from `directory`, ordered by number.
     public static func load(from directory: URL) throws -> [Migration] {
@@ -112,10 +125,14 @@ public struct MigrationRunner {
                 applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
             )
             """)
+        let callTimeout = connection.callTimeout
+        connection.callTimeout = nil
+        defer { connection.callTimeout = callTimeout }
         var applied: [Migration] = []
         for migration in migrations {
             let didApply = try connection.transaction { tx -> Bool in
                 // One migrator at a time; whoever waits sees the other's work and skips it.
+                try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
                 try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(0)])
                 let existing = try tx.query(
                     "SELECT checksum FROM matcher_schema_migrations WHERE version = $1",
@@ -140,12 +157,21 @@ public struct MigrationRunner {
                     return false
                 }
                 do {
+                    try tx.execute("SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
                     try tx.execute(migration.sql)
                     if migration.version == ChangeCapture.sinceMigration {
                         // It dropped the old capture: the new one in the same transaction, so that no change the
                         // app commits while later migrations build their indexes goes unrecorded.
                         try ChangeCapture.install(inTransaction: tx, existingColumnsOnly: true)
                     }
+                } catch let error as PostgresError where error.sqlState == "55P03" {
+                    throw MigrationError(
+                        description:
+                            "migration \(migration.version) (\(migration.name)) waited more than "
+                            + "\(lockTimeoutSeconds) s for a lock another session holds on a table it changes (the "
+                            + "app's, or a run's); nothing of it was applied: run matcher migrate again when the "
+                            + "database is quieter (stop the matcher timers first), or pass a longer --lock-timeout",
+                        failureKind: .locked)
                 } catch {
                     throw MigrationError(
                         description: "migration \(migration.version) (\(migration.name)) failed: \(error)",
@@ -162,7 +188,19 @@ public struct MigrationRunner {
         // The change capture is derived from the catalogue (from migration 5 on): installed, or
         // reinstalled when the catalogue changed, after the files.
         if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
-            try ChangeCapture.install(on: connection)
+            try connection.transaction { tx in
+                try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
+                do {
+                    try ChangeCapture.install(inTransaction: tx)
+                } catch let error as PostgresError where error.sqlState == "55P03" {
+                    throw MigrationError(
+                        description:
+                            "the change capture on profiles waited more than \(lockTimeoutSeconds) s for a lock "
+                            + "another session holds (the app's); the migrations before it are applied: run "
+                            + "matcher migrate again when the app is quieter, or pass a longer --lock-timeout",
+                        failureKind: .locked)
+                }
+            }
         }
         try Self.markVersion(connection)
         return applied

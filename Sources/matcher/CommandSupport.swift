@@ -150,7 +150,10 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
     case .usage: return "see `matcher help` for the command's flags"
     case .configuration: return "fix the configuration; retrying will not help"
     case .unavailable: return "check that the database is up and reachable; the next run retries"
-    case .locked: return "another run holds the lock; nothing was written"
+    case .locked:
+        return command == "migrate"
+            ? "nothing of the migration was applied; run `matcher migrate` again"
+            : "another run holds the lock; nothing was written"
     case .other:
         return command == "run" || command == "backfill" ? "committed units are kept; \(resumes)" : resumes
     }

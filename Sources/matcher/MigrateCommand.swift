@@ -10,10 +10,22 @@ struct Migrate: ParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @Option(help: "The folder of NNNN_name.sql migrations (default: $MATCHER_SQL_DIR, share/matcher/sql, or ./sql).")
     var sqlDir: String?
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a migration may wait for a table lock another session holds before it gives up whole (exit 75).",
+            discussion:
+                "A lock request that waits makes every later request on its table wait behind it: a migration "
+                + "queued behind a long transaction would stall the app. 0 waits for as long as it takes. "
+                + "Migrations have no statement timeout: an index build takes as long as its table's size requires."))
+    var lockTimeout: Int = MigrationRunner.defaultLockTimeoutSeconds
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt
     @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
     var logLevel: Logger.Level = .info
+
+    func validate() throws {
+        guard lockTimeout >= 0 else { throw ValidationError("--lock-timeout must be 0 or more seconds") }
+    }
 
     func run() throws {
         Log.bootstrap(logFormat, level: logLevel)
@@ -25,7 +37,7 @@ struct Migrate: ParsableCommand {
             let migrations = try MigrationRunner.load(from: directory)
             let connection = try Database(database, applicationName: "matcher migrate").connect()
             defer { connection.close() }
-            let applied = try MigrationRunner(connection: connection).apply(migrations)
+            let applied = try MigrationRunner(connection: connection, lockTimeoutSeconds: lockTimeout).apply(migrations)
             for migration in applied {
                 logger.info(
                     "migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])

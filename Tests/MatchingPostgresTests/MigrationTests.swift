@@ -91,6 +91,39 @@ import Testing
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 
+    /// A migration that would wait behind another session's lock gives up whole after `--lock-timeout` (exit 75
+    /// from the command line) rather than make every later statement on that table queue behind it; run again once
+    /// the lock is gone, it applies.
+    @Test func aMigrationWaitingForALockGivesUpWholeAndAppliesWhenRunAgain() throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 14 })
+        // Another session reading the table migration 15 alters, in a transaction that stays open.
+        let holder = try database.connect()
+        try holder.execute("BEGIN; LOCK TABLE matcher_waiting_matches IN ACCESS SHARE MODE")
+        func version() throws -> Int32 {
+            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
+        }
+        let started = ContinuousClock.now
+        let error = try #require(throws: MigrationError.self) {
+            try MigrationRunner(connection: try database.connect(), lockTimeoutSeconds: 1).apply(migrations)
+        }
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(error.failureKind == .locked)
+        #expect(error.description.contains("migration 15") && error.description.contains("--lock-timeout"))
+        #expect(try version() == 14)
+        let cli = try MatcherProcess.run(
+            ["migrate", "--lock-timeout", "1"], database: database.conninfo,
+            environment: ["MATCHER_SQL_DIR": MigratedDatabase.sqlDirectory.path])
+        #expect(cli.status == 75, "\(cli.stderr)")
+        #expect(cli.stderr.contains("waited more than 1 s for a lock") && cli.stderr.contains("migrate again"))
+        #expect(try version() == 14)
+        try holder.execute("ROLLBACK")
+        try MigrationRunner(connection: connection, lockTimeoutSeconds: 1).apply(migrations)
+        #expect(try version() == Int32(MigrationRunner.schemaVersion))
+    }
+
     /// Migration 15 gives the entries listed so far the answer the clock rule of migration 14 gave (passed over
     /// when their filter had a digest, written or held back, at or after their clock), and drops that rule's column.
     @Test func theWaitingListsClockRuleBecomesAFlagEntryByEntry() throws {
