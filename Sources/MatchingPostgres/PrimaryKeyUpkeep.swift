@@ -38,12 +38,16 @@ public struct PrimaryKeyUpkeep {
 
     public init(connection: PostgresConnection) { self.connection = connection }
 
-    /// The key's size now; nil when there is no `filter_matches` (not migrated).
+    /// The key's size now; nil when there is no `filter_matches` (not migrated). Its entries are the larger of
+    /// what the last VACUUM or ANALYZE counted and the statistics' live rows, which inserts move at once: a
+    /// table filled by a first run and not yet analyzed has `reltuples` -1, and a key of millions of entries
+    /// measured against the packed size of none read as hundreds of times too large.
     public func size() throws -> PrimaryKeySize? {
         let row = try connection.query(
             """
-            SELECT pg_relation_size(i.oid), greatest(i.reltuples, t.reltuples, 0)::bigint
+            SELECT pg_relation_size(i.oid), greatest(i.reltuples, t.reltuples, coalesce(s.n_live_tup, 0), 0)::bigint
             FROM pg_class i JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid
+            LEFT JOIN pg_stat_all_tables s ON s.relid = t.oid
             WHERE i.oid = to_regclass($1)
             """, [.text(Self.index)]
         ).rows.first

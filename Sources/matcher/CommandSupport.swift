@@ -105,7 +105,7 @@ func runReportingFailures(
 
 /// The one line on standard error: what failed, why, what to do, and the exit status.
 func failureLine(_ what: String, _ message: String, _ advice: String, _ status: Int32) -> String {
-    "matcher: \(what) failed: \(message) — \(advice) (exit \(status))\n"
+    Log.errorPriority + "matcher: \(what) failed: \(message) — \(advice) (exit \(status))\n"
 }
 
 /// What to do after a failure of `command` ("run", "backfill", "explain", …): which command picks up the work.

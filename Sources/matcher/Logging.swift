@@ -117,6 +117,14 @@ enum Log {
         return UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
     }
 
+    /// The prefix that makes journald file a line written straight to standard error (the one failure line a
+    /// failure prints, cli.md) at priority err, as the logger's own error events are: without it the journal
+    /// files the line as info, and `journalctl -p err` does not show it. Empty when standard error is not the
+    /// journal.
+    static var errorPriority: String {
+        standardErrorIsJournal() ? "<\(LineLogHandler.syslogPriority(.error))>" : ""
+    }
+
     static func bootstrap(_ format: LogFormat, level: Logger.Level = .info) {
         let prefix = standardErrorIsJournal()
         LoggingSystem.bootstrap { label in

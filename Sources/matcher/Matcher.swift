@@ -25,7 +25,9 @@ struct Matcher: ParsableCommand {
             guard code == .validationFailure else { exit(withError: error) }
             let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error"
             FileHandle.standardError.write(
-                Data("matcher: \(message) — see `matcher help` or `matcher <command> --help` (exit 64)\n".utf8))
+                Data(
+                    (Log.errorPriority
+                        + "matcher: \(message) — see `matcher help` or `matcher <command> --help` (exit 64)\n").utf8))
             exit(withError: ExitCode.validationFailure)
         }
         do {

@@ -34,6 +34,17 @@ import Testing
         Self.expectOneLine(zoneless, status: 64, containing: "a time without an offset is refused")
         let zonelessWindow = try MatcherProcess.run(["backfill", "--changed-since", "2026-03-01"], database: "")
         Self.expectOneLine(zonelessWindow, status: 64, containing: "--changed-since")
+        // Under systemd (standard error is the journal) the failure line carries priority err, so that
+        // `journalctl -p err` shows it beside the logger's own `failed` event.
+        let journaled = try MatcherProcess.run(
+            ["run", "--no-such-flag"], database: "", environment: ["MATCHER_LOG_PRIORITY_PREFIX": "1"])
+        #expect(journaled.status == 64 && journaled.stderr.hasPrefix("<3>matcher: "), "\(journaled.stderr)")
+        let journaledFailure = try MatcherProcess.run(
+            ["run", "--connect-timeout", "3"], database: "host=127.0.0.1 port=1 user=nobody",
+            environment: ["MATCHER_LOG_PRIORITY_PREFIX": "1"])
+        let failureLines = journaledFailure.stderr.split(separator: "\n").filter { $0.contains("matcher: run failed") }
+        #expect(journaledFailure.status == 69 && failureLines.count == 1)
+        #expect(failureLines.allSatisfy { $0.hasPrefix("<3>matcher: run failed") }, "\(journaledFailure.stderr)")
 
         // 69: nothing listens there (port 1 on loopback); the password never shows.
         let unreachable = try MatcherProcess.run(

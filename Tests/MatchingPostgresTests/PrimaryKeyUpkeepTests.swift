@@ -84,6 +84,33 @@ import Testing
         _ = database
     }
 
+    /// Right after a first run nothing has counted the table yet (`reltuples` -1 until autovacuum's ANALYZE): the
+    /// key is measured by the rows the statistics saw inserted, not against an empty table, so neither the status
+    /// and its alert nor `matcher reindex` take a fresh key for a bloated one.
+    @Test func aKeyNoAnalyzeHasCountedYetIsMeasuredByTheRowsInserted() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute("ALTER TABLE filter_matches SET (autovacuum_enabled = false)")
+        try connection.execute(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at)
+            SELECT f, p, timestamptz '2026-03-01 03:00Z' FROM generate_series(1, 200) f, generate_series(1, 500) p
+            """)
+        _ = try connection.query("SELECT pg_stat_force_next_flush()")
+        _ = try connection.query("SELECT 1")  // the flush happens when the session is next idle
+        #expect(
+            try connection.query("SELECT reltuples::float8 FROM pg_class WHERE relname = 'filter_matches'").rows[0]
+                .double(0) < 0)
+        let upkeep = PrimaryKeyUpkeep(connection: connection)
+        let size = try #require(try upkeep.size())
+        #expect(size.entries == 100_000)
+        #expect(size.ratio < 2, "\(size.bytes) bytes against \(size.packedBytes) packed")
+        let outcome = try upkeep.rebuild(minimumRatio: 2)
+        #expect(outcome.after == nil)
+        _ = database
+    }
+
     @Test func aKeyBelowTheRatioIsLeftAsItIs() throws {
         let (database, connection) = try thinnedKey()
         defer { connection.close() }
