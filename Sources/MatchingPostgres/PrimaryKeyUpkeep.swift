@@ -38,14 +38,18 @@ public struct PrimaryKeyUpkeep {
 
     public init(connection: PostgresConnection) { self.connection = connection }
 
-    /// The key's size now; nil when there is no `filter_matches` (not migrated). Its entries are the larger of
-    /// what the last VACUUM or ANALYZE counted and the statistics' live rows, which inserts move at once: a
-    /// table filled by a first run and not yet analyzed has `reltuples` -1, and a key of millions of entries
-    /// measured against the packed size of none read as hundreds of times too large.
+    /// The key's size now; nil when there is no `filter_matches` (not migrated). Its entries are what the last
+    /// VACUUM or ANALYZE counted; until one has counted the table (`reltuples` -1: a table a first run filled
+    /// minutes ago), the statistics' live rows, which inserts move at once. Measured against the packed size of
+    /// no entries, a fresh key of millions read as hundreds of times too large. Only then: the live rows can run
+    /// ahead of the truth (a backend's pending counts may land after a VACUUM set them), and a count too high
+    /// would hide a bloated key.
     public func size() throws -> PrimaryKeySize? {
         let row = try connection.query(
             """
-            SELECT pg_relation_size(i.oid), greatest(i.reltuples, t.reltuples, coalesce(s.n_live_tup, 0), 0)::bigint
+            SELECT pg_relation_size(i.oid),
+                   CASE WHEN t.reltuples < 0 THEN greatest(i.reltuples, coalesce(s.n_live_tup, 0), 0)
+                        ELSE greatest(i.reltuples, t.reltuples, 0) END::bigint
             FROM pg_class i JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid
             LEFT JOIN pg_stat_all_tables s ON s.relid = t.oid
             WHERE i.oid = to_regclass($1)
@@ -80,6 +84,15 @@ public struct PrimaryKeyUpkeep {
 
     private func rebuildAsOwner(minimumRatio: Double) throws -> PrimaryKeyRebuild {
         let started = ContinuousClock.now
+        // Whether this role may rebuild at all, before anything else: the first statement that needs the owner
+        // runs only when a rebuild is due, so a timer set up with the worker's credentials would otherwise
+        // pass, week after week, until the week the key needs it.
+        let owner = try connection.query(
+            "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = to_regclass('filter_matches')"
+        ).rows.first
+        if let owner, try !owner.bool(0) {
+            throw NotOwner(message: "this role is neither the owner of filter_matches nor a member of its role")
+        }
         guard try connection.query("SELECT pg_try_advisory_lock($1, $2)", Self.lock).rows[0].bool(0) else {
             throw Busy()
         }

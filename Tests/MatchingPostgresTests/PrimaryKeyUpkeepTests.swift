@@ -174,6 +174,10 @@ import Testing
         #expect(throws: PrimaryKeyUpkeep.NotOwner.self) {
             try PrimaryKeyUpkeep(connection: worker).rebuild(minimumRatio: 1)
         }
+        // Also when no rebuild is due (the weekly timer's usual week): refused at once, not passed.
+        #expect(throws: PrimaryKeyUpkeep.NotOwner.self) {
+            try PrimaryKeyUpkeep(connection: worker).rebuild(minimumRatio: 100)
+        }
         let refused = try MatcherProcess.run(
             ["reindex"], database: try PostgresConnection.conninfo(database.conninfo, overriding: ["user": role]))
         #expect(refused.status == 78)

@@ -2,7 +2,7 @@
 /// PostgreSQL's default fill (90 %).
 public struct PrimaryKeySize: Sendable, Hashable {
     public let bytes: Int64
-    /// Entries: as the last VACUUM or ANALYZE counted them, or the statistics' live rows when more.
+    /// Entries: as the last VACUUM or ANALYZE counted them, or the statistics' live rows before any has.
     public let entries: Int64
 
     public init(bytes: Int64, entries: Int64) {
