@@ -12,11 +12,18 @@ final class PostgresRunLock: RunLock, @unchecked Sendable {
         self.connection = connection
     }
 
-    /// Ends the session, which releases the lock. No unlock statement: after a network failure it
-    /// would only wait out another deadline on the same broken path.
+    /// Unlocks, then ends the session. Closing alone releases the lock only once the server's backend has
+    /// noticed and exited, a moment later: a run started right after (the next command of a script, the next
+    /// run of a test) could find the lock still held and exit 75. The unlock waits at most a few seconds, so
+    /// that after a network failure it does not wait out a full deadline on the broken path; the close
+    /// releases the lock then, as before.
     func release() {
+        connection.callTimeout = Self.unlockTimeout
+        _ = try? connection.query("SELECT pg_advisory_unlock_all()")
         connection.close()
     }
+
+    static let unlockTimeout: Duration = .seconds(5)
 }
 
 extension PostgresMatchingStore: RunRepository {

@@ -164,6 +164,17 @@ import Testing
         #expect(after.status == 0, "\(after.stderr)")
     }
 
+    /// A released run lock is free at once for the next run: closing the session alone freed it only once the
+    /// server's backend had exited, and a run started right after could exit 75 (seen in CI: two back-to-back
+    /// runs of one test, under load).
+    @Test func aReleasedRunLockIsFreeForTheNextRunAtOnce() throws {
+        let twin = try Twin()
+        for attempt in 1...100 {
+            let held = try #require(try twin.postgres.tryLock(kind: .run, shard: .all), "attempt \(attempt)")
+            held.release()
+        }
+    }
+
     @Test func sigkillAtSeveralPointsThenOneMoreRunEqualsOneCleanRun() throws {
         let clean = try Twin()
         let killed = try Twin()
