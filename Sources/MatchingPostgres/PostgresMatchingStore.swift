@@ -251,7 +251,10 @@ extension PostgresMatchingStore: ProfileRepository {
                     lowerBounds.append("pg_snapshot_xmin(current_setting('\(setting)')::pg_snapshot)")
                 case .time(let from)?:
                     settings.append((setting, from.iso8601))
-                    newFor.append("(c.changed_at >= current_setting('\(setting)')::timestamptz)")
+                    // A row the capture recorded before migration 0005 has no time: after a reset it counts as
+                    // changed (evaluating a profile again records nothing twice; skipping it would lose it).
+                    newFor.append(
+                        "(c.changed_at IS NULL OR c.changed_at >= current_setting('\(setting)')::timestamptz)")
                     lowerBounds.removeAll()
                 }
             }
