@@ -4,7 +4,8 @@ import PostgresClient
 /// Database errors by exit status (cli.md): the server cannot be reached (69), the configuration or
 /// schema is wrong and retrying will not help (78), anything else (1).
 extension PostgresError: ClassifiedError {
-    public var isWriteConflict: Bool { isSerializationFailure }
+    /// A deadlock or serialization failure, or a lock wait given up (55P03: a unit's `lock_timeout`).
+    public var isWriteConflict: Bool { isSerializationFailure || sqlState == "55P03" }
 
     public var failureKind: FailureKind {
         switch kind {

@@ -27,18 +27,25 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// By default: 500 runs' clocks and 500 older ones, a statement each (under a millisecond for a clock
     /// holding only matches that wait).
     public static let defaultSweepClocks = 500
+    /// How long a unit waits for another writer's row lock before it gives up and is written again: far
+    /// longer than any unit's transaction (seconds), far shorter than the statement timeout (300 s).
+    public static let defaultUnitLockTimeout: Duration = .seconds(60)
+    let unitLockTimeout: Duration
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
     ///   - writeConnections: how many connections write units of work at once (1: the work connection alone).
     ///   - faultPoints: the tests' seam (`StoreFaultPoints`), shared with the extra writers; nil in production.
     ///   - sweepClocks: the retention sweep's expired clocks a run, newest and older ones each.
+    ///   - unitLockTimeout: how long a unit's statement may wait for a row another writer holds (whole seconds).
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
         connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
         faultPoints: (any StoreFaultPoints)? = nil, sweepClocks: Int = PostgresMatchingStore.defaultSweepClocks,
+        unitLockTimeout: Duration = PostgresMatchingStore.defaultUnitLockTimeout,
         openConnection: @escaping @Sendable () throws -> PostgresConnection
     ) {
+        self.unitLockTimeout = unitLockTimeout
         self.sweepClocks = max(1, sweepClocks)
         self.connection = connection
         self.faultPoints = faultPoints
@@ -251,10 +258,7 @@ extension PostgresMatchingStore: ProfileRepository {
                     lowerBounds.append("pg_snapshot_xmin(current_setting('\(setting)')::pg_snapshot)")
                 case .time(let from)?:
                     settings.append((setting, from.iso8601))
-                    // A row the capture recorded before migration 0005 has no time: after a reset it counts as
-                    // changed (evaluating a profile again records nothing twice; skipping it would lose it).
-                    newFor.append(
-                        "(c.changed_at IS NULL OR c.changed_at >= current_setting('\(setting)')::timestamptz)")
+                    newFor.append("(c.changed_at >= current_setting('\(setting)')::timestamptz)")
                     lowerBounds.removeAll()
                 }
             }
@@ -621,12 +625,24 @@ extension PostgresMatchingStore: MatchRepository {
             [self]
                 + extra.map {
                     PostgresMatchingStore(
-                        connection: $0, writeConnections: 1, faultPoints: faultPoints, openConnection: open)
+                        connection: $0, writeConnections: 1, faultPoints: faultPoints,
+                        unitLockTimeout: unitLockTimeout, openConnection: open)
                 })
     }
 
+    /// A unit's transaction waits at most `unitLockTimeout` for a row lock another writer holds, then gives up
+    /// as a write conflict (55P03), which `UnitWriter` retries. Units written in parallel wait for their turn
+    /// to commit inside their open transactions, an order PostgreSQL cannot see: with a `backfill --notify`
+    /// writing the same filters, unit i may wait for the backfill while the backfill waits for unit i + 1,
+    /// which waits for unit i. No deadlock is detected there; the lock timeout on either side breaks the
+    /// circle (the side that gives up rolls back, and the others go on) where the statement timeout
+    /// would have failed the run after minutes.
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
+            let milliseconds =
+                unitLockTimeout.components.seconds * 1000 + unitLockTimeout.components.attoseconds
+                / 1_000_000_000_000_000
+            try tx.execute("SET LOCAL lock_timeout = \(max(1, milliseconds))")
             let value = try body(PostgresUnitTransaction(tx: tx, blockRows: try blockRowsEstimate()))
             faultPoints?.reach(.unitBeforeCommit)
             return value

@@ -24,7 +24,9 @@ struct Migrate: ParsableCommand {
     var logLevel: Logger.Level = .info
 
     func validate() throws {
-        guard lockTimeout >= 0 else { throw ValidationError("--lock-timeout must be 0 or more seconds") }
+        guard (0...2_147_483).contains(lockTimeout) else {
+            throw ValidationError("--lock-timeout must be 0 to 2147483 seconds (PostgreSQL's lock_timeout in ms)")
+        }
     }
 
     func run() throws {

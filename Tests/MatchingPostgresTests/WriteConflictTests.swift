@@ -153,4 +153,104 @@ import Testing
         let statuses = try twin.connection.query("SELECT status FROM matcher_runs").rows.map { try $0.string(0) }
         #expect(statuses == ["succeeded"])
     }
+
+    /// Another writer that holds a pair the run's unit inserts for longer than the unit's lock timeout, then
+    /// rolls back: what a circle through the units' commit order looks like from the unit (PostgreSQL sees
+    /// no deadlock in it). The unit gives up its wait (55P03) and is written again; once the other writer is
+    /// gone, it commits.
+    final class SlowWriter: StoreFaultPoints, @unchecked Sendable {
+        private let connection: PostgresConnection
+        private let pair: MatchPair
+        private let holdAfterTheUnitWaits: Double
+        private let lock = NSLock()
+        private var started = false
+        private let holding = DispatchSemaphore(value: 0)
+        private let done = DispatchSemaphore(value: 0)
+        private var failure: (any Error)?
+
+        init(connection: PostgresConnection, pair: MatchPair, holdAfterTheUnitWaits: Double) {
+            self.connection = connection
+            self.pair = pair
+            self.holdAfterTheUnitWaits = holdAfterTheUnitWaits
+        }
+
+        func reach(_ point: StoreFaultPoint) {
+            guard point == .afterRead else { return }
+            lock.lock()
+            let first = !started
+            started = true
+            lock.unlock()
+            guard first else { return }
+            Thread.detachNewThread { [self] in
+                do {
+                    try connection.execute("BEGIN")
+                    _ = try connection.query(
+                        "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now())",
+                        [.int8(pair.filterId), .int8(pair.profileId)])
+                    holding.signal()
+                    let xid = try connection.query("SELECT (txid_current() % 4294967296)::text").rows[0].string(0)
+                    for _ in 0..<3_000 {
+                        let waited = try connection.query(
+                            """
+                            SELECT EXISTS (SELECT 1 FROM pg_locks
+                                           WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1)
+                            """, [.text(xid)]
+                        ).rows[0].bool(0)
+                        if waited { break }
+                        Thread.sleep(forTimeInterval: 0.01)
+                    }
+                    Thread.sleep(forTimeInterval: holdAfterTheUnitWaits)
+                    try connection.execute("ROLLBACK")
+                } catch {
+                    lock.lock()
+                    failure = error
+                    lock.unlock()
+                    holding.signal()
+                }
+                done.signal()
+            }
+            holding.wait()
+        }
+
+        func finish() -> (any Error)? {
+            done.wait()
+            lock.lock()
+            defer { lock.unlock() }
+            return failure
+        }
+    }
+
+    @Test func aUnitThatWaitsPastItsLockTimeoutIsWrittenAgain() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [ScenarioWorldProfiles.man(1), ScenarioWorldProfiles.woman(10), ScenarioWorldProfiles.woman(11)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
+                updatedAt: day1)
+        ])
+        let other = SlowWriter(
+            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10),
+            holdAfterTheUnitWaits: 1.5)
+        let db = twin.database
+        let store = PostgresMatchingStore(
+            connection: try db.connect(), writeConnections: 1, faultPoints: other, unitLockTimeout: .seconds(1)
+        ) { try db.connect() }
+        let output = RecordingRunOutput()
+        let summary = try RunMatching(MatchingRepositories(store: store), output: output).execute(.init(now: day1))
+        #expect(other.finish() == nil)
+
+        let reasons = output.events.compactMap { event -> String? in
+            if case .unitRetried(_, _, _, let reason) = event { return reason }
+            return nil
+        }
+        #expect(!reasons.isEmpty)
+        #expect(reasons.allSatisfy { $0.contains("55P03") }, "\(reasons)")
+        #expect(summary.counters.matchesWritten == 2 && summary.counters.notificationsWritten == 1)
+        twin.memory.setClock(day1)
+        _ = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day1))
+        let pg = try Rows.of(twin.connection), mem = Rows.of(twin.memory)
+        #expect(pg.matches == mem.matches && pg.notifications == mem.notifications)
+    }
 }

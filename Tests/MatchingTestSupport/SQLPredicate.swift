@@ -26,11 +26,9 @@ extension FilterConditions {
                 ? "date_part('year', age($2::date::timestamp, \(column)::timestamp))"
                 : column
             let bounds = [min.map { "\(value) >= \($0)" }, max.map { "\(value) <= \($0)" }].compactMap { $0 }
-            // A date after the run's date, and any value outside the item's domain, is impossible and counts
-            // as NULL (runs.md, "Eligibility").
+            // A date after the run's date is impossible and counts as NULL (runs.md, "Eligibility").
             let answered = storage == .nullableDate ? "\(column) <= $2::date" : "\(column) IS NOT NULL"
-            let inDomain = condition.item.domain.map { "\(value) BETWEEN \($0.lowerBound) AND \($0.upperBound)" }
-            return ([answered] + [inDomain].compactMap { $0 } + bounds).joined(separator: " AND ")
+            return ([answered] + bounds).joined(separator: " AND ")
         case .anyOf(let codes) where storage == .smallint:
             return "\(column) IN (\(codes.map(String.init).joined(separator: ", ")))"
         case .anyOf(let codes):

@@ -95,9 +95,8 @@ private func plainAge(birthDay: Int64, onDay day: Int64) -> Int32 {
 private func plainOutcomes(
     _ profile: PlainProfile, _ filter: PlainFilter, nowMicros: Int64, ownerPaid: Bool
 ) -> [String: Bool] {
-    // A value outside the item's domain is impossible: unanswered (runs.md, "Eligibility").
-    func inRange(_ value: Int32?, _ range: PlainRange, domain: ClosedRange<Int32>) -> Bool {
-        guard let value, domain.contains(value) else { return false }
+    func inRange(_ value: Int32?, _ range: PlainRange) -> Bool {
+        guard let value else { return false }
         if let min = range.min, value < min { return false }
         if let max = range.max, value > max { return false }
         return true
@@ -116,10 +115,10 @@ private func plainOutcomes(
         let age = profile.birthDate.flatMap {
             Int64($0.daysSinceEpoch) <= today ? plainAge(birthDay: Int64($0.daysSinceEpoch), onDay: today) : nil
         }
-        outcomes["age"] = inRange(age, range, domain: 18...120)
+        outcomes["age"] = inRange(age, range)
     }
-    if let range = filter.height { outcomes["height"] = inRange(profile.heightCm, range, domain: 120...230) }
-    if let range = filter.income { outcomes["income"] = inRange(profile.incomeBand, range, domain: 1...9) }
+    if let range = filter.height { outcomes["height"] = inRange(profile.heightCm, range) }
+    if let range = filter.income { outcomes["income"] = inRange(profile.incomeBand, range) }
     for (key, listed) in filter.singles { outcomes[key] = listed.contains(Int32(profile.singles[key] ?? 0)) }
     if let condition = filter.languages { outcomes["languages"] = holds(profile.languages, condition) }
     if let condition = filter.personality { outcomes["personality"] = holds(profile.personality, condition) }

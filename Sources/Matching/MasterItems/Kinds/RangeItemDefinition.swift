@@ -28,24 +28,17 @@ extension RangeItemDefinition {
 
     /// The ordered value a range condition compares: the integer, or the full years from the date
     /// to the run's date (PostgreSQL's `date_part('year', age(run_date, date))`); nil when unanswered.
-    /// A value outside the item's domain is impossible and counts as unanswered (runs.md,
-    /// "Eligibility": an impossible value counts as NULL): a height of 0 cm, an income band of 0 (an app
-    /// that writes 0 for "not answered", as single items do), an age of 6 or of 2025, a date after the run's
-    /// date (a birth not yet happened). Otherwise such a row would pass every condition with only the other
-    /// bound, `{"height": {"max": 160}}` would list every height of 0, and each would take a place in the
-    /// filter's cap that a real profile should have had.
+    /// A date after the run's date (a birth not yet happened) is impossible and counts as unanswered
+    /// (runs.md, "Eligibility").
     public static func rangeValue(of value: ItemValue, clock: EvaluationClock) -> Int32? {
-        let ordered: Int32?
         switch value {
         case .integer(let integer):
-            ordered = integer
+            return integer
         case .date(let date?) where date <= clock.runDate:
-            ordered = Int32(clamping: clock.runDate.fullYears(since: date))
+            return Int32(clamping: clock.runDate.fullYears(since: date))
         default:
-            ordered = nil
+            return nil
         }
-        guard let ordered, domain.map({ $0.contains(ordered) }) ?? true else { return nil }
-        return ordered
     }
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
@@ -69,17 +62,11 @@ extension RangeItemDefinition {
     }
 
     /// `rangeValue` of every row: the integer, or the full years from the date to the run's date;
-    /// undefined where unanswered (NULL, or a value outside the domain: a date after the run's date included).
+    /// undefined where unanswered (NULL, or a date after the run's date).
     public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
         switch column {
         case .integers(let column):
-            var defined = column.answered
-            if let domain {
-                for row in 0..<column.count where defined[row] && !domain.contains(column.values[row]) {
-                    defined.clear(row)
-                }
-            }
-            return OrderedKeys(keys: column.values.map { Int64($0) }, defined: defined)
+            return OrderedKeys(keys: column.values.map { Int64($0) }, defined: column.answered)
         case .dates(let column):
             return ages(column, clock: clock)
         default:
@@ -101,18 +88,13 @@ extension RangeItemDefinition {
                 defined.clear(row)
                 continue
             }
-            let age: Int32
             if let cached = memo.lookupValue(days) {
-                age = cached
+                ages[row] = Int64(cached)
             } else {
-                age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
+                let age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
                 if memo.count < 1 << 16 { memo.insert(days, age) }
+                ages[row] = Int64(age)
             }
-            guard domain.map({ $0.contains(age) }) ?? true else {
-                defined.clear(row)
-                continue
-            }
-            ages[row] = Int64(age)
         }
         return OrderedKeys(keys: ages, defined: defined)
     }
@@ -122,17 +104,8 @@ extension RangeItemDefinition {
         case .date(let date?) where date > clock.runDate:
             return "unanswered (born \(date), after the run's date: impossible, counts as NULL)"
         case .date(let date?):
-            let age = Int32(clamping: clock.runDate.fullYears(since: date))
-            if let domain, !domain.contains(age) {
-                return "unanswered (born \(date): \(age), outside \(domain.lowerBound)...\(domain.upperBound), "
-                    + "impossible, counts as NULL)"
-            }
-            return "\(describeCode(age)) (born \(date))"
+            return "\(describeCode(Int32(clamping: clock.runDate.fullYears(since: date)))) (born \(date))"
         case .integer(let integer?):
-            if let domain, !domain.contains(integer) {
-                return "unanswered (\(integer), outside \(domain.lowerBound)...\(domain.upperBound): impossible, "
-                    + "counts as NULL)"
-            }
             return describeCode(integer)
         case .integer(nil), .date(nil):
             return "unanswered"
