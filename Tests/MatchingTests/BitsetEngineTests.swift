@@ -214,20 +214,22 @@ struct BitsetTestWorld {
 
     /// The reference answer with no limit; the answer at limit L is its first L ids.
     static func reference(
-        _ filters: [PreparedFilter], _ batch: CandidateBatch, _ exclusions: MatchExclusions
+        _ filters: [PreparedFilter], _ batch: CandidateBatch, _ exclusions: MatchExclusions,
+        clock: EvaluationClock = BitsetTestWorld.clock
     ) -> [FilterResult] {
         ReferenceMatchEngine().evaluate(
-            filters, against: batch, limit: Int.max, clock: BitsetTestWorld.clock,
+            filters, against: batch, limit: Int.max, clock: clock,
             exclusions: exclusions)
     }
 
     static func expectSame(
         _ engine: BitsetMatchEngine, _ filters: [PreparedFilter], _ batch: CandidateBatch,
-        _ exclusions: MatchExclusions, _ unlimited: [FilterResult], label: String
+        _ exclusions: MatchExclusions, _ unlimited: [FilterResult], label: String,
+        clock: EvaluationClock = BitsetTestWorld.clock
     ) {
         for limit in limits {
             let results = engine.evaluate(
-                filters, against: batch, limit: limit, clock: BitsetTestWorld.clock,
+                filters, against: batch, limit: limit, clock: clock,
                 exclusions: exclusions)
             #expect(results.count == filters.count)
             var mismatches = 0
@@ -268,6 +270,31 @@ struct BitsetTestWorld {
         #expect(unlimited.contains { $0.profileIds.isEmpty })
         for (variant, engine) in Self.engineVariants.enumerated() {
             Self.expectSame(engine, filters, batch, exclusions, unlimited, label: "seed \(seed) variant \(variant)")
+        }
+    }
+
+    /// The same worlds at other clocks: the bitset engine's per-day age cache and its recency thresholds
+    /// against the reference on a leap day, on the day after 28 February in a common year (a 29 February
+    /// birthday ages then), at Tokyo's midnight (15:00 UTC, the run's date changes there), and in other zones.
+    @Test(arguments: [
+        ("2028-02-29T03:00:00Z", "Asia/Tokyo"), ("2027-03-01T00:00:00Z", "Asia/Tokyo"),
+        ("2026-02-28T14:59:59.999999Z", "Asia/Tokyo"), ("2026-02-28T15:00:00Z", "Asia/Tokyo"),
+        ("2026-03-01T04:59:59Z", "America/New_York"), ("2026-03-01T12:00:00Z", "UTC"),
+    ])
+    func matchesTheReferenceEngineAtOtherClocks(now: String, zone: String) throws {
+        let instant = try #require(Timestamp(iso8601: now))
+        let timeZone = try #require(TimeZone(identifier: zone))
+        let clock = EvaluationClock(now: instant, timeZone: timeZone)
+        var world = BitsetTestWorld(seed: 4)
+        let profiles = world.profiles(1_500)
+        let batch = CandidateBatch(profiles)
+        let filters = world.filters(400, owners: profiles.map(\.id))
+        let exclusions = world.exclusions(filters: filters, profiles: profiles)
+        let unlimited = Self.reference(filters, batch, exclusions, clock: clock)
+        #expect(unlimited.contains { !$0.profileIds.isEmpty })
+        for (variant, engine) in Self.engineVariants.enumerated() {
+            Self.expectSame(
+                engine, filters, batch, exclusions, unlimited, label: "\(now) \(zone) variant \(variant)", clock: clock)
         }
     }
 
