@@ -18,15 +18,14 @@ import Testing
     static let unitDeadlockTimeout = "5s"
     static let otherDeadlockTimeout = "60s"
 
-    /// The other writer, as a `backfill --notify` writes: once the run has read its candidates, it records a pair
-    /// the run will record too and holds its transaction open. The run's unit locks its filter's notification
-    /// state, then waits at that pair for the other writer to end; the other writer, seeing the unit wait, goes
-    /// for the same filter's notification state, held by the unit: each waits for the other. The unit waited
-    /// first, so its deadlock check runs first and it is the one PostgreSQL gives up; the other writer then gets
-    /// the state, and rolls back.
+    /// Another writer, as a `backfill --notify` writes: once the run has read its candidates, it records a pair the
+    /// run will record too and holds its transaction open, waits until a backend waits for it (the run's unit,
+    /// at that pair; at most 30 s), does `thenWhileHolding`, and rolls back.
     final class OtherWriter: StoreFaultPoints, @unchecked Sendable {
         private let connection: PostgresConnection
         private let pair: MatchPair
+        private let deadlockTimeout: String?
+        private let thenWhileHolding: (PostgresConnection, MatchPair) throws -> Void
         private let lock = NSLock()
         private var started = false
         private let holding = DispatchSemaphore(value: 0)
@@ -35,9 +34,14 @@ import Testing
         private var pairsHeld = 0
         private var sawTheUnitWait = false
 
-        init(connection: PostgresConnection, pair: MatchPair) {
+        init(
+            connection: PostgresConnection, pair: MatchPair, deadlockTimeout: String? = nil,
+            thenWhileHolding: @escaping (PostgresConnection, MatchPair) throws -> Void
+        ) {
             self.connection = connection
             self.pair = pair
+            self.deadlockTimeout = deadlockTimeout
+            self.thenWhileHolding = thenWhileHolding
         }
 
         func reach(_ point: StoreFaultPoint) {
@@ -62,8 +66,9 @@ import Testing
         }
 
         private func act() throws {
-            _ = try connection.query(
-                "SELECT set_config('deadlock_timeout', $1, false)", [.text(WriteConflictTests.otherDeadlockTimeout)])
+            if let deadlockTimeout {
+                _ = try connection.query("SELECT set_config('deadlock_timeout', $1, false)", [.text(deadlockTimeout)])
+            }
             try connection.execute("BEGIN")
             let held = try connection.query(
                 "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now()) RETURNING 1",
@@ -72,7 +77,6 @@ import Testing
             pairsHeld = held.rows.count
             lock.unlock()
             holding.signal()
-            // Until a backend waits for this transaction (the unit, at the pair), at most 30 s.
             let xid = try connection.query("SELECT (txid_current() % 4294967296)::text").rows[0].string(0)
             var waited = false
             for _ in 0..<3_000 {
@@ -88,11 +92,7 @@ import Testing
             lock.lock()
             sawTheUnitWait = waited
             lock.unlock()
-            _ = try connection.query(
-                """
-                INSERT INTO matcher_filter_state (filter_id) VALUES ($1)
-                ON CONFLICT (filter_id) DO UPDATE SET last_notified_at = matcher_filter_state.last_notified_at
-                """, [.int8(pair.filterId)])
+            try thenWhileHolding(connection, pair)
             try connection.execute("ROLLBACK")
         }
 
@@ -105,7 +105,8 @@ import Testing
         }
     }
 
-    @Test func aUnitThatLosesADeadlockToAnotherWriterIsWrittenAgainInItsTurn() throws {
+    /// Owner 1 (a man) with filter 100 for women, and women 10 and 11, as of day 1.
+    static func oneFilterWorld() throws -> Twin {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1
         try twin.saveProfiles(
@@ -115,8 +116,43 @@ import Testing
                 id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
                 updatedAt: day1)
         ])
+        return twin
+    }
+
+    /// The unit retries the run reported: (last filter id, attempt, reason).
+    static func retries(_ output: RecordingRunOutput) -> [(lastFilterId: Int64, attempt: Int, reason: String)] {
+        output.events.compactMap { event in
+            if case .unitRetried(let lastFilterId, let attempt, _, let reason) = event {
+                return (lastFilterId, attempt, reason)
+            }
+            return nil
+        }
+    }
+
+    /// The same day run in memory writes what PostgreSQL holds.
+    static func expectSameRowsAsMemory(_ twin: Twin) throws {
+        twin.memory.setClock(ScenarioWorld.day1)
+        _ = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: ScenarioWorld.day1))
+        let pg = try Rows.of(twin.connection), mem = Rows.of(twin.memory)
+        #expect(pg.matches == mem.matches && pg.matches.count == 2)
+        #expect(pg.notifications == mem.notifications)
+    }
+
+    /// The other writer holds the pair the unit inserts; seeing the unit wait, it goes for the same filter's
+    /// notification state, which the unit holds: each waits for the other. The unit waited first, so its
+    /// deadlock check runs first and it is the one PostgreSQL gives up; the other writer then gets the state.
+    @Test func aUnitThatLosesADeadlockToAnotherWriterIsWrittenAgainInItsTurn() throws {
+        let twin = try Self.oneFilterWorld()
         let other = OtherWriter(
-            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10))
+            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10),
+            deadlockTimeout: Self.otherDeadlockTimeout
+        ) { connection, pair in
+            _ = try connection.query(
+                """
+                INSERT INTO matcher_filter_state (filter_id) VALUES ($1)
+                ON CONFLICT (filter_id) DO UPDATE SET last_notified_at = matcher_filter_state.last_notified_at
+                """, [.int8(pair.filterId)])
+        }
         let db = twin.database
         // The run's sessions, opened after the setting: it applies from their start.
         let alter = try twin.connection.query(
@@ -129,128 +165,42 @@ import Testing
         }
         let output = RecordingRunOutput()
         let summary = try RunMatching(MatchingRepositories(store: store), output: output)
-            .execute(.init(now: day1))
+            .execute(.init(now: ScenarioWorld.day1))
         let seen = other.finish()
         #expect(seen.failure == nil, "the other writer: \(String(describing: seen.failure))")
         #expect(seen.pairsHeld == 1 && seen.sawTheUnitWait)
 
-        let retries = output.events.compactMap { event -> String? in
-            if case .unitRetried(let lastFilterId, let attempt, _, let reason) = event {
-                #expect(lastFilterId == 100 && attempt == 2)
-                return reason
-            }
-            return nil
-        }
+        let retries = Self.retries(output)
         #expect(retries.count == 1)
-        #expect(retries.first?.contains("40P01") == true || retries.first?.contains("deadlock") == true)
+        #expect(retries.allSatisfy { $0.lastFilterId == 100 && $0.attempt == 2 })
+        #expect(retries.first?.reason.contains("40P01") == true || retries.first?.reason.contains("deadlock") == true)
         #expect(summary.counters.matchesWritten == 2 && summary.counters.notificationsWritten == 1)
-
-        twin.memory.setClock(day1)
-        _ = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day1))
-        let pg = try Rows.of(twin.connection), mem = Rows.of(twin.memory)
-        #expect(pg.matches == mem.matches && pg.matches.count == 2)
-        #expect(pg.notifications == mem.notifications)
+        try Self.expectSameRowsAsMemory(twin)
         let statuses = try twin.connection.query("SELECT status FROM matcher_runs").rows.map { try $0.string(0) }
         #expect(statuses == ["succeeded"])
     }
 
-    /// Another writer that holds a pair the run's unit inserts for longer than the unit's lock timeout, then
-    /// rolls back: what a circle through the units' commit order looks like from the unit (PostgreSQL sees
-    /// no deadlock in it). The unit gives up its wait (55P03) and is written again; once the other writer is
-    /// gone, it commits.
-    final class SlowWriter: StoreFaultPoints, @unchecked Sendable {
-        private let connection: PostgresConnection
-        private let pair: MatchPair
-        private let holdAfterTheUnitWaits: Double
-        private let lock = NSLock()
-        private var started = false
-        private let holding = DispatchSemaphore(value: 0)
-        private let done = DispatchSemaphore(value: 0)
-        private var failure: (any Error)?
-
-        init(connection: PostgresConnection, pair: MatchPair, holdAfterTheUnitWaits: Double) {
-            self.connection = connection
-            self.pair = pair
-            self.holdAfterTheUnitWaits = holdAfterTheUnitWaits
-        }
-
-        func reach(_ point: StoreFaultPoint) {
-            guard point == .afterRead else { return }
-            lock.lock()
-            let first = !started
-            started = true
-            lock.unlock()
-            guard first else { return }
-            Thread.detachNewThread { [self] in
-                do {
-                    try connection.execute("BEGIN")
-                    _ = try connection.query(
-                        "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES ($1, $2, now())",
-                        [.int8(pair.filterId), .int8(pair.profileId)])
-                    holding.signal()
-                    let xid = try connection.query("SELECT (txid_current() % 4294967296)::text").rows[0].string(0)
-                    for _ in 0..<3_000 {
-                        let waited = try connection.query(
-                            """
-                            SELECT EXISTS (SELECT 1 FROM pg_locks
-                                           WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1)
-                            """, [.text(xid)]
-                        ).rows[0].bool(0)
-                        if waited { break }
-                        Thread.sleep(forTimeInterval: 0.01)
-                    }
-                    Thread.sleep(forTimeInterval: holdAfterTheUnitWaits)
-                    try connection.execute("ROLLBACK")
-                } catch {
-                    lock.lock()
-                    failure = error
-                    lock.unlock()
-                    holding.signal()
-                }
-                done.signal()
-            }
-            holding.wait()
-        }
-
-        func finish() -> (any Error)? {
-            done.wait()
-            lock.lock()
-            defer { lock.unlock() }
-            return failure
-        }
-    }
-
+    /// The other writer holds the pair the unit inserts for longer than the unit's lock timeout, then rolls back:
+    /// what a circle through the units' commit order looks like from the unit (PostgreSQL sees no deadlock in
+    /// it). The unit gives up its wait (55P03) and is written again; once the other writer is gone, it commits.
     @Test func aUnitThatWaitsPastItsLockTimeoutIsWrittenAgain() throws {
-        let twin = try Twin()
-        let day1 = ScenarioWorld.day1
-        try twin.saveProfiles(
-            [ScenarioWorldProfiles.man(1), ScenarioWorldProfiles.woman(10), ScenarioWorldProfiles.woman(11)], at: day1)
-        try twin.saveFilters([
-            SavedFilter(
-                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
-                updatedAt: day1)
-        ])
-        let other = SlowWriter(
-            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10),
-            holdAfterTheUnitWaits: 1.5)
+        let twin = try Self.oneFilterWorld()
+        let other = OtherWriter(
+            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10)
+        ) { _, _ in Thread.sleep(forTimeInterval: 1.5) }
         let db = twin.database
         let store = PostgresMatchingStore(
             connection: try db.connect(), writeConnections: 1, faultPoints: other, unitLockTimeout: .seconds(1)
         ) { try db.connect() }
         let output = RecordingRunOutput()
-        let summary = try RunMatching(MatchingRepositories(store: store), output: output).execute(.init(now: day1))
-        #expect(other.finish() == nil)
+        let summary = try RunMatching(MatchingRepositories(store: store), output: output)
+            .execute(.init(now: ScenarioWorld.day1))
+        #expect(other.finish().failure == nil)
 
-        let reasons = output.events.compactMap { event -> String? in
-            if case .unitRetried(_, _, _, let reason) = event { return reason }
-            return nil
-        }
+        let reasons = Self.retries(output).map(\.reason)
         #expect(!reasons.isEmpty)
         #expect(reasons.allSatisfy { $0.contains("55P03") }, "\(reasons)")
         #expect(summary.counters.matchesWritten == 2 && summary.counters.notificationsWritten == 1)
-        twin.memory.setClock(day1)
-        _ = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day1))
-        let pg = try Rows.of(twin.connection), mem = Rows.of(twin.memory)
-        #expect(pg.matches == mem.matches && pg.notifications == mem.notifications)
+        try Self.expectSameRowsAsMemory(twin)
     }
 }
