@@ -1,0 +1,219 @@
+import Chronology
+import Foundation
+
+/// Commits units of work through `UnitCommitter` and reports progress. Units are written on every writer the
+/// store offers at once (`MatchRepository.withUnitWriters`: the server's work on its rows is most of a run's
+/// write, and each connection is a core of its own), and committed strictly in filter-id order: a unit
+/// whose rows are written waits, inside its open transaction, until every earlier unit has committed, so
+/// the run's cursor only ever moves past committed work and a crash at any instant loses and doubles nothing.
+final class UnitWriter: @unchecked Sendable {
+    /// The filters gathered for one unit.
+    struct Pending: Sendable {
+        var matches: [FilterResult] = []
+        var notify: [NotificationCandidateFilter] = []
+        var counters = RunCounters.zero
+        var matchCount = 0
+        var filterCount = 0
+        /// The last filter id the unit covers: the run's cursor once it commits.
+        var lastFilterId: Int64 = 0
+
+        mutating func add(filter id: Int64, counters: RunCounters, prepared: PreparedFilter?, found: [Int64]) {
+            filterCount += 1
+            lastFilterId = id
+            self.counters = self.counters + counters
+            guard let prepared else { return }
+            if !found.isEmpty {
+                matches.append(FilterResult(filterId: id, profileIds: found))
+                matchCount += found.count
+            }
+            notify.append(NotificationCandidateFilter(filter: prepared.filter, owner: prepared.owner))
+        }
+    }
+
+    private let output: any RunOutputHandler
+    private let stop: StopRequest
+    private let run: RunRecord
+    private let plan: MatchingPass.Plan
+    private let lastLogins: [Int64: Timestamp]
+    private let readAt: ChangeMark?
+    private let filtersTotal: Int
+    private let findings: DigestFindings
+    private let committer = UnitCommitter()
+    /// Guarded by the commit order's lock once writing starts.
+    private(set) var written = RunCounters.zero
+    private var done = 0
+
+    init(
+        output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
+        plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
+        findings: DigestFindings
+    ) {
+        self.readAt = readAt
+        self.findings = findings
+        self.output = output
+        self.stop = stop
+        self.run = run
+        self.plan = plan
+        self.lastLogins = plan.writesNotifications ? lastLogins : [:]
+        self.filtersTotal = filtersTotal
+    }
+
+    /// Writes `units` (in filter-id order) on `writers` at once (`MatchRepository.withUnitWriters`); throws the
+    /// first failure, after every earlier unit has committed.
+    func write(_ units: [Pending], on writers: [any MatchRepository]) throws {
+        guard !units.isEmpty else { return }
+        let order = CommitOrder(units: units.count)
+        let slots = max(1, min(writers.count, units.count))
+        let busy = DispatchSemaphore(value: Self.busyLimit(writers: slots))
+        try SlotThreads.run(slots) { [self] slot in
+            let writer = writers[slot]
+            while let index = order.take() {
+                do {
+                    try commit(units[index], index: index, on: writer, order: order, busy: busy)
+                } catch {
+                    order.fail(index, error)
+                    return
+                }
+            }
+        }
+        if let failure = order.failure { throw failure }
+    }
+
+    /// How many units write their rows at once: one a core, at most one a connection. A connection beyond
+    /// that lets the next unit write while earlier ones wait for their turn and their commit's flush.
+    static func busyLimit(writers: Int) -> Int {
+        max(1, min(writers, ProcessInfo.processInfo.activeProcessorCount))
+    }
+
+    /// How many times a unit is written before a conflict with another writer fails the run.
+    static let conflictAttempts = 3
+
+    /// Commits `unit`; a transaction the database gave up for a conflict with another writer (a deadlock
+    /// between this run and a `backfill --notify`, which write the same filters' rows in different orders) rolled
+    /// back whole, so the unit is written again after a short pause, up to `conflictAttempts` times. The
+    /// unit's turn in the commit order is still its own: no later unit commits before it.
+    private func commit(
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+    ) throws {
+        var attempt = 1
+        while true {
+            do {
+                try commitOnce(unit, index: index, on: writer, order: order, busy: busy)
+                return
+            } catch let error as any ClassifiedError where error.isWriteConflict && attempt < Self.conflictAttempts {
+                attempt += 1
+                order.serialized {
+                    output.handle(
+                        .unitRetried(
+                            lastFilterId: unit.lastFilterId, attempt: attempt, attempts: Self.conflictAttempts,
+                            reason: String(describing: error)))
+                }
+                // The other writer goes on once this transaction is gone; a pause that grows lets it finish.
+                Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+            }
+        }
+    }
+
+    private func commitOnce(
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+    ) throws {
+        busy.wait()
+        var holding = true
+        defer { if holding { busy.signal() } }
+        if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
+        let outcome = try committer.commit(
+            WorkUnit(
+                runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
+                notify: plan.writesNotifications ? unit.notify : nil, filterCounters: unit.counters,
+                lastLoginAt: lastLogins, silent: !plan.writesNotifications,
+                qualifyingWaiting: findings.qualifyingWaiting, unqualifiedWaiting: findings.unqualifiedWaiting,
+                mutual: findings.mutual, readAt: readAt,
+                bulk: plan.windows.everyProfileForEveryFilter),
+            to: writer,
+            beforeAdvance: {
+                holding = false
+                busy.signal()
+                try order.waitForTurn(index)
+            })
+        order.committed(index) {
+            written =
+                written + unit.counters
+                + RunCounters(
+                    matchesWritten: outcome.matchesWritten,
+                    notificationsWritten: outcome.notificationsWritten,
+                    digestsHeldBack: outcome.digestsHeldBack,
+                    matchesMutual: outcome.mutualWritten)
+            done += unit.filterCount
+            output.handle(
+                .unitCommitted(
+                    filtersDone: done, filtersTotal: filtersTotal, matches: written.matchesWritten,
+                    notifications: written.notificationsWritten))
+        }
+    }
+}
+
+/// The order units commit in, shared by the writers: unit `i` is handed out once, and commits only after units
+/// `0..<i` have. After a unit fails no unit is handed out; the units before it still commit (their work is
+/// valid and earlier), and the units after it give up at their turn, so their transactions roll back.
+final class CommitOrder: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let count: Int
+    private var handedOut = 0
+    private var committedCount = 0
+    /// The earliest failed unit and its error.
+    private var earliestFailure: (index: Int, error: any Error)?
+
+    init(units: Int) { count = units }
+
+    /// The next unit to write, or nil when none is left or a unit failed.
+    func take() -> Int? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard earliestFailure == nil, handedOut < count else { return nil }
+        handedOut += 1
+        return handedOut - 1
+    }
+
+    /// Returns when every unit before `index` has committed; throws when one of them failed.
+    func waitForTurn(_ index: Int) throws {
+        condition.lock()
+        defer { condition.unlock() }
+        while committedCount < index, (earliestFailure?.index ?? Int.max) > index { condition.wait() }
+        guard committedCount == index else { throw EarlierUnitFailed() }
+    }
+
+    /// Records unit `index` committed, running `account` (the writer's bookkeeping) under the lock, in order.
+    func committed(_ index: Int, account: () -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        committedCount = index + 1
+        account()
+        condition.broadcast()
+    }
+
+    /// Runs `body` under the order's lock: what writers report between commits stays in order with them.
+    func serialized(_ body: () -> Void) {
+        condition.lock()
+        defer { condition.unlock() }
+        body()
+    }
+
+    /// Records that unit `index` failed; the earliest failure is the run's.
+    func fail(_ index: Int, _ error: any Error) {
+        condition.lock()
+        defer { condition.unlock() }
+        if !(error is EarlierUnitFailed), index < (earliestFailure?.index ?? Int.max) {
+            earliestFailure = (index, error)
+        }
+        condition.broadcast()
+    }
+
+    var failure: (any Error)? {
+        condition.lock()
+        defer { condition.unlock() }
+        return earliestFailure?.error
+    }
+
+    /// A unit that would commit after a failed one: rolled back, never reported (the failure is).
+    struct EarlierUnitFailed: Error {}
+}

@@ -1,0 +1,251 @@
+/// The retention sweep's statements (runs.md), run by `RetentionSweep`: `forgetSpan` for most batches,
+/// `forgetBatch` for a filter larger than a batch, `forgetBulkBatch` for the pairs recorded in bulk (which the
+/// retention index leaves out, sql/0012_bulk_matches.sql; the others say `NOT bulk` to use it). All three keep
+/// matches waiting for a digest. A waiting match is
+/// kept while its filter exists, is not deleted, has `notify` on, and has had no digest since the match was
+/// recorded; once a digest passed it over (it no longer qualified) or the filter can never notify it, it is
+/// forgotten like any other.
+///
+/// Only an unnotified, non-silent pair can wait, and its list entry carries the pair's own clock
+/// (`UnitCommitter` lists a pair waiting only in the transaction that records it unnotified for a notifying
+/// filter, with the same clock, and `markNotified` takes it off the list in the transaction that notifies it).
+/// So a batch first reads the list's entries of its clock and filter ids that still wait (`kept`: the list's
+/// `(matched_at, filter_id)` index, migration 0011, a few thousand entries for a day's batch), hashes them,
+/// and deletes every pair of the batch outside that set; the entries of the pairs it forgot are the same
+/// clock's and filter ids' entries outside the set. Measured on a 14-day soak's table (7.4M pairs, 287k
+/// waiting), one statement over a whole day's clock (904k pairs), alternating on fresh copies: 2.2-3.3 s
+/// probing the list once per unnotified pair (137k probes) and joining the deleted pairs back to it, against
+/// 1.6-2.4 s (a bare DELETE of those rows: 1.0-1.1 s). The sweeper's session turns JIT off: a batch's cost
+/// estimate is large, its work is not.
+enum RetentionSQL {
+    /// The distinct `matched_at` values of pairs not recorded in bulk before the cutoff ($1), newest first, at
+    /// most $2: one descent of the retention index each (a run's pairs share its clock, so there are about as
+    /// many as expired runs).
+    static let newestExpiredClocks = """
+        WITH RECURSIVE clocks(t) AS (
+            SELECT max(matched_at) FROM filter_matches WHERE matched_at < $1 AND NOT bulk
+          UNION ALL
+            SELECT (SELECT max(m.matched_at) FROM filter_matches m WHERE m.matched_at < c.t AND NOT m.bulk)
+            FROM clocks c WHERE c.t IS NOT NULL
+        )
+        SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $2
+        """
+
+    /// The clocks of pairs not recorded in bulk after $1 (NULL: from the first) and before $2, oldest first, at
+    /// most $3: a descent of the retention index each.
+    static let expiredClocksBetween = """
+        WITH RECURSIVE clocks(t) AS (
+            SELECT min(matched_at) FROM filter_matches
+            WHERE matched_at > coalesce($1::timestamptz, '-infinity') AND matched_at < $2 AND NOT bulk
+          UNION ALL
+            SELECT (SELECT min(m.matched_at) FROM filter_matches m
+                    WHERE m.matched_at > c.t AND m.matched_at < $2 AND NOT m.bulk)
+            FROM clocks c WHERE c.t IS NOT NULL
+        )
+        SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $3
+        """
+
+    /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's owner.
+    private static let waitingJoins = """
+        JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
+                             AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+        JOIN profiles o ON o.id = f.owner_id AND o.status IS DISTINCT FROM 4
+        """
+
+    /// Whether entry `w` (with `waitingJoins`) still waits for a digest: its filter exists, is not deleted, has
+    /// `notify` on, its owner has a profile that is not deleted (a hidden or suspended owner may come back; a
+    /// deleted one, or one whose row is gone, never gets a digest), and no digest decision, written or held
+    /// back, has read it and passed it over (`UnitTransaction.markPassedOver`).
+    static let stillWaits = "NOT w.passed_over"
+
+    /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
+    /// a batch keeps. `last` is an expression over the statement's CTEs.
+    private static func kept(last: String) -> String {
+        """
+        SELECT w.filter_id, w.profile_id FROM matcher_waiting_matches w
+                \(waitingJoins)
+                WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND \(last) AND \(stillWaits)
+        """
+    }
+
+    /// Whether pair `m` of a batch goes: it is notified or silent, or not among the `kept` CTE's entries (by
+    /// pair, or with `byClock` by pair and clock, when a batch spans several clocks).
+    private static func notKept(byClock: Bool = false) -> String {
+        let (pair, entry) =
+            byClock
+            ? ("m.filter_id, m.profile_id, m.matched_at", "filter_id, profile_id, matched_at")
+            : ("m.filter_id, m.profile_id", "filter_id, profile_id")
+        return """
+            NOT (m.notification_id IS NULL AND NOT m.silent AND (\(pair)) IN (SELECT \(entry) FROM kept))
+            """
+    }
+
+    /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: every pair of
+    /// the filters before the one holding the range's ($4 + 1)-th pair (an index-only count on the retention
+    /// index), deleted in place, except the waiting ones, and the list entries of those it deleted. Returns how
+    /// many it forgot, the last filter id it covered, and whether pairs are left in the range after it. When
+    /// the first filter alone holds more than $4 pairs it covers nothing (last < $2) and `forgetBatch` takes
+    /// that filter. One heap access a pair: a day's clock (898k pairs) in 1.49-1.53 s on one connection,
+    /// against 1.93-2.29 s through `forgetBatch`.
+    static let forgetSpan = """
+        WITH stop AS (
+            SELECT m.filter_id FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND $3 AND NOT m.bulk
+            ORDER BY m.filter_id OFFSET $4 LIMIT 1
+        ), span AS (
+            SELECT coalesce((SELECT filter_id FROM stop) - 1, $3::bigint) AS last
+        ), kept AS MATERIALIZED (
+            \(kept(last: "(SELECT last FROM span)"))
+        ), gone AS (
+            DELETE FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND (SELECT last FROM span) AND NOT m.bulk
+              AND \(notKept())
+            RETURNING 1
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w
+            WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND (SELECT last FROM span)
+              AND (w.filter_id, w.profile_id) NOT IN (SELECT filter_id, profile_id FROM kept)
+        )
+        SELECT (SELECT count(*) FROM gone), (SELECT last FROM span), EXISTS (SELECT 1 FROM stop)
+        """
+
+    /// A bounded batch of one run's pairs (`matched_at` $1) of one filter ($2), at most $3, except the waiting
+    /// ones, and the list entries of those it deleted; returns how many it forgot. For a filter holding more
+    /// than a batch at one clock, which `forgetSpan` cannot bound: found by the retention index, deleted by
+    /// `ctid` (a DELETE has no LIMIT).
+    static let forgetBatch = """
+        WITH kept AS MATERIALIZED (
+            \(kept(last: "$2"))
+        ), doomed AS (
+            SELECT m.ctid AS row_id FROM filter_matches m
+            WHERE m.matched_at = $1 AND m.filter_id = $2 AND NOT m.bulk AND \(notKept())
+            LIMIT $3
+        ), gone AS (
+            DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
+            RETURNING filter_id, profile_id, notification_id IS NULL AND NOT silent AS may_wait
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w
+            WHERE w.matched_at = $1 AND w.filter_id = $2
+              AND (w.filter_id, w.profile_id) IN (SELECT filter_id, profile_id FROM gone WHERE may_wait)
+        )
+        SELECT count(*) FROM gone
+        """
+
+    /// Whether any pair recorded in bulk has expired (before $1): one descent of the list's clock index.
+    static let bulkExpired = """
+        SELECT EXISTS (SELECT 1 FROM matcher_bulk_matches WHERE matched_at < $1)
+        """
+
+    /// The next batch of pairs recorded in bulk before the cutoff ($1), in filter ids up to $3, after the list row
+    /// ($2, $4; $4 NULL: from filter $2's first) in (filter_id, matched_at) order: at most $5 list rows (a
+    /// filter's pairs of one clock each), and only those that begin within $6 pairs. Each
+    /// listed pair still recorded at the row's clock is deleted through the primary key, except the waiting ones;
+    /// the list entries of those it deleted go, and each list row then holds only its pairs that still wait, or
+    /// goes. Returns how many pairs it forgot, whether list rows are left after the batch, and the last row it
+    /// took (the next batch starts after it). The session disables hash and merge joins for it (`RetentionSweep`): a nested loop of
+    /// key probes over the batch's pairs, not a scan of the table.
+    static let forgetBulkBatch = """
+        WITH candidates AS MATERIALIZED (
+            SELECT l.filter_id, l.matched_at, l.profile_ids,
+                   sum(cardinality(l.profile_ids)) OVER (ORDER BY l.filter_id, l.matched_at
+                                                        ROWS UNBOUNDED PRECEDING) AS through
+            FROM matcher_bulk_matches l
+            WHERE (l.filter_id, l.matched_at) > ($2, coalesce($4::timestamptz, '-infinity'))
+              AND l.filter_id <= $3 AND l.matched_at < $1
+            ORDER BY l.filter_id, l.matched_at
+            LIMIT $5
+        ), batch AS MATERIALIZED (
+            -- The rows that begin within $6 pairs (the first always): a run with a large --max-per-filter
+            -- lists many pairs a row.
+            SELECT filter_id, matched_at, profile_ids FROM candidates WHERE through - cardinality(profile_ids) < $6
+        ), pairs AS MATERIALIZED (
+            SELECT b.filter_id, p.profile_id, b.matched_at
+            FROM batch b CROSS JOIN LATERAL unnest(b.profile_ids) AS p(profile_id)
+        ), kept AS MATERIALIZED (
+            SELECT w.filter_id, w.profile_id, w.matched_at FROM batch b
+            JOIN matcher_waiting_matches w   -- a descent a list row, not a pair
+              ON w.matched_at = b.matched_at AND w.filter_id = b.filter_id AND w.profile_id = ANY (b.profile_ids)
+            \(waitingJoins)
+            WHERE \(stillWaits)
+        ), gone AS (
+            DELETE FROM filter_matches m USING pairs x
+            WHERE m.filter_id = x.filter_id AND m.profile_id = x.profile_id AND m.matched_at = x.matched_at AND m.bulk
+              AND \(notKept(byClock: true))
+            RETURNING 1
+        ), waiting_gone AS (
+            DELETE FROM matcher_waiting_matches w USING batch b
+            WHERE w.matched_at = b.matched_at AND w.filter_id = b.filter_id AND w.profile_id = ANY (b.profile_ids)
+              AND (w.filter_id, w.profile_id, w.matched_at) NOT IN (SELECT filter_id, profile_id, matched_at FROM kept)
+        ), still AS (
+            UPDATE matcher_bulk_matches l SET profile_ids = k.ids
+            FROM (SELECT filter_id, matched_at, array_agg(profile_id ORDER BY profile_id) AS ids
+                  FROM kept GROUP BY filter_id, matched_at) k
+            WHERE l.filter_id = k.filter_id AND l.matched_at = k.matched_at
+        ), listed_gone AS (
+            DELETE FROM matcher_bulk_matches l USING batch b
+            WHERE l.filter_id = b.filter_id AND l.matched_at = b.matched_at
+              AND NOT EXISTS (SELECT 1 FROM kept k WHERE k.filter_id = b.filter_id AND k.matched_at = b.matched_at)
+        )
+        SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM candidates) > count(*) OR count(*) >= $5,
+               max(filter_id), (SELECT matched_at FROM batch ORDER BY filter_id DESC, matched_at DESC LIMIT 1)
+        FROM batch
+        """
+
+    /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).
+    /// Unsent ones are the push sender's and are never forgotten by the worker.
+    static let forgetNotificationsBatch = """
+        DELETE FROM notifications WHERE ctid = ANY (ARRAY(
+            SELECT n.ctid FROM notifications n
+            WHERE n.created_at < $1 AND n.sent_at IS NOT NULL
+            ORDER BY n.created_at
+            LIMIT $2))
+        """
+
+    /// Bookkeeping that would otherwise grow with history, each statement a bounded batch ($1 the cutoff, $2
+    /// the batch size): finished runs older than the cutoff except each layout's latest and those a shard's
+    /// progress points at; and rows of filters and profiles whose row is gone. The scans are of tables as
+    /// large as filters or profiles, never of history. A change row of a deleted profile is kept until the
+    /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`);
+    /// a quarantine entry of a gone row too, so operators still find it listed for the retention.
+    static let forgetBookkeeping = [
+        """
+        DELETE FROM matcher_runs WHERE id = ANY (ARRAY(
+            SELECT r.id FROM matcher_runs r
+            WHERE r.status <> 'running' AND r.clock < $1   -- the run's clock, like matched_at
+              AND r.id NOT IN (SELECT max(l.id) FROM matcher_runs l GROUP BY l.kind, l.shard_count, l.shard_index)
+              AND NOT EXISTS (SELECT 1 FROM matcher_shard_progress p WHERE p.run_id = r.id)
+            ORDER BY r.id
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_filter_state WHERE filter_id = ANY (ARRAY(
+            SELECT s.filter_id FROM matcher_filter_state s
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = s.filter_id) AND $1::timestamptz IS NOT NULL
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_invalid_filters WHERE filter_id = ANY (ARRAY(
+            SELECT i.filter_id FROM matcher_invalid_filters i
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id) AND $1::timestamptz IS NOT NULL
+            LIMIT $2))
+        """,
+        """
+        DELETE FROM matcher_quarantine WHERE (kind, row_id) IN (
+            SELECT q.kind, q.row_id FROM matcher_quarantine q
+            WHERE CASE q.kind
+                    WHEN 'filter' THEN NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = q.row_id)
+                    ELSE NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = q.row_id) END
+              AND q.detected_at < $1   -- listed for operators through the retention, then forgotten
+            LIMIT $2)
+        """,
+        """
+        DELETE FROM matcher_profile_changes d WHERE d.profile_id = ANY (ARRAY(
+            SELECT c.profile_id FROM matcher_profile_changes c
+            WHERE coalesce(c.changed_at, '-infinity') < $1 AND NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = c.profile_id)
+            LIMIT $2))
+          -- Again on the row deleted: a profile inserted again under the same id meanwhile has just moved its
+          -- row's changed_at (the capture's trigger), and READ COMMITTED re-checks only this WHERE on it.
+          AND coalesce(d.changed_at, '-infinity') < $1
+        """,
+    ]
+}
