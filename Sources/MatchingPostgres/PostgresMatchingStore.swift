@@ -31,6 +31,11 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// longer than any unit's transaction (seconds), far shorter than the statement timeout (300 s).
     public static let defaultUnitLockTimeout: Duration = .seconds(60)
     let unitLockTimeout: Duration
+    /// How long a retention sweep's batch waits for another writer's row lock before it gives up and is tried
+    /// again (`BatchConflicts`): shorter than a unit's, so that in a circle through a concurrent run's commit
+    /// order the sweep, whose work can wait for the next run, is the side that gives up.
+    public static let defaultSweepLockTimeout: Duration = .seconds(10)
+    let sweepLockTimeout: Duration
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
@@ -38,14 +43,17 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     ///   - faultPoints: the tests' seam (`StoreFaultPoints`), shared with the extra writers; nil in production.
     ///   - sweepClocks: the retention sweep's expired clocks a run, newest and older ones each.
     ///   - unitLockTimeout: how long a unit's statement may wait for a row another writer holds (whole seconds).
+    ///   - sweepLockTimeout: the same for a retention sweep's batch.
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
         connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
         faultPoints: (any StoreFaultPoints)? = nil, sweepClocks: Int = PostgresMatchingStore.defaultSweepClocks,
         unitLockTimeout: Duration = PostgresMatchingStore.defaultUnitLockTimeout,
+        sweepLockTimeout: Duration = PostgresMatchingStore.defaultSweepLockTimeout,
         openConnection: @escaping @Sendable () throws -> PostgresConnection
     ) {
         self.unitLockTimeout = unitLockTimeout
+        self.sweepLockTimeout = sweepLockTimeout
         self.sweepClocks = max(1, sweepClocks)
         self.connection = connection
         self.faultPoints = faultPoints
@@ -626,7 +634,7 @@ extension PostgresMatchingStore: MatchRepository {
                 + extra.map {
                     PostgresMatchingStore(
                         connection: $0, writeConnections: 1, faultPoints: faultPoints,
-                        unitLockTimeout: unitLockTimeout, openConnection: open)
+                        unitLockTimeout: unitLockTimeout, sweepLockTimeout: sweepLockTimeout, openConnection: open)
                 })
     }
 
@@ -639,10 +647,7 @@ extension PostgresMatchingStore: MatchRepository {
     /// would have failed the run after minutes.
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
-            let milliseconds =
-                unitLockTimeout.components.seconds * 1000 + unitLockTimeout.components.attoseconds
-                / 1_000_000_000_000_000
-            try tx.execute("SET LOCAL lock_timeout = \(max(1, milliseconds))")
+            try tx.execute("SET LOCAL lock_timeout = \(Self.milliseconds(unitLockTimeout))")
             let value = try body(PostgresUnitTransaction(tx: tx, blockRows: try blockRowsEstimate()))
             faultPoints?.reach(.unitBeforeCommit)
             return value
@@ -651,13 +656,21 @@ extension PostgresMatchingStore: MatchRepository {
         return result
     }
 
+    /// A duration as whole milliseconds, at least 1 (a `lock_timeout` of 0 would mean none).
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
     /// The sweepers' session settings.
     /// - JIT off: a batch's estimate is large (an expired day is a million rows) and its work is small; JIT
     ///   would compile for 300 ms per batch (RetentionSQL).
     /// - Commits not waiting for the WAL flush: forgetting is redone by the next sweep if a crash loses the
     ///   last batches, and a batch is still all or nothing (its pairs with their list entries), in commit
     ///   order. The units' commits stay synchronous: their notifications are read by the push sender.
-    static let sweeperSession = "SET jit = off; SET synchronous_commit = off"
+    /// - A row lock another writer holds is waited for at most `sweepLockTimeout` (`BatchConflicts`).
+    var sweeperSession: String {
+        "SET jit = off; SET synchronous_commit = off; SET lock_timeout = \(Self.milliseconds(sweepLockTimeout))"
+    }
 
     public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
@@ -668,15 +681,15 @@ extension PostgresMatchingStore: MatchRepository {
         // Released before the session closes: its backend may outlive the close by a moment, and a sweep
         // started right after this one must not find the lock still held.
         defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
-        try sweeper.execute(Self.sweeperSession)
+        try sweeper.execute(sweeperSession)
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         let pairs = try RetentionSweep(
             lead: sweeper,
-            openHelpers: { [openConnection, writeConnections] in
+            openHelpers: { [openConnection, writeConnections, sweeperSession] in
                 var helpers: [PostgresConnection] = []
                 for _ in 1..<writeConnections {
                     guard let helper = try? openConnection() else { break }
-                    guard (try? helper.execute(Self.sweeperSession)) != nil else {
+                    guard (try? helper.execute(sweeperSession)) != nil else {
                         helper.close()
                         break
                     }
@@ -688,14 +701,20 @@ extension PostgresMatchingStore: MatchRepository {
         ).forgetPairs()
         // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
         // visited may still name one.
-        guard pairs.complete else { return RetentionOutcome(forgotten: pairs.forgotten, backlog: pairs.backlog) }
+        guard pairs.complete else {
+            return RetentionOutcome(
+                forgotten: pairs.forgotten, backlog: pairs.backlog,
+                conflictsRolledBack: pairs.conflicts.rolledBack, stoppedByConflict: pairs.conflicts.stoppedBy)
+        }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
+        let conflicts = BatchConflicts()
         func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
             for _ in 0..<max(1, batches) {
-                let batch = try sweeper.transaction { tx in
+                let batch = try conflicts.batch(on: sweeper) { tx in
                     try tx.query(sql, [.timestamptz(cutoff), .int4(Int32(clamping: batchSize))]).affectedRows
                 }
+                guard let batch else { return (deleted, true) }
                 deleted += batch
                 if batch < batchSize { return (deleted, false) }
             }
@@ -704,10 +723,15 @@ extension PostgresMatchingStore: MatchRepository {
         // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
         let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, batches: maxBatches)
         var bookkeeping = 0
-        for sql in RetentionSQL.forgetBookkeeping { bookkeeping += try sweep(sql, batches: maxBatches).deleted }
+        for sql in RetentionSQL.forgetBookkeeping where conflicts.seen.stoppedBy == nil {
+            bookkeeping += try sweep(sql, batches: maxBatches).deleted
+        }
+        let seen = conflicts.seen
         return RetentionOutcome(
-            forgotten: pairs.forgotten, backlog: notifications.backlog, notificationsForgotten: notifications.deleted,
-            bookkeepingForgotten: bookkeeping)
+            forgotten: pairs.forgotten, backlog: notifications.backlog || seen.stoppedBy != nil,
+            notificationsForgotten: notifications.deleted, bookkeepingForgotten: bookkeeping,
+            conflictsRolledBack: pairs.conflicts.rolledBack + seen.rolledBack,
+            stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

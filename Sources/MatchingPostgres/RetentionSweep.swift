@@ -31,12 +31,14 @@ struct RetentionSweep {
     static let rangesPerConnection = 4
 
     /// What a sweep of pairs did: how many it forgot; whether it left expired pairs for the next runs because
-    /// its budget ran out (`backlog`); whether every expired clock has been visited since the round of older
-    /// clocks began (`complete`: this sweep ended the round, or no clock is older than the newest ones).
+    /// its budget ran out or a batch kept conflicting with another writer (`backlog`); whether every expired
+    /// clock has been visited since the round of older clocks began (`complete`: this sweep ended the round,
+    /// or no clock is older than the newest ones); the conflicts it met (`BatchConflicts`).
     struct Outcome {
         let forgotten: Int
         let backlog: Bool
         let complete: Bool
+        let conflicts: BatchConflicts.Seen
     }
 
     /// Forgets what it can.
@@ -68,7 +70,9 @@ struct RetentionSweep {
             listed = Array(window) + listed
         }
         let bulkExpired = try lead.query(RetentionSQL.bulkExpired, [.timestamptz(cutoff)]).rows[0].bool(0)
-        guard !listed.isEmpty || bulkExpired else { return Outcome(forgotten: 0, backlog: false, complete: true) }
+        guard !listed.isEmpty || bulkExpired else {
+            return Outcome(forgotten: 0, backlog: false, complete: true, conflicts: .none)
+        }
         let helpers = openHelpers()
         defer { helpers.forEach { $0.close() } }
         let connections = [lead] + helpers
@@ -88,6 +92,7 @@ struct RetentionSweep {
         let work = SweepQueue(
             tasks: tasks,
             budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize)
+        let conflicts = BatchConflicts()
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
         let cutoff = self.cutoff
@@ -100,10 +105,12 @@ struct RetentionSweep {
                     switch task {
                     case .clock(let clock, let range):
                         total += try Self.sweep(
-                            clock: clock, range: range, batchSize: batchSize, on: connection, work: work)
+                            clock: clock, range: range, batchSize: batchSize, on: connection, work: work,
+                            conflicts: conflicts)
                     case .bulk(let range):
                         total += try Self.sweepBulk(
-                            before: cutoff, range: range, batchSize: batchSize, on: connection, work: work)
+                            before: cutoff, range: range, batchSize: batchSize, on: connection, work: work,
+                            conflicts: conflicts)
                     }
                 }
             } catch {
@@ -120,7 +127,7 @@ struct RetentionSweep {
         }
         return Outcome(
             forgotten: forgotten.values().reduce(0, +), backlog: work.backlog,
-            complete: !work.backlog && rotation.visitedAll)
+            complete: !work.backlog && rotation.visitedAll, conflicts: conflicts.seen)
     }
 
     /// Forgets one clock's pairs in `range`, a batch a transaction: each batch the filters before the one holding
@@ -129,16 +136,20 @@ struct RetentionSweep {
     /// sweep's budget is spent.
     private static func sweep(
         clock: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
-        work: SweepQueue
+        work: SweepQueue, conflicts: BatchConflicts
     ) throws -> Int {
         var total = 0
         var low = range.lowerBound
         while true {
-            let span = try connection.transaction { tx in
+            let span = try conflicts.batch(on: connection) { tx in
                 try tx.query(
                     RetentionSQL.forgetSpan,
                     [.timestamptz(clock), .int8(low), .int8(range.upperBound), .int8(Int64(batchSize))]
                 ).rows[0]
+            }
+            guard let span else {
+                work.stopWithBacklog()
+                return total
             }
             total += Int(try span.int64(0))
             let last = try span.int64(1)
@@ -146,11 +157,15 @@ struct RetentionSweep {
             if last < low {
                 // Filter `low` alone holds more than a batch: its pairs by the bounded batch statement.
                 while true {
-                    let batch = try connection.transaction { tx in
+                    let batch = try conflicts.batch(on: connection) { tx in
                         try tx.query(
                             RetentionSQL.forgetBatch,
                             [.timestamptz(clock), .int8(low), .int4(Int32(clamping: batchSize))]
                         ).rows[0]
+                    }
+                    guard let batch else {
+                        work.stopWithBacklog()
+                        return total
                     }
                     let deleted = Int(try batch.int64(0))
                     total += deleted
@@ -174,13 +189,13 @@ struct RetentionSweep {
     /// Returns how many it forgot; stops early when the sweep's budget is spent.
     private static func sweepBulk(
         before cutoff: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
-        work: SweepQueue
+        work: SweepQueue, conflicts: BatchConflicts
     ) throws -> Int {
         let rowsPerBatch = Int64(max(1, batchSize / bulkPairsPerRow))
         var total = 0
         var after: (filterId: Int64, clock: PostgresValue) = (range.lowerBound, .null)
         while true {
-            let batch = try connection.transaction { tx in
+            let batch = try conflicts.batch(on: connection) { tx in
                 // Key probes for the batch's pairs: with a large batch the planner may prefer hashing the table.
                 try tx.execute("SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off")
                 return try tx.query(
@@ -190,6 +205,10 @@ struct RetentionSweep {
                         .int8(rowsPerBatch), .int8(Int64(batchSize)),
                     ]
                 ).rows[0]
+            }
+            guard let batch else {
+                work.stopWithBacklog()
+                return total
             }
             let forgotten = Int(try batch.int64(0))
             total += forgotten
@@ -268,6 +287,57 @@ private final class SweepQueue: @unchecked Sendable {
     /// After an error: the other connections stop after their batch.
     func stop() { lock.withLock { stopped = true } }
 
+    /// After a batch kept conflicting with another writer: the other connections stop after their batch, and
+    /// the expired pairs left are the next runs' backlog.
+    func stopWithBacklog() {
+        lock.withLock {
+            stopped = true
+            leftWork = true
+        }
+    }
+
     /// Whether expired pairs were left because the budget ran out.
     var backlog: Bool { lock.withLock { leftWork } }
+}
+
+/// The retention sweep's batches against other writers. A batch's transaction that the database gave up for a
+/// conflict with another writer (a deadlock with a concurrent run's or backfill's unit, or a row lock held past
+/// the sweepers' `lock_timeout`) rolled back whole; it is tried again after a short pause, up to
+/// `attempts` times. One that keeps conflicting stops the sweep with a backlog for the next runs: forgetting is
+/// never urgent, and the run's units have committed by then, so a conflict here does not fail the run.
+final class BatchConflicts: @unchecked Sendable {
+    /// What a sweep met: batches rolled back by a conflict (each tried again, or the last one the sweep stopped
+    /// at), and the database's reason when the sweep stopped for one.
+    struct Seen {
+        static let none = Seen(rolledBack: 0, stoppedBy: nil)
+        let rolledBack: Int
+        let stoppedBy: String?
+    }
+
+    static let attempts = 3
+
+    private let lock = NSLock()
+    private var rolledBack = 0
+    private var stoppedBy: String?
+
+    /// Runs `body` in a transaction on `connection`; nil when it conflicted `attempts` times.
+    func batch<T>(on connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T? {
+        var attempt = 1
+        while true {
+            do {
+                return try connection.transaction(body)
+            } catch let error as PostgresError where error.isWriteConflict {
+                lock.withLock { rolledBack += 1 }
+                guard attempt < Self.attempts else {
+                    lock.withLock { if stoppedBy == nil { stoppedBy = String(describing: error) } }
+                    return nil
+                }
+                attempt += 1
+                // The other writer goes on once this transaction is gone; a pause that grows lets it finish.
+                Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+            }
+        }
+    }
+
+    var seen: Seen { lock.withLock { Seen(rolledBack: rolledBack, stoppedBy: stoppedBy) } }
 }

@@ -296,7 +296,13 @@ struct LoggingRunOutput: RunOutputHandler {
                     "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
                     "notifications_forgotten": "\(outcome.notificationsForgotten)",
                     "bookkeeping_forgotten": "\(outcome.bookkeepingForgotten)",
+                    "conflicts_rolled_back": "\(outcome.conflictsRolledBack)",
                 ])
+            if let reason = outcome.stoppedByConflict {
+                logger.warning(
+                    "retention sweep stopped early: a batch kept conflicting with another writer; the next run forgets the rest",
+                    metadata: ["reason": "\(reason)"])
+            }
         case .superseded(let runId, let shard):
             logger.notice(
                 "interrupted run of another shard layout superseded",

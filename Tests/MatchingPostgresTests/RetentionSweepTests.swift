@@ -231,4 +231,102 @@ import Testing
         let outcome = try store.forgetExpired(before: ScenarioWorld.day1.adding(days: 13), batchSize: 5, maxBatches: 10)
         #expect(outcome?.forgotten == nil)
     }
+
+    /// Another writer (a concurrent run's unit, say) holds a row lock on an expired pair of `filterId` that is not
+    /// waiting, in a transaction left open on `holder`; returns the transaction id other backends wait for.
+    private func holdExpiredPair(of filterId: Int64, on holder: PostgresConnection) throws -> String {
+        try holder.execute("BEGIN")
+        let held = try holder.query(
+            """
+            SELECT profile_id FROM filter_matches WHERE filter_id = $1 AND matched_at < $2
+            ORDER BY profile_id LIMIT 1 FOR UPDATE
+            """, [.int8(filterId), .timestamptz(cutoff)])
+        #expect(held.rows.count == 1)
+        return try holder.query("SELECT (txid_current() % 4294967296)::text").rows[0].string(0)
+    }
+
+    /// Whether a backend waits for transaction `xid`, polled every 10 ms for up to 30 s.
+    private func someoneWaits(for xid: String, _ connection: PostgresConnection) throws -> Bool {
+        for _ in 0..<3_000 {
+            let waits = try connection.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM pg_locks
+                               WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1)
+                """, [.text(xid)]
+            ).rows[0].bool(0)
+            if waits { return true }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return false
+    }
+
+    /// The other writer lets go of its row a moment after the sweep's batch gave up waiting for it (55P03, the
+    /// sweepers' `lock_timeout`): the batch is tried again and the sweep forgets everything, as if nothing had
+    /// been in its way. Pairs by the retention index (filter 20) and recorded in bulk (filter 21).
+    @Test(arguments: [(false, Int64(20)), (true, Int64(21))])
+    func aBatchHeldUpByAnotherWriterIsTriedAgain(bulk: Bool, lockedFilter: Int64) throws {
+        let (database, connection) = try world(bulk: bulk)
+        defer { connection.close() }
+        let (expired, waiting) = try expiredAndWaiting(connection)
+        let holder = try database.connect()
+        defer { holder.close() }
+        let xid = try holdExpiredPair(of: lockedFilter, on: holder)
+        let watcher = try database.connect()
+        defer { watcher.close() }
+        let released = DispatchSemaphore(value: 0)
+        let sawTheWait = ResultBox()
+        Thread.detachNewThread { [self] in
+            // Past the sweep's lock timeout (1 s) from its first wait, then gone.
+            sawTheWait.set((try? someoneWaits(for: xid, watcher)) ?? false)
+            Thread.sleep(forTimeInterval: 1.5)
+            try? holder.execute("ROLLBACK")
+            released.signal()
+        }
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 1, sweepLockTimeout: .seconds(1)) {
+            try database.connect()
+        }
+        let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: 1_000, maxBatches: 10_000))
+        released.wait()
+        #expect(sawTheWait.value)
+        #expect((1...2).contains(outcome.conflictsRolledBack))
+        #expect(outcome.stoppedByConflict == nil && !outcome.backlog)
+        #expect(outcome.forgotten == Int(expired - waiting))
+        #expect(try expiredAndWaiting(connection) == (waiting, waiting))
+    }
+
+    /// The other writer keeps its row through every attempt: the sweep stops there with a backlog and the
+    /// database's reason, without an error (the run it ends has committed its units and succeeds), and the next
+    /// sweep, once the row is free, forgets the rest: each expired pair not waiting exactly once in all.
+    @Test(arguments: [(false, Int64(20)), (true, Int64(21))])
+    func aBatchThatKeepsConflictingLeavesABacklogTheNextSweepFinishes(bulk: Bool, lockedFilter: Int64) throws {
+        let (database, connection) = try world(bulk: bulk)
+        defer { connection.close() }
+        let (expired, waiting) = try expiredAndWaiting(connection)
+        let holder = try database.connect()
+        defer { holder.close() }
+        _ = try holdExpiredPair(of: lockedFilter, on: holder)
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 2, sweepLockTimeout: .seconds(1)) {
+            try database.connect()
+        }
+        let first = try #require(try store.forgetExpired(before: cutoff, batchSize: 1_000, maxBatches: 10_000))
+        #expect(first.backlog && first.conflictsRolledBack == 3)
+        let reason = try #require(first.stoppedByConflict)
+        #expect(reason.contains("55P03") || reason.contains("lock timeout"))
+        #expect(first.forgotten < Int(expired - waiting))
+        #expect(first.notificationsForgotten == 0)
+
+        try holder.execute("ROLLBACK")
+        let second = try #require(try store.forgetExpired(before: cutoff, batchSize: 1_000, maxBatches: 10_000))
+        #expect(!second.backlog && second.stoppedByConflict == nil && second.conflictsRolledBack == 0)
+        #expect(first.forgotten + second.forgotten == Int(expired - waiting))
+        #expect(try expiredAndWaiting(connection) == (waiting, waiting))
+    }
+}
+
+/// A flag set by one thread and read by another.
+private final class ResultBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var flag = false
+    func set(_ value: Bool) { lock.withLock { flag = value } }
+    var value: Bool { lock.withLock { flag } }
 }

@@ -245,12 +245,23 @@ public struct RetentionOutcome: Sendable, Hashable {
     /// Bookkeeping rows forgotten: finished runs past the retention, and rows of filters and profiles that
     /// no longer exist.
     public let bookkeepingForgotten: Int
+    /// Batches the database rolled back for a conflict with another writer (a concurrent run's or backfill's
+    /// unit): each was tried again, or the sweep stopped at it.
+    public let conflictsRolledBack: Int
+    /// Why the sweep stopped early with a backlog: a batch kept conflicting with another writer (the
+    /// database's reason). The run does not fail for it; the next runs forget the rest.
+    public let stoppedByConflict: String?
 
-    public init(forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0) {
+    public init(
+        forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0,
+        conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil
+    ) {
         self.forgotten = forgotten
         self.backlog = backlog
         self.notificationsForgotten = notificationsForgotten
         self.bookkeepingForgotten = bookkeepingForgotten
+        self.conflictsRolledBack = conflictsRolledBack
+        self.stoppedByConflict = stoppedByConflict
     }
 }
 
