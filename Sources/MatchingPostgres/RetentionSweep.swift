@@ -8,7 +8,7 @@ import PostgresClient
 /// A run's pairs share its clock as `matched_at`, so the expired pairs are a few runs' worth, each a
 /// contiguous stretch of the retention index `(matched_at, filter_id)`. The sweep lists those clocks, cuts
 /// the newest into ranges of filter ids, and its connections take clocks and ranges from one queue, each a
-/// series of bounded batches deleted in place (`RetentionSQL.forgetSpan`). One connection
+/// series of bounded batches deleted in place (`RetentionSQL.spanBound`). One connection
 /// deleting leaves the rest of the machine idle (the worker waits; the server works on one core); the ranges
 /// are disjoint, so the connections never wait for each other's rows. Pairs recorded in bulk (a first run, a
 /// backfill) are not in that index but listed by filter and clock in `matcher_bulk_matches`; when some of them
@@ -131,7 +131,7 @@ struct RetentionSweep {
     }
 
     /// Forgets one clock's pairs in `range`, a batch a transaction: each batch the filters before the one holding
-    /// the range's next `batchSize + 1`-th pair (`RetentionSQL.forgetSpan`), a filter larger than a batch in
+    /// the range's next `batchSize + 1`-th pair (`RetentionSQL.spanBound`), a filter larger than a batch in
     /// batches of its own (`RetentionSQL.forgetBatch`). Returns how many it forgot; stops early when the
     /// sweep's budget is spent.
     private static func sweep(
@@ -142,18 +142,24 @@ struct RetentionSweep {
         var low = range.lowerBound
         while true {
             let span = try conflicts.batch(on: connection) { tx in
-                try tx.query(
-                    RetentionSQL.forgetSpan,
+                let bound = try tx.query(
+                    RetentionSQL.spanBound,
                     [.timestamptz(clock), .int8(low), .int8(range.upperBound), .int8(Int64(batchSize))]
                 ).rows[0]
+                let last = try bound.int64(0)
+                guard last >= low else { return (forgotten: 0, last: last, more: try bound.bool(1)) }
+                let batch: [PostgresValue] = [.timestamptz(clock), .int8(low), .int8(last)]
+                let forgotten = try tx.query(RetentionSQL.forgetSpanPairs, batch).affectedRows
+                try tx.query(RetentionSQL.forgetSpanEntries, batch)
+                return (forgotten: forgotten, last: last, more: try bound.bool(1))
             }
             guard let span else {
                 work.stopWithBacklog()
                 return total
             }
-            total += Int(try span.int64(0))
-            let last = try span.int64(1)
-            guard try span.bool(2) else { return total }  // nothing left in the range after `last`
+            total += span.forgotten
+            let last = span.last
+            guard span.more else { return total }  // nothing left in the range after `last`
             if last < low {
                 // Filter `low` alone holds more than a batch: its pairs by the bounded batch statement.
                 while true {
@@ -177,7 +183,7 @@ struct RetentionSweep {
             } else {
                 // Budgeted by pairs forgotten, not statements: a span of waiting matches only forgets nothing,
                 // and the next sweep must not spend its budget on the same ones again.
-                guard work.spend(Int(try span.int64(0))), last < range.upperBound else { return total }
+                guard work.spend(span.forgotten), last < range.upperBound else { return total }
                 low = last + 1
             }
         }
