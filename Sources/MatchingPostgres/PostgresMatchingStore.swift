@@ -287,7 +287,9 @@ extension PostgresMatchingStore: ProfileRepository {
                 newFor.isEmpty
                 ? "0::bigint"
                 : newFor.enumerated()
-                    .map { "(CASE WHEN \($0.element) THEN \(Int64(1) << $0.offset)::bigint ELSE 0::bigint END)" }
+                    // Quoted: the 64th window's bit is -9223372036854775808, and a minus sign before a bare
+                    // literal applies after its cast, which is out of range.
+                    .map { "(CASE WHEN \($0.element) THEN '\(Int64(1) << $0.offset)'::bigint ELSE 0::bigint END)" }
                     .joined(separator: " | ")
             conditions.append("(\(mask)) <> 0")
             try setLocal(tx, settings)
@@ -314,6 +316,21 @@ extension PostgresMatchingStore: ProfileRepository {
                 SELECT pg_snapshot_xmax($1::text::pg_snapshot) > pg_snapshot_xmax(pg_current_snapshot())
                 """, [.text(text)]
             ).rows[0].bool(0)
+        }
+    }
+
+    /// A change row whose `changed_by` is at or past the next transaction id this server will assign was not
+    /// written here (an in-progress transaction's id is below it, and its rows are not visible anyway): it came
+    /// with a `pg_dump` restored into a new cluster, whose ids start again from a few hundred. Such a row gets
+    /// this transaction's id, and its `changed_at` is kept for the reset's time window.
+    public func settleChangesAhead() throws -> Int {
+        try connection.transaction { tx in
+            try tx.query(
+                """
+                UPDATE matcher_profile_changes SET changed_by = pg_current_xact_id()
+                WHERE changed_by >= pg_snapshot_xmax(pg_current_snapshot())
+                """
+            ).affectedRows
         }
     }
 

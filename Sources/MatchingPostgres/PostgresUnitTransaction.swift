@@ -95,13 +95,16 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         guard !pairs.isEmpty else { return [] }
         var profiles: [Int64: (status: Int16?, lastLoginAt: Timestamp?)] = [:]
+        // Total over the app's odd rows, as `profileFacts`: a status outside 1...4 (NULL, or wider than a smallint
+        // in a column the app widened) is not active.
         for row in try tx.query(
             """
-            SELECT u.id, p.status, p.last_login_at FROM unnest($1::bigint[]) AS u(id)
+            SELECT u.id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, p.last_login_at
+            FROM unnest($1::bigint[]) AS u(id)
             CROSS JOIN LATERAL (\(Self.profileById("p.status, p.last_login_at"))) p
             """, [.int8Array(Array(Set(pairs.map(\.profileId))).sorted())]
         ).rows {
-            profiles[try row.int64(0)] = (try row.optionalInt16(1), try row.optionalTimestamp(2))
+            profiles[try row.int64(0)] = (Int16(clamping: try row.optionalInt64(1) ?? 0), try row.optionalTimestamp(2))
         }
         let owners = Dictionary(
             filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { first, _ in first })

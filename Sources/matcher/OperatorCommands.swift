@@ -114,6 +114,7 @@ struct Progress: ParsableCommand {
                     metadata: [
                         "shard": "\(shard)", "to": "\(to.iso8601)",
                         "abandoned_run_id": "\(outcome.abandonedRunId.map(String.init) ?? "-")",
+                        "changes_settled": "\(outcome.changesSettled)",
                     ])
                 printReport(.progressReset(outcome), format)
                 return nil

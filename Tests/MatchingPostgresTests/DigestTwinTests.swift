@@ -206,6 +206,41 @@ import Testing
 
     /// A weekly filter's only waiting match can never qualify again (the profile turned 33): its digest is held
     /// back, which passes the match over on both stores: no digest waits (status), and retention forgets it.
+    /// A waiting match whose profile the app has given a status no smallint holds (the column widened to
+    /// integer): not active (runs.md, Eligibility), so out of the digest, and the run goes on. The unit's read of
+    /// its waiting matches decoded the status as a smallint and failed, at the same unit on every run after.
+    @Test func aWaitingMatchWhoseStatusNoSmallintHoldsIsLeftOutAndTheRunGoesOn() throws {
+        let twin = try Twin()
+        try Self.weeklyFilterOfOneWoman(twin)
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        try runBoth(twin, at: day1)
+        // Woman 11 matches on day 2 and waits for the weekly digest; then the app gives her status 70000 (32767,
+        // also outside 1...4, in the in-memory twin, whose status is a smallint).
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        let odd = Profile.make(
+            id: 11, status: 32_767, lastLoginAt: day2, createdAt: day2.adding(days: -30), ["gender": .code(2)])
+        try twin.saveProfiles([odd], at: day2.adding(microseconds: 3_600_000_000))
+        // The app widens the column (the capture's UPDATE OF list names it: dropped for the change of type, then
+        // installed again).
+        try twin.connection.execute(
+            """
+            DROP TRIGGER matcher_profiles_changed ON profiles;
+            ALTER TABLE profiles ALTER COLUMN status TYPE integer
+            """)
+        try twin.connection.execute(ChangeCapture.installSQL(schema: "public"))
+        try twin.connection.execute("UPDATE profiles SET status = 70000 WHERE id = 11")
+        // Run apart, not `runBoth`: PostgreSQL also counts the value it clamped as odd, which the twin cannot hold.
+        let day8 = day1.adding(days: 7)
+        twin.memory.setClock(day8)
+        let pg = try RunMatching(MatchingRepositories(store: twin.postgres)).execute(.init(now: day8))
+        let mem = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day8))
+        #expect(pg.counters.oddValues == 1 && mem.counters.oddValues == 0)
+        #expect(pg.counters.digestsHeldBack == 1 && mem.counters.digestsHeldBack == 1)
+        #expect(pg.counters.notificationsWritten == 0 && mem.counters.notificationsWritten == 0)
+        try expectSameRows(twin, "a status no smallint holds")
+    }
+
     @Test func aHeldBackDigestPassesItsMatchesOver() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2

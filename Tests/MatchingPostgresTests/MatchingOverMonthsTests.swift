@@ -265,6 +265,32 @@ import Testing
         #expect(entries == [3, 3, 3])
     }
 
+    /// The widest history a run reads: 64 shards, each its own change window, then one unsharded run, whose read
+    /// marks each candidate with all 64 bits (the last is the sign bit of the mask).
+    @Test func sixtyFourShardsThenOneUnshardedRunReadEveryWindow() throws {
+        let sharded = try Twin()
+        let plain = try Twin()
+        var world = ScenarioWorld(seed: 9)
+        let day1 = world.day1(profiles: 150, filters: 64)
+        for twin in [sharded, plain] { try twin.load(day1) }
+        for k in 0..<64 {
+            _ = try RunMatching(MatchingRepositories(store: sharded.postgres))
+                .execute(.init(now: ScenarioWorld.day1, shard: try Shard(index: k, count: 64)))
+        }
+        _ = try RunMatching(MatchingRepositories(store: plain.postgres)).execute(.init(now: ScenarioWorld.day1))
+        #expect(try sharded.postgres.coverage().entries.count == 64)
+
+        let edited = (0..<40).map { world.profile(Int64(1 + $0 * 3), at: ScenarioWorld.day2) }
+        for twin in [sharded, plain] { try twin.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2) }
+        let widest = try RunMatching(MatchingRepositories(store: sharded.postgres))
+            .execute(.init(now: ScenarioWorld.day2))
+        let single = try RunMatching(MatchingRepositories(store: plain.postgres)).execute(
+            .init(now: ScenarioWorld.day2))
+        #expect(widest.counters.candidates == single.counters.candidates && single.counters.candidates > 0)
+        #expect(widest.counters.matchesWritten == single.counters.matchesWritten && single.counters.matchesWritten > 0)
+        #expect(try Rows.of(sharded.connection).matches == Rows.of(plain.connection).matches)
+    }
+
     @Test func anInterruptedRunUnderFourShardsThenRunsUnderTwoLoseAndDoubleNothing() throws {
         let sharded = InMemoryStore(now: ScenarioWorld.day1)
         let plain = InMemoryStore(now: ScenarioWorld.day1)

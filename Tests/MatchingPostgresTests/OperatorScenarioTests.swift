@@ -201,6 +201,48 @@ import Testing
                 .rows[0].int64(0) == 1)
     }
 
+    /// A dump restored into a new cluster: its change rows keep the old cluster's transaction ids, ahead of every
+    /// transaction here (and of every snapshot a run takes for months). The reset settles them, so that the
+    /// runs after it take only real changes; before, every run took their profiles again.
+    @Test func aDumpRestoredIntoANewClusterTakesOnlyRealChangesAfterTheReset() throws {
+        let day2 = ["run", "--now", ScenarioWorld.day2.iso8601, "--unit-filters", "5"]
+        let day3 = ["run", "--now", ScenarioWorld.day1.adding(days: 2).iso8601, "--unit-filters", "5"]
+        var changes = ScenarioWorld(seed: 29)
+        let edited = (0..<20).map { changes.profile(Int64(1 + $0 * 11), at: ScenarioWorld.day2) }
+        let restored = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: restored.database.conninfo))
+        let dataCurrentAt = try restored.connection.query("SELECT clock_timestamp()").rows[0].timestamp(0)
+        try Self.pushProgressAhead(restored.connection)
+        let moved = try restored.connection.query(
+            """
+            UPDATE matcher_profile_changes
+            SET changed_by = (changed_by::text::bigint + 1000000)::text::xid8 WHERE changed_by IS NOT NULL
+            """
+        ).affectedRows
+        #expect(moved >= 300)
+        try restored.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+        OperationsTests.expectOneLine(
+            try MatcherProcess.run(day2, database: restored.database.conninfo), status: 78,
+            containing: "matcher progress reset --shard 0/1 --to")
+
+        let reset = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601],
+            database: restored.database.conninfo)
+        #expect(reset.status == 0, "\(reset.stderr)")
+        // The 20 edited profiles' rows were written here; the others came with the dump.
+        #expect(reset.stdout.contains("Changes from another server's transactions settled"), "\(reset.stdout)")
+        #expect(reset.stdout.contains("\(moved - 20)"), "\(reset.stdout)")
+        func lastCandidates() throws -> Int32 {
+            try restored.connection.query("SELECT candidates FROM matcher_runs ORDER BY id DESC LIMIT 1").rows[0]
+                .int32(0)
+        }
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: restored.database.conninfo))
+        #expect(try lastCandidates() == 20)
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day3, database: restored.database.conninfo))
+        #expect(try lastCandidates() == 0)
+    }
+
     // MARK: - 11. A run that cannot be completed: abandoned, then the next run is exact
 
     @Test func aRunThatCannotBeCompletedIsAbandonedAndTheNextRunIsExact() throws {

@@ -62,6 +62,12 @@ extension Report {
         if let id = outcome.abandonedRunId {
             run.append(ReportField("interrupted_run_abandoned", "Interrupted run abandoned", .integer(Int(id))))
         }
+        if outcome.changesSettled > 0 {
+            run.append(
+                ReportField(
+                    "changes_from_another_server_settled", "Changes from another server's transactions settled",
+                    .integer(outcome.changesSettled)))
+        }
         return Report(
             title:
                 "matcher progress reset: shard \(outcome.shard) reset to \(outcome.time.iso8601); its next run takes "

@@ -47,6 +47,12 @@ public protocol ProfileRepository: Sendable {
     /// Among `marks`, those that see transactions this store has not started yet: progress recorded on a
     /// server ahead of this one (a restore, a failover). Time marks are never ahead.
     func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark]
+    /// Recorded changes that name transactions this store has not started yet, which only a dump restored into
+    /// another server can leave (its rows keep the old server's transaction ids), are settled as committed now,
+    /// so that every mark taken from now on sees them; returns how many. Time marks still decide whether the next
+    /// run takes them (`matcher progress reset`). Without this a restored change would look newer than every
+    /// mark, and every run would take its profile again until this server's transactions caught up.
+    func settleChangesAhead() throws -> Int
     /// The profiles a backfill selects.
     func profiles(_ selection: ProfileSelection) throws -> ProfileColumns
     func profile(id: Int64) throws -> Profile?

@@ -72,6 +72,9 @@ public struct ResetProgress: Sendable {
         public let after: Coverage
         /// The shard's interrupted run that the reset abandoned.
         public let abandonedRunId: Int64?
+        /// Recorded changes from another server's transactions (a dump restored into a new cluster), settled
+        /// (`ProfileRepository.settleChangesAhead`).
+        public let changesSettled: Int
     }
 
     private let runs: any RunRepository
@@ -91,10 +94,14 @@ public struct ResetProgress: Sendable {
             abandoned = interrupted.id
         }
         let ahead = Set(try profiles.marksAhead(try runs.coverage().relevant(to: shard).entries.map(\.mark)))
+        // Before the new progress: a run that starts once the reset is done finds them settled.
+        let settled = try profiles.settleChangesAhead()
         let (before, after) = try runs.updateCoverage { coverage, now in
             coverage.resetting(shard, to: time, takenAt: now, ahead: ahead)
         }
-        return Outcome(shard: shard, time: time, before: before, after: after, abandonedRunId: abandoned)
+        return Outcome(
+            shard: shard, time: time, before: before, after: after, abandonedRunId: abandoned,
+            changesSettled: settled)
     }
 }
 

@@ -156,6 +156,9 @@ extension InMemoryStore: ProfileRepository {
         }
     }
 
+    /// The in-memory store's changes are numbered by its own version: none is ever ahead of it.
+    public func settleChangesAhead() throws -> Int { 0 }
+
     public func profiles(_ selection: ProfileSelection) throws -> ProfileColumns {
         locked {
             let chosen: [Profile]
