@@ -300,6 +300,61 @@ import Testing
         }
     }
 
+    /// Runs `action` once, when the run starts writing (it has read its changes).
+    final class OnceWhenWriting: RunOutputHandler, @unchecked Sendable {
+        private let lock = NSLock()
+        private var action: (() throws -> Void)?
+        private(set) var failure: (any Error)?
+        init(_ action: @escaping () throws -> Void) { self.action = action }
+        func handle(_ event: RunEvent) {
+            guard case .phaseStarted(.write) = event else { return }
+            let pending = lock.withLock { () -> (() throws -> Void)? in
+                defer { action = nil }
+                return action
+            }
+            do { try pending?() } catch { lock.withLock { failure = error } }
+        }
+    }
+
+    /// Shard 0/2's run reads day 2's sign-ups, and while it writes, shard 0/4's run (another layout, the operator
+    /// moving to four shards) reads them too and succeeds; then 0/2's run dies after its first unit. Completed by
+    /// the next 0/2 run, it leaves alone the remaining filters of 0/4's owners, which 0/4's run has shown every
+    /// change already: each filter takes one run's cap of the sign-ups, never two.
+    @Test func aResumedRunLeavesAloneTheFiltersANewerLayoutCoveredMeanwhile() throws {
+        let store = manyFilters()
+        let halves = try (0..<2).map { try Shard(index: $0, count: 2) }
+        for half in halves { _ = try World.run(store, shard: half, maxPerFilter: 100) }
+        let day2 = World.day1.adding(days: 1)
+        store.setClock(day2)
+        store.save(
+            (Int64(41)...80).map { World.profile($0, gender: Int16($0 % 2 + 1), residence: 13, at: day2) },
+            updatedAt: day2)
+        let quarter = try Shard(index: 0, count: 4)
+        let beside = OnceWhenWriting {
+            _ = try World.run(store, now: day2, shard: quarter, maxPerFilter: 2, unitFilterLimit: 2)
+            store.failCommit(after: 1)
+        }
+        #expect(throws: InMemoryCommitFailure.self) {
+            try World.run(store, now: day2, shard: halves[0], maxPerFilter: 2, unitFilterLimit: 2, output: beside)
+        }
+        #expect(beside.failure == nil)
+        let resumed = try World.run(store, now: day2, shard: halves[0], maxPerFilter: 2, unitFilterLimit: 2)
+        #expect(resumed.resumedRunId == store.allRuns.first { $0.shard == halves[0] && $0.clock == day2 }?.id)
+
+        // Day 2's pairs by filter: 0/4's filters (owners 4, 8, ...) took one cap each, and so did the rest of
+        // 0/2's (owners 2, 6, 10, ...). The first unit's (filters 101 and 103) committed before the failure;
+        // 103's chosen pairs were 0/4's too (the same cap order), so it inserted nothing new.
+        var dayTwo: [Int64: Int] = [:]
+        for match in store.allMatches where match.matchedAt == day2 { dayTwo[match.filterId, default: 0] += 1 }
+        let quarterFilters = (Int64(100)..<124).filter { quarter.owns(ownerId: $0 - 99) }
+        #expect(!quarterFilters.isEmpty)
+        for filter in quarterFilters { #expect(dayTwo[filter] == 2, "filter \(filter): \(dayTwo[filter] ?? 0)") }
+        for filter in (Int64(100)..<124)
+        where halves[0].owns(ownerId: filter - 99) && !quarter.owns(ownerId: filter - 99) {
+            #expect(dayTwo[filter] == 2, "filter \(filter): \(dayTwo[filter] ?? 0)")
+        }
+    }
+
     /// A unit that loses a deadlock to another writer (PostgreSQL rolls its transaction back) is written again in
     /// its turn: the run succeeds, writes what a run without the conflict writes, and says it retried.
     @Test func aUnitGivenUpForAWriteConflictIsWrittenAgainInItsTurn() throws {

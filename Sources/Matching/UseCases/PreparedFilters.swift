@@ -28,6 +28,8 @@ struct PreparedFilters: Sendable {
                 continue
             }
             validIds.append(filter.id)
+            // Covered since by newer runs (an interrupted run completed): neither evaluated nor notified here.
+            guard let window = windows.window(forOwner: filter.ownerId) else { continue }
             guard let owner = owners[filter.ownerId], owner.isActive else {
                 ownerInactive += 1
                 continue
@@ -42,7 +44,6 @@ struct PreparedFilters: Sendable {
             paidIgnored += lapsed
             counted[filter.id] = RunCounters(filtersEvaluated: 1, filtersPaidIgnored: lapsed)
             let ready = PreparedFilter(filter: filter, owner: owner, conditions: effective.conditions)
-            let window = windows.window(forOwner: owner.id)
             positions[filter.id] = (window, byWindow[window]?.count ?? 0)
             byWindow[window, default: []].append(ready)
         }

@@ -117,6 +117,7 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         var timer = PhaseTimer()
         timer.begin(.read, output)
         let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
+            .leavingOut(ownersOf: try newerCoverage(than: run))
         let changed = try profiles.changedProfiles(windows: windows.marks, upTo: run.upTo)
         timer.end(.read, output)
         output.handle(
@@ -141,9 +142,15 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
     /// completing it would consider again, for its remaining filters, changes those runs considered. It is
     /// abandoned instead (what it committed stays), and this run goes on from the owners' newer coverage.
     private func coveredSince(_ run: RunRecord) throws -> Bool {
-        guard let readAt = run.upToTakenAt else { return false }
-        let newer = try runs.coverage().entries.filter { $0.takenAt > readAt }.map(\.shard)
-        return Coverage.covers(newer, wholly: run.shard)
+        guard run.upToTakenAt != nil else { return false }
+        return Coverage.covers(try newerCoverage(than: run), wholly: run.shard)
+    }
+
+    /// The shards of progress entries recorded by runs that read their changes after `run` did: their owners have
+    /// been shown every change `run` would show them. None when the run's read time is unknown.
+    private func newerCoverage(than run: RunRecord) throws -> [Shard] {
+        guard let readAt = run.upToTakenAt else { return [] }
+        return try runs.coverage().entries.filter { $0.takenAt > readAt }.map(\.shard)
     }
 
     /// Interrupted runs of other shard layouts that overlap this shard are abandoned when no process holds
