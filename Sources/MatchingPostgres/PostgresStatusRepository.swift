@@ -73,7 +73,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                 SELECT count(*), min(w.matched_at), s.last_notified_at, f.notify_every
                 FROM matcher_waiting_matches w
                 JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                     AND f.notify::text IN ('true', 't')
+                                     AND coalesce(f.notify::text, 'true') IN ('true', 't')
                 JOIN profiles o ON o.id = f.owner_id AND o.status = 1
                 LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
                 WHERE \(RetentionSQL.stillWaits)

@@ -49,7 +49,8 @@ enum RetentionSQL {
     /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's owner.
     private static let waitingJoins = """
         JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                             AND f.notify::text IN ('true', 't')   -- whatever type the app gave it
+                             -- whatever type the app gave it; NULL is on, as the run reads it
+                             AND coalesce(f.notify::text, 'true') IN ('true', 't')
         JOIN profiles o ON o.id = f.owner_id AND o.status IS DISTINCT FROM 4
         """
 

@@ -13,7 +13,7 @@ import PostgresClient
 /// are disjoint, so the connections never wait for each other's rows. Pairs recorded in bulk (a first run, a
 /// backfill) are not in that index but listed by filter and clock in `matcher_bulk_matches`; when some of them
 /// have expired, the same ranges are queued once more for them (`RetentionSQL.forgetBulkBatch`).
-struct RetentionSweep {
+package struct RetentionSweep {
     /// The connection holding the service-wide sweeper lock; it lists the work and takes its share.
     let lead: PostgresConnection
     /// Opens the other sweepers' connections (as many as it can; the sweep closes them), only when there is
@@ -228,15 +228,17 @@ struct RetentionSweep {
 
     /// `count` ranges covering every filter id, equal parts of `low...high` (the ids filters have now; pairs of
     /// filters deleted since may lie outside, so the first and last ranges are open-ended).
-    static func filterRanges(low: Int64, high: Int64, count: Int) -> [ClosedRange<Int64>] {
-        let parts = Int64(max(1, count))
-        let span = max(0, high - low)
-        let step = max(1, span / parts + 1)
+    /// The ids are the app's: any two bigints, so the span is measured unsigned and no step may overflow.
+    package static func filterRanges(low: Int64, high: Int64, count: Int) -> [ClosedRange<Int64>] {
+        let parts = max(1, count)
+        let span = high > low ? UInt64(bitPattern: high &- low) : 0
+        let share = span / UInt64(parts)
+        let step = Int64(clamping: share == .max ? share : share + 1)
         var starts: [Int64] = [Int64.min]
-        var next = low &+ step
-        while starts.count < parts, next <= high {
+        var (next, overflow) = low.addingReportingOverflow(step)
+        while starts.count < parts, !overflow, next <= high {
             starts.append(next)
-            next = next &+ step
+            (next, overflow) = next.addingReportingOverflow(step)
         }
         return starts.indices.map { index in
             starts[index]...(index + 1 < starts.count ? starts[index + 1] - 1 : Int64.max)

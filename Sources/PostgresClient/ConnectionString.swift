@@ -25,6 +25,11 @@ extension PostgresConnection {
 }
 
 extension PostgresConnection {
+    /// The value `conninfo` (a keyword string or URI) gives `keyword`, if it gives one and libpq can read it.
+    public static func setting(_ keyword: String, in conninfo: String) -> String? {
+        ConnectionString.parse(conninfo)?.last { $0.0 == keyword }?.1
+    }
+
     /// `text` with the passwords of `conninfo` (also a malformed one), the given `passwords`, and
     /// anything that looks like `password=…` or `user:…@` masked: for messages that may quote them.
     public static func redactingSecrets(_ text: String, conninfo: String?, passwords: [String] = []) -> String {

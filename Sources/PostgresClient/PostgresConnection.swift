@@ -45,9 +45,14 @@ public final class PostgresConnection: @unchecked Sendable {
     /// libpq's defaults and PG* environment variables (~/.pgpass and PGPASSFILE included).
     /// `options`: extra libpq keywords used as defaults that `conninfo` overrides
     /// (e.g. ["connect_timeout": "10", "application_name": "matcher", "options": "-c statement_timeout=…"]).
+    /// `overriding`: keywords that win over `conninfo` too.
     /// `client_encoding` defaults to UTF8.
     /// A failed connect throws `.connection` naming host, port and database, never the password.
-    public init(_ conninfo: String? = nil, options: [String: String] = [:]) throws {
+    public init(
+        _ conninfo: String? = nil, options: [String: String] = [:], overriding: [String: String] = [:]
+    )
+        throws
+    {
         let conninfo = conninfo ?? ""
         // Later keywords win, and with expand_dbname=1 the first "dbname" may be a whole
         // connection string: defaults first, then the options, then conninfo as "dbname".
@@ -60,6 +65,10 @@ public final class PostgresConnection: @unchecked Sendable {
         if !conninfo.isEmpty {
             keywords.append("dbname")
             values.append(conninfo)
+        }
+        for (key, value) in overriding.sorted(by: { $0.key < $1.key }) where key != "dbname" {
+            keywords.append(key)
+            values.append(value)
         }
         // A database from `options` is a default too: a later, plain "dbname" that applies only
         // when conninfo names none.

@@ -35,12 +35,18 @@ struct Backfill: ParsableCommand {
         if !filterIds.isEmpty && !ownerIds.isEmpty {
             throw ValidationError("choose filters by --filter or by --owner, not both")
         }
+        if let changedSince, let changedBefore, changedSince >= changedBefore {
+            throw ValidationError(
+                "--changed-since \(changedSince.iso8601) is not before --changed-before \(changedBefore.iso8601): "
+                    + "the window holds no change")
+        }
     }
 
     func run() throws {
         Log.bootstrap(output.logFormat, level: output.logLevel)
         let logger = Logger(label: "matcher.backfill")
-        let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
+        let metricsPath = options.dryRun ? nil : output.metricsFile  // none for a dry run, as `Run`'s
+        let metrics = metricsPath.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
         try runReportingFailures(logger, "backfill", metrics: metrics) {
             let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store(
                 writeConnections: options.writeConnections)

@@ -7,14 +7,21 @@ import PostgresClient
 struct Database {
     let conninfo: String?
     let options: [String: String]
+    /// The server settings every session starts with (libpq's `options`), which the connection string must not
+    /// replace: the worker's first, then the operator's (`options=` in the connection string, else `PGOPTIONS`),
+    /// so that the operator's win for a setting both give.
+    let sessionOptions: String
     /// The client-side deadline of every database call (see `DatabaseOptions.networkTimeout`).
     let callTimeout: Duration?
 
     /// `applicationName`: what `pg_stat_activity.application_name` shows for this process's
     /// connections, e.g. "matcher run 2/4", so that shards can be told apart (a DATABASE_URL that sets
     /// application_name wins).
-    init(_ settings: DatabaseOptions, applicationName: String = "matcher") {
-        let fromEnvironment = ProcessInfo.processInfo.environment["DATABASE_URL"]
+    init(
+        _ settings: DatabaseOptions, applicationName: String = "matcher",
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
+        let fromEnvironment = environment["DATABASE_URL"]
         conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
         var options: [String: String] = [
             "application_name": String(applicationName.prefix(63)),
@@ -38,7 +45,8 @@ struct Database {
             // locks for long: the server ends such a session once the client's own deadline has passed.
             serverSettings.append("-c idle_in_transaction_session_timeout=\((seconds + 30) * 1000)")
         }
-        options["options"] = serverSettings.joined(separator: " ")
+        let operators = conninfo.flatMap { PostgresConnection.setting("options", in: $0) } ?? environment["PGOPTIONS"]
+        sessionOptions = (serverSettings + [operators].compactMap { $0 }.filter { !$0.isEmpty }).joined(separator: " ")
         // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
         // so it is never in the environment, the command line or a log.
         if let password = Database.passwordFromFile() { options["password"] = password }
@@ -59,7 +67,7 @@ struct Database {
     }
 
     func connect() throws -> PostgresConnection {
-        let connection = try PostgresConnection(conninfo, options: options)
+        let connection = try PostgresConnection(conninfo, options: options, overriding: ["options": sessionOptions])
         connection.callTimeout = callTimeout
         return connection
     }

@@ -23,7 +23,10 @@ struct Matcher: ParsableCommand {
             // A usage error is one line, as every failure (cli.md); help and --version print as usual.
             let code = exitCode(for: error)
             guard code == .validationFailure else { exit(withError: error) }
-            let message = message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error"
+            // Redacted: a connection string mistyped on the command line (unquoted, or without its flag) is quoted
+            // back as unexpected arguments.
+            let message = redactingSecrets(
+                message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error")
             FileHandle.standardError.write(
                 Data(
                     (Log.errorPriority

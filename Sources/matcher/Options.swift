@@ -12,7 +12,7 @@ struct DatabaseOptions: ParsableArguments {
         help: "A libpq connection string or postgresql:// URI (default: $DATABASE_URL, else libpq's PG* defaults).")
     var databaseURL: String?
 
-    @Option(help: "Seconds to wait for a connection before failing.")
+    @Option(help: "Seconds to wait for a connection before failing (0: wait indefinitely).")
     var connectTimeout: Int = 10
 
     @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
@@ -25,6 +25,27 @@ struct DatabaseOptions: ParsableArguments {
                 "Default: the statement timeout + 30 s. Catches what keepalives cannot: a path that stays up but never answers."
         ))
     var networkTimeout: Int?
+
+    /// The server takes its timeouts in milliseconds as a 32-bit integer, and the session's idle-in-transaction
+    /// limit is the network timeout + 30 s: beyond these bounds a run would fail at its first connection with a
+    /// message about the database URL, or overflow.
+    static let maximumTimeout = 2_147_483
+    static let maximumNetworkTimeout = maximumTimeout - 60
+
+    func validate() throws {
+        for (flag, value, maximum) in [
+            ("--connect-timeout", connectTimeout, Self.maximumTimeout),
+            ("--statement-timeout", statementTimeout, Self.maximumTimeout),
+            ("--network-timeout", networkTimeout ?? 0, Self.maximumNetworkTimeout),
+        ] where !(0...maximum).contains(value) {
+            throw ValidationError("\(flag) \(value): seconds from 0 to \(maximum)")
+        }
+        if networkTimeout == nil, statementTimeout > Self.maximumNetworkTimeout {
+            throw ValidationError(
+                "--statement-timeout \(statementTimeout): above \(Self.maximumNetworkTimeout) s, also give "
+                    + "--network-timeout (its default is the statement timeout + 30 s)")
+        }
+    }
 
     /// The client-side call deadline in seconds, or nil for none.
     var effectiveNetworkTimeout: Int? {

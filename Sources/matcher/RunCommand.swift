@@ -15,7 +15,10 @@ struct Run: ParsableCommand {
     func run() throws {
         Log.bootstrap(output.logFormat, level: output.logLevel)
         let logger = Logger(label: "matcher.run")
-        let metrics = output.metricsFile.map { MetricsFile(path: $0, kind: .run, shard: options.shard) }
+        // A dry run writes nothing (cli.md): not the metrics file either, where its success would stand for the
+        // real runs' and silence the alerts on them.
+        let metricsPath = options.dryRun ? nil : output.metricsFile
+        let metrics = metricsPath.map { MetricsFile(path: $0, kind: .run, shard: options.shard) }
         let pause = PauseProbe()
         pause.shard = options.shard
         try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {

@@ -28,4 +28,35 @@ import Testing
         #expect(idleTimeout == "50s")
         #expect(name == "matcher run 1/2")
     }
+
+    /// Server settings of the operator's own (`options=` in the connection string, else `PGOPTIONS`) are added
+    /// to the worker's, not put in their place: a search path given there used to cost the run its statement
+    /// timeout and `jit = off`, and `PGOPTIONS` was never read. For a setting both give, the operator's wins.
+    @Test func theOperatorsServerSettingsAddToTheWorkers() throws {
+        let database = try TestDatabase.create()
+        func session(_ conninfo: String, environment: [String: String] = [:]) throws -> [String] {
+            let options = try DatabaseOptions.parse(["--database-url", conninfo, "--statement-timeout", "45"])
+            let connection = try Database(options, environment: environment).connect()
+            defer { connection.close() }
+            let row = try connection.query(
+                """
+                SELECT current_setting('jit'), current_setting('statement_timeout'), current_setting('search_path'),
+                       current_setting('lock_timeout')
+                """
+            ).rows[0]
+            return try (0..<4).map { try row.string($0) }
+        }
+        let inURL = try session(
+            database.conninfo + " options='-c search_path=pg_catalog,public -c lock_timeout=7s'")
+        #expect(inURL == ["off", "45s", "pg_catalog,public", "7s"])
+        let overridden = try session(database.conninfo + " options='-c statement_timeout=9s'")
+        #expect(overridden[0] == "off" && overridden[1] == "9s")
+        let fromEnvironment = try session(
+            database.conninfo, environment: ["PGOPTIONS": "-c search_path=pg_catalog,public"])
+        #expect(fromEnvironment == ["off", "45s", "pg_catalog,public", "0"])
+        // The connection string's options win over PGOPTIONS, as libpq has them.
+        let both = try session(
+            database.conninfo + " options='-c lock_timeout=3s'", environment: ["PGOPTIONS": "-c lock_timeout=5s"])
+        #expect(both[3] == "3s")
+    }
 }

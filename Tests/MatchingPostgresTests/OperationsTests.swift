@@ -34,6 +34,19 @@ import Testing
         Self.expectOneLine(zoneless, status: 64, containing: "a time without an offset is refused")
         let zonelessWindow = try MatcherProcess.run(["backfill", "--changed-since", "2026-03-01"], database: "")
         Self.expectOneLine(zonelessWindow, status: 64, containing: "--changed-since")
+        // Timeouts the server cannot take, or that would overflow: named, not a failure at the first connection.
+        for (argument, shown) in [
+            ("--statement-timeout=3000000", "--statement-timeout 3000000"),
+            ("--network-timeout=9223372036854775807", "--network-timeout 9223372036854775807"),
+            ("--connect-timeout=-5", "--connect-timeout -5"),
+        ] {
+            let timeout = try MatcherProcess.run(["run", argument], database: "")
+            Self.expectOneLine(timeout, status: 64, containing: "\(shown): seconds from 0 to")
+        }
+        let invertedWindow = try MatcherProcess.run(
+            ["backfill", "--changed-since", "2026-03-02T00:00:00Z", "--changed-before", "2026-03-01T00:00:00Z"],
+            database: "")
+        Self.expectOneLine(invertedWindow, status: 64, containing: "is not before --changed-before")
         // Under systemd (standard error is the journal) the failure line carries priority err, so that
         // `journalctl -p err` shows it beside the logger's own `failed` event.
         let journaled = try MatcherProcess.run(
@@ -45,6 +58,17 @@ import Testing
         let failureLines = journaledFailure.stderr.split(separator: "\n").filter { $0.contains("matcher: run failed") }
         #expect(journaledFailure.status == 69 && failureLines.count == 1)
         #expect(failureLines.allSatisfy { $0.hasPrefix("<3>matcher: run failed") }, "\(journaledFailure.stderr)")
+
+        // 64: a connection string mistyped on the command line, unquoted or without its flag: the parser quotes
+        // the unexpected arguments back, the password masked.
+        for mistyped in [
+            ["run", "--database-url", "host=db", "password=\(password)", "dbname=app"],
+            ["run", "postgresql://matcher_worker:\(password)@db/app"],
+        ] {
+            let usage = try MatcherProcess.run(mistyped, database: "")
+            Self.expectOneLine(usage, status: 64, containing: "nexpected argument")
+            #expect(!usage.stderr.contains(password), "\(usage.stderr)")
+        }
 
         // 69: nothing listens there (port 1 on loopback); the password never shows.
         let unreachable = try MatcherProcess.run(
@@ -148,6 +172,14 @@ import Testing
         #expect(try state.notificationsPaused()?.pausedAt == pause.pausedAt)
         let metrics = FileManager.default.temporaryDirectory.appendingPathComponent("ops-\(UUID().uuidString).prom")
         defer { try? FileManager.default.removeItem(at: metrics) }
+        // A dry run writes nothing, not the metrics file either: its success would stand for the real runs'.
+        for command in ["run", "backfill"] {
+            let dry = try MatcherProcess.run(
+                [command, "--dry-run", "--now", "2026-03-01T03:00:00Z", "--metrics-file", metrics.path],
+                database: database.conninfo)
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: metrics.path))
+        }
         let run = try MatcherProcess.run(
             ["run", "--now", "2026-03-01T03:00:00Z", "--metrics-file", metrics.path],
             database: database.conninfo)

@@ -15,7 +15,7 @@ import Testing
     /// filter 41's pairs belong to a filter deleted since (outside the ids filters have now). The unnotified
     /// expired pairs of filters 1...13 are on the waiting list, but only those of 1...10 still wait: filter 11
     /// has turned `notify` off, filter 12's digest has passed its over, and filter 13's was held back (none
-    /// still qualified). With `bulk`, the pairs of odd filters
+    /// still qualified). Filter 10's `notify` is NULL (the app dropped NOT NULL): on, as the run reads it. With `bulk`, the pairs of odd filters
     /// are recorded in bulk (out of the retention index, listed by filter and clock), as a first run writes them.
     private func world(bulk: Bool = false) throws -> (TestDatabase, PostgresConnection) {
         let database = try MigratedDatabase.create()
@@ -49,6 +49,9 @@ import Testing
                 """)
         }
         try connection.execute("UPDATE saved_filters SET notify = false WHERE id = 11")
+        try connection.execute(
+            "ALTER TABLE saved_filters ALTER COLUMN notify DROP NOT NULL; UPDATE saved_filters SET notify = NULL WHERE id = 10"
+        )
         try connection.query(
             "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (12, $1)",
             [.timestamptz(ScenarioWorld.day1.adding(days: 12))])
@@ -218,6 +221,24 @@ import Testing
         #expect(second.forgotten == 250)
         #expect(try count(connection, "SELECT count(*) FROM filter_matches") == 0)
         #expect(try count(connection, "SELECT count(*) FROM matcher_bulk_matches") == 0)
+    }
+
+    /// The sweep cuts the filter ids the app has into ranges for its connections; the ids are any bigints (a
+    /// deleted filter's too), and a span of more than `Int64.max` between two of them stopped the process on an
+    /// overflow in every run that had pairs to forget. Whatever the ids, the ranges cover every id once, in order.
+    static let idSpans: [(low: Int64, high: Int64)] = [
+        (Int64.min, Int64.max), (Int64.min, 0), (-1, Int64.max), (Int64.max - 3, Int64.max), (5, 5), (7, 3),
+        (1, 20_000), (Int64.min, Int64.min + 2),
+    ]
+
+    @Test(arguments: idSpans)
+    func filterRangesCoverEveryIdOnceWhateverTheIds(low: Int64, high: Int64) {
+        for count in [1, 3, 12] {
+            let ranges = RetentionSweep.filterRanges(low: low, high: high, count: count)
+            #expect(!ranges.isEmpty && ranges.count <= count)
+            #expect(ranges.first?.lowerBound == Int64.min && ranges.last?.upperBound == Int64.max)
+            for (a, b) in zip(ranges, ranges.dropFirst()) { #expect(a.upperBound &+ 1 == b.lowerBound) }
+        }
     }
 
     @Test func anotherSweeperHoldingTheLockMakesTheSweepSkip() throws {
