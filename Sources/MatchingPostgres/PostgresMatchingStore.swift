@@ -411,12 +411,16 @@ extension PostgresMatchingStore: ProfileRepository {
 
 extension PostgresMatchingStore: FilterRepository {
     public func filters(_ selection: FilterSelection, shard: Shard, afterId: Int64?) throws -> [SavedFilter] {
+        // Total over the app's ids: a filter with no owner id is shard 0's, which quarantines it (runs.md: not
+        // evaluated) and counts it; and with no cursor every id is read, -2^63 included.
         var sql = """
             SELECT \(Self.filterColumns) FROM saved_filters
-            WHERE deleted_at IS NULL AND ((owner_id % $1) + $1) % $1 = $2 AND id > $3
+            WHERE deleted_at IS NULL
+              AND (((owner_id % $1) + $1) % $1 = $2 OR (owner_id IS NULL AND $2 = 0))
+              AND ($3::bigint IS NULL OR id > $3)
             """
         var parameters: [PostgresValue] = [
-            .int8(Int64(shard.count)), .int8(Int64(shard.index)), .int8(afterId ?? .min),
+            .int8(Int64(shard.count)), .int8(Int64(shard.index)), afterId.map { .int8($0) } ?? .null,
         ]
         switch selection {
         case .all: break
@@ -505,8 +509,9 @@ extension PostgresMatchingStore: BlockRepository {
         let wanted = ids.map(Set.init)
         var pairs: [(blocker: Int64, blocked: Int64)] = []
         try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
-            let blocker = try row.int64() ?? 0
-            let blocked = try row.int64() ?? 0
+            // A row with a NULL side (an app that dropped the key) blocks no one.
+            let blocker = try row.int64(), blocked = try row.int64()
+            guard let blocker, let blocked else { return }
             if wanted.map({ $0.contains(blocker) || $0.contains(blocked) }) ?? true { pairs.append((blocker, blocked)) }
         }
         return BlockSet(pairs)
@@ -558,7 +563,9 @@ extension PostgresMatchingStore: BlockRepository {
                 : "SELECT blocker_id, blocked_id FROM blocks WHERE blocker_id = ANY($1) OR blocked_id = ANY($1)",
             [.int8Array(ids)]
         ).rows {
-            pairs.append((try row.int64(0), try row.int64(1)))
+            // A row with a NULL side (an app that dropped the key) blocks no one, as in the read above.
+            guard let blocker = try row.optionalInt64(0), let blocked = try row.optionalInt64(1) else { continue }
+            pairs.append((blocker, blocked))
         }
         return BlockSet(pairs)
     }

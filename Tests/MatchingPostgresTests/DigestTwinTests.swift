@@ -241,6 +241,22 @@ import Testing
         try expectSameRows(twin, "a status no smallint holds")
     }
 
+    /// Blocks with a NULL side (the app dropped the table's key) block no one. The run's read of blocks took a
+    /// NULL as profile 0, and the units' lookups (the digests' owners) failed on it, and the run with them.
+    @Test func aBlockWithANullSideBlocksNoOne() throws {
+        let twin = try Twin()
+        try Self.weeklyFilterOfOneWoman(twin)
+        try twin.connection.execute(
+            """
+            ALTER TABLE blocks DROP CONSTRAINT blocks_pkey, ALTER COLUMN blocker_id DROP NOT NULL,
+                ALTER COLUMN blocked_id DROP NOT NULL;
+            INSERT INTO blocks (blocker_id, blocked_id) VALUES (NULL, 1), (10, NULL), (1, NULL), (NULL, 10)
+            """)
+        let day1 = try runBoth(twin, at: ScenarioWorld.day1)
+        #expect(day1.postgres.counters.matchesWritten == 1 && day1.postgres.counters.notificationsWritten == 1)
+        try expectSameRows(twin, "blocks with a NULL side")
+    }
+
     @Test func aHeldBackDigestPassesItsMatchesOver() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2

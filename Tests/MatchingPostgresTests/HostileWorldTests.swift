@@ -290,4 +290,49 @@ import Testing
         #expect(next.counters.filtersEvaluated > 0)
         #expect(try world.connection.query("SELECT count(*) FROM matcher_quarantine").rows[0].int64(0) == 0)
     }
+
+    /// Filter ids and owner ids at the edges: a filter whose id is -2^63 is read and evaluated like any other (a
+    /// run read ids after -2^63 and never saw it), and one with no owner id is quarantined and counted by the
+    /// shard-0 run (no shard's `owner_id % N` held for it, so no run ever reported it).
+    @Test func filtersAtTheEdgesOfTheIdsAreReadOrQuarantined() throws {
+        let world = try World("hostile_filter_ids")
+        try Self.seed(world, day: 1)
+        try world.connection.execute(
+            """
+            ALTER TABLE saved_filters ALTER COLUMN owner_id DROP NOT NULL;
+            INSERT INTO saved_filters (id, owner_id, name, conditions, created_at, updated_at)
+            SELECT -9223372036854775808, owner_id, 'lowest id', conditions, created_at, updated_at
+            FROM saved_filters WHERE id = (SELECT min(id) FROM saved_filters);
+            INSERT INTO saved_filters (id, owner_id, name, conditions, created_at, updated_at)
+            VALUES (9223372036854775807, NULL, 'no owner', '{}', now(), now())
+            """)
+        let twin = try world.connection.query(
+            "SELECT count(*) FROM saved_filters WHERE id = (SELECT min(id) FROM saved_filters WHERE id > -9223372036854775808)"
+        ).rows[0].int64(0)
+        #expect(twin == 1)
+        let halves = try (0..<2).map { try Shard(index: $0, count: 2) }
+        var quarantined = 0
+        for half in halves {
+            let summary = try RunMatching(
+                MatchingRepositories(store: world.store), options: PassOptions(unitFilterLimit: 7)
+            )
+            .execute(.init(now: ScenarioWorld.day1, shard: half))
+            quarantined += summary.counters.filtersQuarantined
+        }
+        #expect(quarantined == 1)
+        let reasons = try world.connection.query("SELECT row_id, reason FROM matcher_quarantine").rows
+            .map { (try $0.int64(0), try $0.string(1)) }
+        #expect(reasons.count == 1 && reasons.first?.0 == Int64.max)
+        #expect(reasons.first?.1.contains("owner_id is NULL") == true, "\(reasons)")
+        // The lowest id's pairs are its twin's (same owner and conditions), recorded.
+        let pairs = try world.connection.query(
+            """
+            SELECT count(*) FILTER (WHERE filter_id = -9223372036854775808),
+                   count(*) FILTER (WHERE filter_id = (SELECT min(id) FROM saved_filters WHERE id > -9223372036854775808))
+            FROM filter_matches
+            """
+        ).rows[0]
+        let lowest = try pairs.int64(0), itsTwin = try pairs.int64(1)
+        #expect(lowest > 0 && lowest == itsTwin)
+    }
 }

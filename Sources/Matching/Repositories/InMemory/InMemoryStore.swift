@@ -198,7 +198,9 @@ extension InMemoryStore: FilterRepository {
     public func filters(_ selection: FilterSelection, shard: Shard, afterId: Int64?) throws -> [SavedFilter] {
         locked {
             filterRows.values.filter { f in
-                guard !f.isDeleted, shard.owns(ownerId: f.ownerId), f.id > (afterId ?? Int64.min) else { return false }
+                guard !f.isDeleted, shard.owns(ownerId: f.ownerId), afterId.map({ f.id > $0 }) ?? true else {
+                    return false
+                }
                 switch selection {
                 case .all: return true
                 case .ids(let ids): return ids.contains(f.id)
