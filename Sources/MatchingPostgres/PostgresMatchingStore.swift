@@ -721,7 +721,8 @@ extension PostgresMatchingStore: MatchRepository {
                 }
                 return helpers
             },
-            cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches, clockLimit: sweepClocks
+            cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches, clockLimit: sweepClocks,
+            faultPoints: faultPoints
         ).forgetPairs()
         // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
         // visited may still name one.

@@ -82,18 +82,15 @@ enum RetentionSQL {
             """
     }
 
-    /// The next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: the filters before
-    /// the one holding the range's ($4 + 1)-th pair (an index-only count on the retention index). Returns the
-    /// last filter id the batch covers and whether pairs are left in the range after it. When the first filter
-    /// alone holds more than $4 pairs the batch covers nothing (last < $2) and `forgetBatch` takes that filter.
-    /// The batch is then `forgetSpanPairs` and `forgetSpanEntries` over $2...last, in the same transaction.
+    /// The bound of the next batch of one run's pairs (`matched_at` $1) from filter id $2 up to at most $3: the
+    /// filter holding the range's ($4 + 1)-th pair (an index-only count on the retention index), or no row when
+    /// the range holds no more. The batch is the filters before it (`RetentionSweep`: computed there, where no
+    /// id can overflow), then `forgetSpanPairs` and `forgetSpanEntries` over them, in the same transaction; when
+    /// the first filter alone holds more than $4 pairs, `forgetBatch` takes that filter.
     static let spanBound = """
-        WITH stop AS (
-            SELECT m.filter_id FROM filter_matches m
-            WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND $3 AND NOT m.bulk
-            ORDER BY m.filter_id OFFSET $4 LIMIT 1
-        )
-        SELECT coalesce((SELECT filter_id FROM stop) - 1, $3::bigint), EXISTS (SELECT 1 FROM stop)
+        SELECT m.filter_id FROM filter_matches m
+        WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND $3 AND NOT m.bulk
+        ORDER BY m.filter_id OFFSET $4 LIMIT 1
         """
 
     /// A batch's pairs: one run's (`matched_at` $1) of filters $2...$3, deleted in place except the waiting
@@ -108,16 +105,16 @@ enum RetentionSQL {
         WHERE m.matched_at = $1 AND m.filter_id BETWEEN $2 AND $3 AND NOT m.bulk AND \(notKept())
         """
 
-    /// The list entries of the pairs `forgetSpanPairs` forgot: the same clock's and filter ids' entries that no
-    /// longer wait. An entry only ever stops waiting, so one that stopped between the two statements goes here
-    /// while its pair stays: an unlisted expired pair, which the next sweep forgets.
+    /// The list entries of the pairs `forgetSpanPairs` forgot: the same clock's and filter ids' entries whose
+    /// pair is gone (a key probe each; a day's batch has a few thousand). Not "the entries that no longer wait",
+    /// read again: whether an entry waits follows columns the app can turn back (`notify`, `deleted_at`, the
+    /// owner's status), and an entry that waited again between the two statements would have stayed without
+    /// its pair, counted by the next digest and in the way of the pair's next listing.
     static let forgetSpanEntries = """
-        WITH kept AS MATERIALIZED (
-            \(kept(last: "$3"))
-        )
         DELETE FROM matcher_waiting_matches w
         WHERE w.matched_at = $1 AND w.filter_id BETWEEN $2 AND $3
-          AND (w.filter_id, w.profile_id) NOT IN (SELECT filter_id, profile_id FROM kept)
+          AND NOT EXISTS (SELECT 1 FROM filter_matches m
+                          WHERE m.filter_id = w.filter_id AND m.profile_id = w.profile_id AND m.matched_at = w.matched_at)
         """
 
     /// A bounded batch of one run's pairs (`matched_at` $1) of one filter ($2), at most $3, except the waiting

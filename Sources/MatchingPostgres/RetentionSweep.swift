@@ -25,6 +25,8 @@ package struct RetentionSweep {
     let maxBatches: Int
     /// At most this many of the newest expired clocks a run, and as many older ones (`forgetPairs`).
     let clockLimit: Int
+    /// The tests' seam (`StoreFaultPoints`); nil in production.
+    var faultPoints: (any StoreFaultPoints)? = nil
 
     /// Ranges of filter ids a clock is cut into, per connection: more than one each, so that a connection
     /// whose ranges held less takes over the others' rest.
@@ -96,6 +98,7 @@ package struct RetentionSweep {
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
         let cutoff = self.cutoff
+        let faultPoints = self.faultPoints
         try SlotThreads.run(connections.count) { slot in
             var total = 0
             defer { forgotten.set(slot, total) }
@@ -106,7 +109,7 @@ package struct RetentionSweep {
                     case .clock(let clock, let range):
                         total += try Self.sweep(
                             clock: clock, range: range, batchSize: batchSize, on: connection, work: work,
-                            conflicts: conflicts)
+                            conflicts: conflicts, faultPoints: faultPoints)
                     case .bulk(let range):
                         total += try Self.sweepBulk(
                             before: cutoff, range: range, batchSize: batchSize, on: connection, work: work,
@@ -136,31 +139,37 @@ package struct RetentionSweep {
     /// sweep's budget is spent.
     private static func sweep(
         clock: Timestamp, range: ClosedRange<Int64>, batchSize: Int, on connection: PostgresConnection,
-        work: SweepQueue, conflicts: BatchConflicts
+        work: SweepQueue, conflicts: BatchConflicts, faultPoints: (any StoreFaultPoints)?
     ) throws -> Int {
         var total = 0
         var low = range.lowerBound
         while true {
             let span = try conflicts.batch(on: connection) { tx in
-                let bound = try tx.query(
+                let stop = try tx.query(
                     RetentionSQL.spanBound,
                     [.timestamptz(clock), .int8(low), .int8(range.upperBound), .int8(Int64(batchSize))]
-                ).rows[0]
-                let last = try bound.int64(0)
-                guard last >= low else { return (forgotten: 0, last: last, more: try bound.bool(1)) }
+                ).rows.first.map { try $0.int64(0) }
+                // The filters before `stop`; none when filter `low` alone holds more than a batch (`stop == low`).
+                guard stop != low else { return (forgotten: 0, last: nil as Int64?, more: true) }
+                let last = stop.map { $0 - 1 } ?? range.upperBound
                 let batch: [PostgresValue] = [.timestamptz(clock), .int8(low), .int8(last)]
                 let forgotten = try tx.query(RetentionSQL.forgetSpanPairs, batch).affectedRows
+                faultPoints?.reach(.sweepBetweenPairsAndEntries)
                 try tx.query(RetentionSQL.forgetSpanEntries, batch)
-                return (forgotten: forgotten, last: last, more: try bound.bool(1))
+                return (forgotten: forgotten, last: last, more: stop != nil)
             }
             guard let span else {
                 work.stopWithBacklog()
                 return total
             }
             total += span.forgotten
-            let last = span.last
-            guard span.more else { return total }  // nothing left in the range after `last`
-            if last < low {
+            guard span.more else { return total }  // nothing left in the range after the batch
+            if let last = span.last {
+                // Budgeted by pairs forgotten, not statements: a span of waiting matches only forgets nothing,
+                // and the next sweep must not spend its budget on the same ones again.
+                guard work.spend(span.forgotten), last < range.upperBound else { return total }
+                low = last + 1
+            } else {
                 // Filter `low` alone holds more than a batch: its pairs by the bounded batch statement.
                 while true {
                     let batch = try conflicts.batch(on: connection) { tx in
@@ -180,11 +189,6 @@ package struct RetentionSweep {
                 }
                 guard low < range.upperBound else { return total }
                 low += 1
-            } else {
-                // Budgeted by pairs forgotten, not statements: a span of waiting matches only forgets nothing,
-                // and the next sweep must not spend its budget on the same ones again.
-                guard work.spend(span.forgotten), last < range.upperBound else { return total }
-                low = last + 1
             }
         }
     }

@@ -10,6 +10,8 @@ public enum StoreFaultPoint: String, Sendable, CaseIterable {
     case unitAfterCommit = "unit-after-commit"
     /// Every unit has committed; the run is not yet marked succeeded.
     case beforeFinish = "before-finish"
+    /// A retention batch has deleted its pairs and not yet their waiting-list entries, in its open transaction.
+    case sweepBetweenPairsAndEntries = "sweep-between-pairs-and-entries"
 }
 
 /// The seam: called by `PostgresMatchingStore` at each `StoreFaultPoint`, on the thread doing the work.

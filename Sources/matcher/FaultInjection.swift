@@ -17,7 +17,8 @@ enum FaultInjection {
 #if MATCHER_FAULTS
     /// Deterministic crash points for the fault-injection tests: with `MATCHER_FAULT=point[:n]` in the
     /// environment, the process kills itself with SIGKILL the n-th time (default 1st) it reaches `point`, one
-    /// of `StoreFaultPoint`'s names (`after-read`, `unit-before-commit`, `unit-after-commit`, `before-finish`).
+    /// of `StoreFaultPoint`'s names (`after-read`, `unit-before-commit`, `unit-after-commit`, `before-finish`,
+    /// `sweep-between-pairs-and-entries`).
     final class SigkillAtFaultPoint: StoreFaultPoints, @unchecked Sendable {
         private let point: StoreFaultPoint
         private let hit: Int

@@ -223,6 +223,69 @@ import Testing
         #expect(try count(connection, "SELECT count(*) FROM matcher_bulk_matches") == 0)
     }
 
+    /// Whether a listed match waits follows columns the app can turn back: here filter 11's `notify` is turned on
+    /// again while a batch is between deleting its pairs (filter 11's did not wait) and deleting their entries.
+    /// The entries of the pairs it deleted go all the same; read as "the entries that no longer wait" they
+    /// stayed without their pairs (a digest would have counted them, and the pair's next listing failed on them).
+    @Test func entriesGoWithTheirPairsWhateverTheAppTurnsBackMeanwhile() throws {
+        let (database, connection) = try world()
+        defer { connection.close() }
+        let app = try database.connect()
+        defer { app.close() }
+        let listedOff = try count(
+            connection, "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = 11 AND matched_at < $1",
+            [.timestamptz(cutoff)])
+        #expect(listedOff > 0)
+        final class TurnNotifyBackOn: StoreFaultPoints, @unchecked Sendable {
+            let app: PostgresConnection
+            private let lock = NSLock()
+            private var done = false
+            init(_ app: PostgresConnection) { self.app = app }
+            func reach(_ point: StoreFaultPoint) {
+                guard point == .sweepBetweenPairsAndEntries,
+                    lock.withLock({
+                        !done
+                            && {
+                                done = true; return true
+                            }()
+                    })
+                else { return }
+                _ = try? app.query("UPDATE saved_filters SET notify = true WHERE id = 11")
+            }
+        }
+        let store = PostgresMatchingStore(
+            connection: connection, writeConnections: 1, faultPoints: TurnNotifyBackOn(app)
+        ) { try database.connect() }
+        _ = try #require(try store.forgetExpired(before: cutoff, batchSize: 10_000, maxBatches: 10_000))
+        let strays = try count(
+            connection,
+            """
+            SELECT count(*) FROM matcher_waiting_matches w WHERE NOT EXISTS (
+                SELECT 1 FROM filter_matches m
+                WHERE m.filter_id = w.filter_id AND m.profile_id = w.profile_id AND m.matched_at = w.matched_at)
+            """)
+        #expect(strays == 0)
+        #expect(try count(connection, "SELECT count(*) FROM saved_filters WHERE id = 11 AND notify") == 1)
+    }
+
+    /// A filter whose id is -2^63 holding more than a batch at one clock: the batch's bound is that filter itself,
+    /// and "the filters before it" was computed as its id - 1 in SQL, out of bigint's range (every run failed in
+    /// its forget phase). Its pairs go through the bounded batches like any large filter's.
+    @Test func theLowestFilterIdHoldingMoreThanABatchIsForgotten() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, notification_id)
+            SELECT f, p, $1, 1 FROM (VALUES (-9223372036854775808), (7)) AS v(f), generate_series(1, 5) p
+            """, [.timestamptz(ScenarioWorld.day1)])
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 1) { try database.connect() }
+        let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: 2, maxBatches: 100))
+        #expect(outcome.forgotten == 10 && !outcome.backlog)
+        #expect(try count(connection, "SELECT count(*) FROM filter_matches") == 0)
+    }
+
     /// The sweep cuts the filter ids the app has into ranges for its connections; the ids are any bigints (a
     /// deleted filter's too), and a span of more than `Int64.max` between two of them stopped the process on an
     /// overflow in every run that had pairs to forget. Whatever the ids, the ranges cover every id once, in order.
