@@ -36,6 +36,13 @@ extension PostgresMatchingStore: RunRepository {
 
     public func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)? {
         let lockConnection = try openConnection()
+        // The session sits idle for the whole run: a server-wide idle_session_timeout (PostgreSQL 14+) would end
+        // it, and the lock with it, while the run goes on, and a second run of the shard could start.
+        try lockConnection.query(
+            """
+            SELECT set_config('idle_session_timeout', '0', false)
+            WHERE current_setting('server_version_num')::int >= 140000
+            """)
         let keys = Self.lockKeys(kind: kind, shard: shard)
         let acquired = try lockConnection.query(
             "SELECT pg_try_advisory_lock($1, $2)", [.int4(keys.0), .int4(keys.1)]

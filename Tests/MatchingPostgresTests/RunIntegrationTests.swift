@@ -177,6 +177,22 @@ import Testing
         }
     }
 
+    /// A server that ends idle sessions (`idle_session_timeout`, set by a DBA for the app's pools) must not end the
+    /// run lock's: it sits idle for the whole run, and a second run of the shard would start beside the first.
+    @Test func theRunLockOutlivesTheServersIdleSessionTimeout() throws {
+        let twin = try Twin()
+        let alter = try twin.connection.query(
+            "SELECT format('ALTER DATABASE %I SET idle_session_timeout = %L', current_database(), '500ms')"
+        ).rows[0].string(0)
+        try twin.connection.execute(alter)
+        let held = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
+        defer { held.release() }
+        Thread.sleep(forTimeInterval: 1.5)
+        let second = try twin.postgres.tryLock(kind: .run, shard: .all)
+        #expect(second == nil)
+        second?.release()
+    }
+
     @Test func sigkillAtSeveralPointsThenOneMoreRunEqualsOneCleanRun() throws {
         let clean = try Twin()
         let killed = try Twin()
