@@ -340,8 +340,9 @@ extension PostgresMatchingStore: ProfileRepository {
             case .all:
                 return try copyProfiles(tx)
             case .changed(let from, let to):
-                // An open end (not closed by the backfill, `ProfileSelection.upTo`): no upper bound.
-                try setLocal(tx, [("matcher.from", from.iso8601), ("matcher.to", to?.iso8601 ?? "infinity")])
+                // An open end: no bound (a start not given; an end not closed by the backfill, `ProfileSelection.upTo`).
+                try setLocal(
+                    tx, [("matcher.from", from?.iso8601 ?? "-infinity"), ("matcher.to", to?.iso8601 ?? "infinity")])
                 return try copyProfiles(
                     tx,
                     where: """

@@ -55,8 +55,9 @@ struct Backfill: ParsableCommand {
             let profiles: ProfileSelection
             if changedSince != nil || changedBefore != nil {
                 // Without --changed-before, up to the backfill's clock: the one it resumes with, if interrupted.
-                let from = changedSince ?? Timestamp(microsecondsSinceEpoch: .min / 2)
-                profiles = .changed(from: from, to: changedBefore)
+                // Without --changed-since, from the first change (a start of -2^62 microseconds was before
+                // PostgreSQL's earliest timestamp, and the read failed).
+                profiles = .changed(from: changedSince, to: changedBefore)
             } else {
                 profiles = .all
             }
@@ -69,8 +70,8 @@ struct Backfill: ParsableCommand {
                 .init(
                     profiles: profiles, filters: filters, writesNotifications: notify, now: options.now,
                     timeZone: options.zone, shard: options.shard, maxPerFilter: options.maxPerFilter,
-                    dryRun: options.dryRun,
-                    retentionDays: options.retentionDays))
+                    dryRun: options.dryRun, retentionDays: options.retentionDays,
+                    timeZoneChange: options.timeZoneChange))
             printReport(.runSummary(summary), output.format)
             return summary
         }

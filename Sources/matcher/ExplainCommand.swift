@@ -18,15 +18,22 @@ struct Explain: ParsableCommand {
         help: "The clock, ISO 8601 with its zone offset (default: the database's clock).",
         transform: { try instant("--now", $0) })
     var now: Timestamp?
-    @Option(help: "The time zone of the run's date (ages).") var timeZone: String = "Asia/Tokyo"
+    @Option(
+        help:
+            "The time zone of the run's date (ages; default: the zone the runs of the filter's owner use, else Asia/Tokyo)."
+    )
+    var timeZone: String?
     @Option(help: "Report format: text or json.") var format: ReportFormat = .text
 
     func run() throws {
         Log.bootstrap(.logfmt)
         let logger = Logger(label: "matcher.explain")
         try runReportingFailures(logger, "explain") {
-            guard let zone = TimeZone(identifier: timeZone) else {
-                throw ValidationError("--time-zone \(timeZone): unknown zone")
+            let zone = try timeZone.map { name in
+                guard let zone = TimeZone(identifier: name) else {
+                    throw ValidationError("--time-zone \(name): unknown zone")
+                }
+                return zone
             }
             let store = try Database(database, applicationName: "matcher explain").store()
             let result = try ExplainMatch(MatchingRepositories(store: store))

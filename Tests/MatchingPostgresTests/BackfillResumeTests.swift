@@ -107,6 +107,24 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
                 """) == 0)
     }
 
+    /// `--changed-before` alone: the profiles changed before it, from the first change on. The command gave the
+    /// window's start as -2^62 microseconds, before PostgreSQL's earliest timestamp, and the read failed.
+    @Test func aWindowWithOnlyAnEndTakesEveryChangeBeforeIt() throws {
+        let twin = try FaultScenarioTests.world()
+        var changes = ScenarioWorld(seed: 31)
+        let edited = (0..<10).map { changes.profile(Int64(1 + $0 * 13), at: ScenarioWorld.day2) }
+        try twin.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+        let backfill = try MatcherProcess.run(
+            [
+                "backfill", "--changed-before", ScenarioWorld.day2.iso8601, "--now",
+                ScenarioWorld.day2.adding(days: 1).iso8601,
+            ], database: twin.database.conninfo)
+        #expect(backfill.status == 0, "\(backfill.stderr)")
+        let candidates = try twin.connection.query("SELECT candidates FROM matcher_runs WHERE kind = 'backfill'")
+            .rows.map { try $0.int32(0) }
+        #expect(candidates == [290])
+    }
+
     /// `--changed-since` alone, no `--now`: the window ends at the backfill's clock, the database's when it
     /// started. Started again after an interruption, it is the same backfill (not a new one at a new clock),
     /// resumed at its clock, in the zone it started in.

@@ -70,6 +70,38 @@ import Testing
         }
     }
 
+    /// A backfill and `explain` are held to the zone the runs use. Ages and `notify_every` follow the zone's date,
+    /// so a backfill in another zone recorded (and with `--notify`, notified) pairs a run at the same clock would
+    /// not, and `explain` answered for Tokyo whatever the runs used.
+    @Test func aBackfillAndExplainFollowTheZoneTheRunsUse() throws {
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        let store = InMemoryStore(now: World.day1)
+        // At 20:00 UTC it is already the next day in Tokyo: the woman born on that next day is 30 there, 29 in UTC.
+        let clock = try #require(Timestamp(iso8601: "2026-03-01T20:00:00Z"))
+        store.save([World.profile(1, gender: 1), World.profile(10, born: "1996-03-02")])
+        store.save([World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "age": {"min": 30}}"#)])
+        store.setClock(clock)
+        let run = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: clock, timeZone: utc))
+        #expect(run.counters.matchesWritten == 0)
+
+        let refused = #expect(throws: TimeZoneChanged.self) {
+            try Matching.Backfill(MatchingRepositories(store: store)).execute(.init(now: clock))
+        }
+        #expect(refused?.description.contains("this backfill asks for Asia/Tokyo") == true)
+        let inUTC = try Matching.Backfill(MatchingRepositories(store: store)).execute(.init(now: clock, timeZone: utc))
+        #expect(inUTC.counters.matchesWritten == 0)
+        let onPurpose = try Matching.Backfill(MatchingRepositories(store: store))
+            .execute(.init(now: clock, timeZoneChange: true))
+        #expect(onPurpose.counters.matchesWritten == 1)
+
+        let explained = try ExplainMatch(MatchingRepositories(store: store))
+            .execute(.init(filterId: 100, profileId: 10, now: clock))
+        #expect(explained.clock.timeZone == utc && !explained.explanation.matches)
+        let inTokyo = try ExplainMatch(MatchingRepositories(store: store))
+            .execute(.init(filterId: 100, profileId: 10, now: clock, timeZone: .tokyo))
+        #expect(inTokyo.explanation.matches)
+    }
+
     @Test func capKeepsLatestLoginThenSmallestId() throws {
         let store = seeded()
         _ = try World.run(store, maxPerFilter: 2)
@@ -319,16 +351,23 @@ import Testing
     /// Shard 0/2's run reads day 2's sign-ups, and while it writes, shard 0/4's run (another layout, the operator
     /// moving to four shards) reads them too and succeeds; then 0/2's run dies after its first unit. Completed by
     /// the next 0/2 run, it leaves alone the remaining filters of 0/4's owners, which 0/4's run has shown every
-    /// change already: each filter takes one run's cap of the sign-ups, never two.
+    /// change already: each filter takes one run's cap of the sign-ups, never two. Left alone, those filters are
+    /// still the other side of mutual pairs: the sign-ups who logged in last own filters (0/4's), and the pairs
+    /// the completed run records with them are mutual when the filter's owner satisfies theirs.
     @Test func aResumedRunLeavesAloneTheFiltersANewerLayoutCoveredMeanwhile() throws {
         let store = manyFilters()
         let halves = try (0..<2).map { try Shard(index: $0, count: 2) }
         for half in halves { _ = try World.run(store, shard: half, maxPerFilter: 100) }
         let day2 = World.day1.adding(days: 1)
         store.setClock(day2)
+        // Women, those with ids divisible by 4 logged in last (first in every cap) and each with a filter for
+        // Tokyo, which owners living there satisfy.
         store.save(
-            (Int64(41)...80).map { World.profile($0, gender: Int16($0 % 2 + 1), residence: 13, at: day2) },
-            updatedAt: day2)
+            (Int64(41)...80).map {
+                World.profile($0, gender: 2, residence: 13, loginHoursAgo: $0 % 4 == 0 ? 0 : 2, at: day2)
+            }, updatedAt: day2)
+        let signUpFilters = (Int64(41)...80).filter { $0 % 4 == 0 }
+        store.save(signUpFilters.map { World.filter(1_000 + $0, owner: $0, #"{"residence": {"anyOf": [13]}}"#) })
         let quarter = try Shard(index: 0, count: 4)
         let beside = OnceWhenWriting {
             _ = try World.run(store, now: day2, shard: quarter, maxPerFilter: 2, unitFilterLimit: 2)
@@ -352,6 +391,19 @@ import Testing
         for filter in (Int64(100)..<124)
         where halves[0].owns(ownerId: filter - 99) && !quarter.owns(ownerId: filter - 99) {
             #expect(dayTwo[filter] == 2, "filter \(filter): \(dayTwo[filter] ?? 0)")
+        }
+        // The completed run's pairs (0/2's filters after the first unit) with sign-ups who own a filter: mutual
+        // exactly when the pair's filter owner lives in Tokyo (in `manyFilters`, owners whose id is not a
+        // multiple of 3).
+        let completed = store.allMatches.filter { match in
+            let owner = match.filterId - 99
+            return match.matchedAt == day2 && match.filterId < 124 && match.filterId > 103
+                && halves[0].owns(ownerId: owner) && !quarter.owns(ownerId: owner)
+                && signUpFilters.contains(match.profileId)
+        }
+        #expect(completed.contains { $0.mutual } && completed.contains { !$0.mutual })
+        for match in completed {
+            #expect(match.mutual == ((match.filterId - 99) % 3 != 0), "\(match.filterId)/\(match.profileId)")
         }
     }
 

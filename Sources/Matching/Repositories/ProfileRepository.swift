@@ -3,8 +3,9 @@ import Chronology
 /// Which profiles a backfill evaluates.
 public enum ProfileSelection: Sendable, Hashable {
     case all
-    /// Profiles whose `updated_at` lies in `from ..< to`; `to` nil: up to the backfill's clock (`upTo(_:)`).
-    case changed(from: Timestamp, to: Timestamp?)
+    /// Profiles whose `updated_at` lies in `from ..< to`; `from` nil: from the first; `to` nil: up to the
+    /// backfill's clock (`upTo(_:)`).
+    case changed(from: Timestamp?, to: Timestamp?)
 
     /// The selection with an open end closed at `clock`: a backfill resumed later reads the same window.
     public func upTo(_ clock: Timestamp) -> ProfileSelection {

@@ -18,12 +18,15 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         public let dryRun: Bool
         /// nil: as long as the latest incremental run kept them (`Retention.days`).
         public let retentionDays: Int?
+        /// Accept a zone other than the one the runs of the shard's owners use (`TimeZoneChanged`).
+        public let timeZoneChange: Bool
 
         public init(
             profiles: ProfileSelection = .all, filters: FilterSelection = .all, writesNotifications: Bool = false,
             now: Timestamp? = nil, timeZone: TimeZone = .tokyo, shard: Shard = .all, maxPerFilter: Int = 100,
-            dryRun: Bool = false, retentionDays: Int? = nil
+            dryRun: Bool = false, retentionDays: Int? = nil, timeZoneChange: Bool = false
         ) {
+            self.timeZoneChange = timeZoneChange
             self.profiles = profiles
             self.filters = filters
             self.writesNotifications = writesNotifications
@@ -44,7 +47,8 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             switch profiles {
             case .all: profilePart = "all"
             case .changed(let from, let to):
-                profilePart = "changed \(from.iso8601)..<\(to.map(\.iso8601) ?? "the backfill's clock")"
+                profilePart =
+                    "changed \(from.map(\.iso8601) ?? "the first")..<\(to.map(\.iso8601) ?? "the backfill's clock")"
             }
             let filterPart: String
             switch filters {
@@ -121,6 +125,9 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             }
         }
 
+        try TimeZoneChanged.check(
+            try runs.coverage().relevant(to: input.shard), shard: input.shard, kind: .backfill, zone: input.timeZone,
+            accepting: input.timeZoneChange)
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
         if input.dryRun {
             output.handle(

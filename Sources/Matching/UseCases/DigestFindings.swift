@@ -43,7 +43,8 @@ struct DigestFindings: Sendable {
         }
         let finder = MutualFinder(
             engine: engine, profiles: repositories.profiles, filters: repositories.filters, blocks: blocks,
-            clock: plan.clock, known: prepared, knownIneligible: Set(chosen.map(\.id)), candidates: candidates)
+            clock: plan.clock, known: prepared,
+            knownIneligible: Set(chosen.map(\.id)).subtracting(prepared.coveredSince), candidates: candidates)
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared)
         return DigestFindings(
             qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: try finder.find(pairs))
@@ -108,8 +109,9 @@ struct MutualFinder {
     let filters: any FilterRepository
     let blocks: BlockSet
     let clock: EvaluationClock
-    /// Filters the run already prepared (used as they are), and the ids of every filter the run read
-    /// (those among them not prepared are not eligible: invalid, quarantined, suspended, owner inactive).
+    /// Filters the run already prepared (used as they are), and the ids of the filters the run read and found not
+    /// eligible (invalid, quarantined, suspended, owner inactive): every filter it read but did not prepare, except
+    /// those it left out only because newer runs covered their owners.
     let known: PreparedFilters
     let knownIneligible: Set<Int64>
     /// The run's candidates as it read them: when every owner to judge is among them (a first run, a backfill of

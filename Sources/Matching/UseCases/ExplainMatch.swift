@@ -8,9 +8,11 @@ public struct ExplainMatch: Sendable {
         public let filterId: Int64
         public let profileId: Int64
         public let now: Timestamp?
-        public let timeZone: TimeZone
+        /// nil: the zone of the runs that covered the filter's owner last (`Coverage`), else Asia/Tokyo, so that
+        /// the answer is the one a run at the same clock gives.
+        public let timeZone: TimeZone?
 
-        public init(filterId: Int64, profileId: Int64, now: Timestamp? = nil, timeZone: TimeZone = .tokyo) {
+        public init(filterId: Int64, profileId: Int64, now: Timestamp? = nil, timeZone: TimeZone? = nil) {
             self.filterId = filterId
             self.profileId = profileId
             self.now = now
@@ -57,13 +59,21 @@ public struct ExplainMatch: Sendable {
         let profile = try profiles.profile(id: input.profileId)
         let owner = try profiles.owners(ids: [filter.ownerId])[filter.ownerId]
         let blockSet = try blocks.blocks(involving: [filter.ownerId, input.profileId])
-        let clock = EvaluationClock(now: try input.now ?? profiles.currentTime(), timeZone: input.timeZone)
+        let zone = try input.timeZone ?? runsZone(forOwner: filter.ownerId) ?? .tokyo
+        let clock = EvaluationClock(now: try input.now ?? profiles.currentTime(), timeZone: zone)
         let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: blockSet, clock: clock)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
         return Result(
             filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
             explanation: explanation, recorded: recorded,
             mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
+    }
+
+    /// The zone of the progress entry that covers `ownerId` (the runs of the owner's shard), if one does.
+    private func runsZone(forOwner ownerId: Int64) throws -> TimeZone? {
+        let coverage = try repositories.runs.coverage()
+        return coverage.entryIndex(forOwner: ownerId).flatMap { coverage.entries[$0].timeZone }
+            .flatMap(TimeZone.init(identifier:))
     }
 
     /// The reverse direction, with the reference evaluator: the profile's filters against the filter's owner.

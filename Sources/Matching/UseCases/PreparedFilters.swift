@@ -14,6 +14,9 @@ struct PreparedFilters: Sendable {
     private(set) var paidIgnored = 0
     private(set) var ownerInactive = 0
     private(set) var suspended = 0
+    /// Valid filters left out because newer runs have covered their owners (`ChangeWindows.leavingOut`): not
+    /// evaluated here, but eligible, as the other side of a mutual pair (`MutualFinder`).
+    private(set) var coveredSince: Set<Int64> = []
 
     init(_ chosen: [SavedFilter], owners: [Int64: FilterOwner], windows: ChangeWindows) {
         for (filter, decoded) in zip(chosen, Self.decode(chosen)) {
@@ -29,7 +32,10 @@ struct PreparedFilters: Sendable {
             }
             validIds.append(filter.id)
             // Covered since by newer runs (an interrupted run completed): neither evaluated nor notified here.
-            guard let window = windows.window(forOwner: filter.ownerId) else { continue }
+            guard let window = windows.window(forOwner: filter.ownerId) else {
+                coveredSince.insert(filter.id)
+                continue
+            }
             guard let owner = owners[filter.ownerId], owner.isActive else {
                 ownerInactive += 1
                 continue

@@ -69,7 +69,8 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         var timer = PhaseTimer()
         timer.begin(.read, output)
         let coverage = try runs.coverage().relevant(to: input.shard)
-        try checkTimeZone(coverage, input)
+        try TimeZoneChanged.check(
+            coverage, shard: input.shard, kind: .run, zone: input.timeZone, accepting: input.timeZoneChange)
         try checkNotAhead(coverage, shard: input.shard)
         let windows = ChangeWindows(coverage: coverage, shard: input.shard)
         guard windows.marks.count <= ChangeWindows.maximumCount else {
@@ -164,15 +165,6 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         }
     }
 
-    /// A shard keeps the zone it ran with: its digests' "same time tomorrow" and ages depend on it.
-    private func checkTimeZone(_ coverage: Coverage, _ input: Input) throws {
-        guard !input.timeZoneChange else { return }
-        let zone = input.timeZone.identifier
-        if let other = coverage.entries.first(where: { ($0.timeZone ?? zone) != zone }) {
-            throw TimeZoneChanged(shard: input.shard, previous: other.timeZone ?? "?", requested: zone)
-        }
-    }
-
     /// Progress taken on a server whose transactions are behind it (a restore, a failover) would find no
     /// change for a long time: refuse, and say how to reset.
     private func checkNotAhead(_ coverage: Coverage, shard: Shard) throws {
@@ -188,10 +180,23 @@ public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertibl
     public let shard: Shard
     public let previous: String
     public let requested: String
+    public var kind: RunKind = .run
     public var failureKind: FailureKind { .configuration }
     public var description: String {
-        "shard \(shard) ran in time zone \(previous) before, and this run asks for \(requested): digests' due times "
-            + "and ages would shift; pass --time-zone \(previous), or --time-zone-change to switch on purpose"
+        "shard \(shard) ran in time zone \(previous) before, and this \(kind.rawValue) asks for \(requested): "
+            + "digests' due times and ages would shift; pass --time-zone \(previous), or --time-zone-change to "
+            + "switch on purpose"
+    }
+
+    /// A shard keeps the zone it ran with: its digests' "same time tomorrow" and ages depend on it. A backfill
+    /// over its filters is held to it too, or it would record and notify pairs a run at the same clock would not
+    /// (an age one day off around midnight).
+    static func check(_ coverage: Coverage, shard: Shard, kind: RunKind, zone: TimeZone, accepting: Bool) throws {
+        guard !accepting else { return }
+        let requested = zone.identifier
+        if let other = coverage.entries.first(where: { ($0.timeZone ?? requested) != requested }) {
+            throw TimeZoneChanged(shard: shard, previous: other.timeZone ?? "?", requested: requested, kind: kind)
+        }
     }
 }
 

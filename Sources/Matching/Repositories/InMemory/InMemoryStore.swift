@@ -168,7 +168,7 @@ extension InMemoryStore: ProfileRepository {
             case .changed(let from, let to):
                 chosen = profileRows.values.filter { p in
                     guard let at = profileUpdatedAt[p.id] else { return false }
-                    return at >= from && to.map { at < $0 } ?? true
+                    return (from.map { at >= $0 } ?? true) && (to.map { at < $0 } ?? true)
                 }
             }
             return ProfileColumns(chosen.sorted { $0.id < $1.id })
