@@ -692,10 +692,9 @@ extension PostgresMatchingStore: MatchRepository {
     /// - Commits not waiting for the WAL flush: forgetting is redone by the next sweep if a crash loses the
     ///   last batches, and a batch is still all or nothing (its pairs with their list entries), in commit
     ///   order. The units' commits stay synchronous: their notifications are read by the push sender.
-    /// - A row lock another writer holds is waited for at most `sweepLockTimeout` (`BatchConflicts`).
-    var sweeperSession: String {
-        "SET jit = off; SET synchronous_commit = off; SET lock_timeout = \(Self.milliseconds(sweepLockTimeout))"
-    }
+    /// (A batch waits at most `sweepLockTimeout` for a row lock another writer holds: `BatchConflicts`, per
+    /// transaction.)
+    static let sweeperSession = "SET jit = off; SET synchronous_commit = off"
 
     public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
@@ -706,15 +705,15 @@ extension PostgresMatchingStore: MatchRepository {
         // Released before the session closes: its backend may outlive the close by a moment, and a sweep
         // started right after this one must not find the lock still held.
         defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
-        try sweeper.execute(sweeperSession)
+        try sweeper.execute(Self.sweeperSession)
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         let pairs = try RetentionSweep(
             lead: sweeper,
-            openHelpers: { [openConnection, writeConnections, sweeperSession] in
+            openHelpers: { [openConnection, writeConnections] in
                 var helpers: [PostgresConnection] = []
                 for _ in 1..<writeConnections {
                     guard let helper = try? openConnection() else { break }
-                    guard (try? helper.execute(sweeperSession)) != nil else {
+                    guard (try? helper.execute(Self.sweeperSession)) != nil else {
                         helper.close()
                         break
                     }
@@ -723,7 +722,7 @@ extension PostgresMatchingStore: MatchRepository {
                 return helpers
             },
             cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches, clockLimit: sweepClocks,
-            faultPoints: faultPoints
+            lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout), faultPoints: faultPoints
         ).forgetPairs()
         // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
         // visited may still name one.
@@ -733,7 +732,7 @@ extension PostgresMatchingStore: MatchRepository {
                 conflictsRolledBack: pairs.conflicts.rolledBack, stoppedByConflict: pairs.conflicts.stoppedBy)
         }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
-        let conflicts = BatchConflicts()
+        let conflicts = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
         func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
             for _ in 0..<max(1, batches) {

@@ -1,7 +1,7 @@
 /// The retention sweep's statements (runs.md), run by `RetentionSweep`: `spanBound`, `forgetSpanPairs` and
 /// `forgetSpanEntries` for most batches,
 /// `forgetBatch` for a filter larger than a batch, `forgetBulkBatch` for the pairs recorded in bulk (which the
-/// retention index leaves out, sql/0012_bulk_matches.sql; the others say `NOT bulk` to use it). All three keep
+/// retention index leaves out, sql/0012_bulk_matches.sql; the others say `NOT bulk` to use it). All of them keep
 /// matches waiting for a digest. A waiting match is
 /// kept while its filter exists, is not deleted, has `notify` on, and has had no digest since the match was
 /// recorded; once a digest passed it over (it no longer qualified) or the filter can never notify it, it is
@@ -12,8 +12,8 @@
 /// filter, with the same clock, and `markNotified` takes it off the list in the transaction that notifies it).
 /// So a batch first reads the list's entries of its clock and filter ids that still wait (`kept`: the list's
 /// `(matched_at, filter_id)` index, migration 0011, a few thousand entries for a day's batch), hashes them,
-/// and deletes every pair of the batch outside that set; the entries of the pairs it forgot are the same
-/// clock's and filter ids' entries outside the set. Measured on a 14-day soak's table (7.4M pairs, 287k
+/// and deletes every pair of the batch outside that set; then the same clock's and filter ids' entries whose
+/// pair is gone (`forgetSpanEntries`, `forgetBatch`). Measured on a 14-day soak's table (7.4M pairs, 287k
 /// waiting), one statement over a whole day's clock (904k pairs), alternating on fresh copies: 2.2-3.3 s
 /// probing the list once per unnotified pair (137k probes) and joining the deleted pairs back to it, against
 /// 1.6-2.4 s (a bare DELETE of those rows: 1.0-1.1 s). The sweeper's session turns JIT off: a batch's cost

@@ -25,6 +25,8 @@ package struct RetentionSweep {
     let maxBatches: Int
     /// At most this many of the newest expired clocks a run, and as many older ones (`forgetPairs`).
     let clockLimit: Int
+    /// How long a batch waits for a row lock another writer holds (`BatchConflicts`).
+    let lockTimeoutMilliseconds: Int64
     /// The tests' seam (`StoreFaultPoints`); nil in production.
     var faultPoints: (any StoreFaultPoints)? = nil
 
@@ -94,7 +96,7 @@ package struct RetentionSweep {
         let work = SweepQueue(
             tasks: tasks,
             budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize)
-        let conflicts = BatchConflicts()
+        let conflicts = BatchConflicts(lockTimeoutMilliseconds: lockTimeoutMilliseconds)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
         let cutoff = self.cutoff
@@ -328,16 +330,26 @@ final class BatchConflicts: @unchecked Sendable {
 
     static let attempts = 3
 
+    /// The batch's `lock_timeout`, in milliseconds: set per transaction (`SET LOCAL`), so that the sweep's other
+    /// statements (listing the expired clocks, the filter ids' bounds) wait for a table lock as the run's do.
+    let lockTimeoutMilliseconds: Int64
     private let lock = NSLock()
     private var rolledBack = 0
     private var stoppedBy: String?
+
+    init(lockTimeoutMilliseconds: Int64) {
+        self.lockTimeoutMilliseconds = max(1, lockTimeoutMilliseconds)
+    }
 
     /// Runs `body` in a transaction on `connection`; nil when it conflicted `attempts` times.
     func batch<T>(on connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T? {
         var attempt = 1
         while true {
             do {
-                return try connection.transaction(body)
+                return try connection.transaction { tx in
+                    try tx.execute("SET LOCAL lock_timeout = \(lockTimeoutMilliseconds)")
+                    return try body(tx)
+                }
             } catch let error as PostgresError where error.isWriteConflict {
                 lock.withLock { rolledBack += 1 }
                 guard attempt < Self.attempts else {

@@ -77,11 +77,13 @@ func runReportingFailures(
         record(.locked, nil, ExitStatus.locked)
         logger.notice(
             "run lock held elsewhere", metadata: ["shard": "\(error.shard)", "kind": "\(error.kind.rawValue)"])
-        // What to do: nothing, usually (the timer's next run, or the same command once the other is done).
+        // What to do: nothing, usually (the timer's next run), or the same command once the other is done.
         let next =
-            error.kind == .backfill
-            ? "run the same backfill again once the other has finished"
-            : "the next run goes on from where that one stops; `matcher status` shows it"
+            switch what {
+            case "run": "the next run goes on from where that one stops; `matcher status` shows it"
+            case "backfill": "run the same backfill again once the other has finished"
+            default: "run `matcher \(what)` again once that \(error.kind.rawValue) has finished or stopped"
+            }
         FileHandle.standardError.write(
             Data("matcher: \(error.description) — \(next) (exit 75)\n".utf8))
         throw ExitCode(ExitStatus.locked)

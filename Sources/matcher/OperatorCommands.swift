@@ -86,9 +86,12 @@ struct Progress: ParsableCommand {
             abstract: "Reset a shard's progress to a time: profile changes recorded at or after it count as new.",
             discussion: """
                 After a restore or a failover, recorded progress can be ahead of the database (a run refuses with \
-                exit 78 and says so). Give the time the restored data was current (a little earlier is safe: \
-                pairs already recorded are never recorded again). Refused (exit 75) while a run of the shard holds \
-                its lock; the shard's interrupted run, if any, is abandoned.
+                exit 78 and says so). Give the time at which the last successful run in the restored data read \
+                the profiles (`matcher status --format json`: the shard's progress.taken_at), less the longest \
+                transaction the app runs: not the time of the backup, whose changes since that run no run has \
+                taken. Earlier is safe (pairs already recorded are never recorded again). Change rows that a dump \
+                brought from another cluster are settled. Refused (exit 75) while a run of the shard holds its \
+                lock; the shard's interrupted run, if any, is abandoned.
                 """)
 
         @OptionGroup var database: DatabaseOptions

@@ -156,6 +156,11 @@ import Testing
             "\(refused.stderr)")
         #expect(try twin.connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
         #expect(try twin.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 0)
+        // An operator's command refused by the same lock is told to repeat itself, not to wait for a run.
+        let reset = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T00:00:00Z"], database: twin.database.conninfo)
+        #expect(reset.status == 75)
+        #expect(reset.stderr.contains("run `matcher progress reset` again"), "\(reset.stderr)")
         // Another shard is not held back.
         let other = try MatcherProcess.run(
             ["run", "--now", "2026-03-01T03:00:00Z", "--shard", "1/2"],

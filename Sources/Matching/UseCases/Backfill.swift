@@ -99,6 +99,11 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             : try runs.interruptedRun(kind: .backfill, shard: input.shard).flatMap {
                 Self.sameParameters($0.parameters, input.parameters) ? $0 : nil
             }
+        if interrupted == nil {  // a resumed one keeps its own zone; a new one, before it reads anything
+            try TimeZoneChanged.check(
+                try runs.coverage().relevant(to: input.shard), shard: input.shard, kind: .backfill,
+                zone: input.timeZone, accepting: input.timeZoneChange)
+        }
         let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()
         timer.begin(.read, output)
         let candidates = CandidateProfiles(try profiles.profiles(input.profiles.upTo(now)))
@@ -125,9 +130,6 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             }
         }
 
-        try TimeZoneChanged.check(
-            try runs.coverage().relevant(to: input.shard), shard: input.shard, kind: .backfill, zone: input.timeZone,
-            accepting: input.timeZoneChange)
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
         if input.dryRun {
             output.handle(
