@@ -121,6 +121,21 @@ import Testing
         if bulk { #expect(try count(connection, "SELECT count(*) FROM filter_matches WHERE bulk") > 0) }
     }
 
+    /// `matcher status` reads a waiting match as the sweep does: filter 10's NULL `notify` is on, so its matches
+    /// wait; filter 11's (notify off) and those of 12 and 13 (passed over) are not notifiable.
+    @Test func theStatusCountsWaitingMatchesAsTheSweepKeepsThem() throws {
+        let (database, connection) = try world()
+        defer {
+            connection.close()
+            _ = database  // dropped with the last reference
+        }
+        let digests = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false).digests
+        let waiting = try count(connection, "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id <= 10")
+        let others = try count(connection, "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id > 10")
+        #expect(digests.matches == Int(waiting) && digests.filters == 10)
+        #expect(digests.notNotifiable == Int(others))
+    }
+
     @Test(arguments: [false, true])
     func aSpentBudgetLeavesABacklogTheNextSweepsFinish(bulk: Bool) throws {
         let (database, connection) = try world(bulk: bulk)
