@@ -52,7 +52,7 @@ public struct MigrationRunner {
     ///   as long as it takes.
     public init(connection: PostgresConnection, lockTimeoutSeconds: Int = MigrationRunner.defaultLockTimeoutSeconds) {
         self.connection = connection
-        self.lockTimeoutSeconds = min(max(0, lockTimeoutSeconds), 2_147_483)
+        self.lockTimeoutSeconds = min(max(0, lockTimeoutSeconds), PostgresConnection.maximumTimeoutSeconds)
     }
 
     /// `matcher migrate --lock-timeout`'s default.

@@ -316,8 +316,8 @@ private final class SweepQueue: @unchecked Sendable {
 
 /// The retention sweep's batches against other writers. A batch's transaction that the database gave up for a
 /// conflict with another writer (a deadlock with a concurrent run's or backfill's unit, or a row lock held past
-/// the sweepers' `lock_timeout`) rolled back whole; it is tried again after a short pause, up to
-/// `attempts` times. One that keeps conflicting stops the sweep with a backlog for the next runs: forgetting is
+/// the batch's `lock_timeout`) rolled back whole; it is tried again as a run's unit is (`WriteConflictRetry`).
+/// One that keeps conflicting stops the sweep with a backlog for the next runs: forgetting is
 /// never urgent, and the run's units have committed by then, so a conflict here does not fail the run.
 final class BatchConflicts: @unchecked Sendable {
     /// What a sweep met: batches rolled back by a conflict (each tried again, or the last one the sweep stopped
@@ -327,8 +327,6 @@ final class BatchConflicts: @unchecked Sendable {
         let rolledBack: Int
         let stoppedBy: String?
     }
-
-    static let attempts = 3
 
     /// The batch's `lock_timeout`, in milliseconds: set per transaction (`SET LOCAL`), so that the sweep's other
     /// statements (listing the expired clocks, the filter ids' bounds) wait for a table lock as the run's do.
@@ -341,7 +339,7 @@ final class BatchConflicts: @unchecked Sendable {
         self.lockTimeoutMilliseconds = max(1, lockTimeoutMilliseconds)
     }
 
-    /// Runs `body` in a transaction on `connection`; nil when it conflicted `attempts` times.
+    /// Runs `body` in a transaction on `connection`; nil when it conflicted `WriteConflictRetry.attempts` times.
     func batch<T>(on connection: PostgresConnection, _ body: (PostgresConnection) throws -> T) throws -> T? {
         var attempt = 1
         while true {
@@ -352,13 +350,12 @@ final class BatchConflicts: @unchecked Sendable {
                 }
             } catch let error as PostgresError where error.isWriteConflict {
                 lock.withLock { rolledBack += 1 }
-                guard attempt < Self.attempts else {
+                guard attempt < WriteConflictRetry.attempts else {
                     lock.withLock { if stoppedBy == nil { stoppedBy = String(describing: error) } }
                     return nil
                 }
                 attempt += 1
-                // The other writer goes on once this transaction is gone; a pause that grows lets it finish.
-                Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+                WriteConflictRetry.pause(beforeAttempt: attempt)
             }
         }
     }

@@ -16,6 +16,10 @@ public enum IsolationLevel: Sendable {
 /// One libpq connection. Not used from two threads at once: every libpq call runs under a
 /// recursive lock (a transaction body re-enters it); only `cancelCurrentStatement` bypasses it.
 public final class PostgresConnection: @unchecked Sendable {
+    /// The most whole seconds a server timeout setting takes (`statement_timeout`, `lock_timeout`, …: milliseconds
+    /// in a 32-bit integer).
+    public static let maximumTimeoutSeconds = 2_147_483
+
     private let lock = NSRecursiveLock()
     /// The PGconn; nil once closed. Guarded by `lock`.
     private var connection: OpaquePointer?

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import MatchingPostgres
+import PostgresClient
 
 struct Migrate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,8 +25,9 @@ struct Migrate: ParsableCommand {
     var logLevel: Logger.Level = .info
 
     func validate() throws {
-        guard (0...2_147_483).contains(lockTimeout) else {
-            throw ValidationError("--lock-timeout must be 0 to 2147483 seconds (PostgreSQL's lock_timeout in ms)")
+        let maximum = PostgresConnection.maximumTimeoutSeconds
+        guard (0...maximum).contains(lockTimeout) else {
+            throw ValidationError("--lock-timeout must be 0 to \(maximum) seconds (PostgreSQL's lock_timeout in ms)")
         }
     }
 

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Matching
 import MatchingPostgres
+import PostgresClient
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, or libpq's own defaults and `PG*` variables.
 struct DatabaseOptions: ParsableArguments {
@@ -29,7 +30,7 @@ struct DatabaseOptions: ParsableArguments {
     /// The server takes its timeouts in milliseconds as a 32-bit integer, and the session's idle-in-transaction
     /// limit is the network timeout + 30 s: beyond these bounds a run would fail at its first connection with a
     /// message about the database URL, or overflow.
-    static let maximumTimeout = 2_147_483
+    static let maximumTimeout = PostgresConnection.maximumTimeoutSeconds
     static let maximumNetworkTimeout = maximumTimeout - 60
 
     func validate() throws {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// What kind of failure an error is, for the exit status (cli.md) and for whether retrying can help.
 public enum FailureKind: String, Sendable, Hashable {
     /// A bad command line: an unknown flag, a bad value, a `--now` without a zone (exit 64).
@@ -23,4 +25,17 @@ public protocol ClassifiedError: Error {
 
 extension ClassifiedError {
     public var isWriteConflict: Bool { false }
+}
+
+/// How work the database gave up for a conflict with another writer is started again: a run's unit
+/// (`UnitWriter`) and a retention batch (`BatchConflicts`) alike. The transaction rolled back whole, so the same
+/// work is done again, up to `attempts` times in all, after a pause that grows.
+public enum WriteConflictRetry {
+    public static let attempts = 3
+
+    /// Waits before attempt `attempt` (2, 3, …): 50-100 ms, then 100-200 ms. The other writer goes on once this
+    /// transaction is gone; a pause that grows lets it finish.
+    public static func pause(beforeAttempt attempt: Int) {
+        Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+    }
 }

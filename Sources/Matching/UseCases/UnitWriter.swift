@@ -85,13 +85,10 @@ final class UnitWriter: @unchecked Sendable {
         max(1, min(writers, ProcessInfo.processInfo.activeProcessorCount))
     }
 
-    /// How many times a unit is written before a conflict with another writer fails the run.
-    static let conflictAttempts = 3
-
     /// Commits `unit`; a transaction the database gave up for a conflict with another writer (a deadlock
     /// between this run and a `backfill --notify`, which write the same filters' rows in different orders) rolled
-    /// back whole, so the unit is written again after a short pause, up to `conflictAttempts` times. The
-    /// unit's turn in the commit order is still its own: no later unit commits before it.
+    /// back whole, so the unit is written again (`WriteConflictRetry`); after the last attempt the run fails.
+    /// The unit's turn in the commit order is still its own: no later unit commits before it.
     private func commit(
         _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
     ) throws {
@@ -100,16 +97,17 @@ final class UnitWriter: @unchecked Sendable {
             do {
                 try commitOnce(unit, index: index, on: writer, order: order, busy: busy)
                 return
-            } catch let error as any ClassifiedError where error.isWriteConflict && attempt < Self.conflictAttempts {
+            } catch let error as any ClassifiedError
+                where error.isWriteConflict && attempt < WriteConflictRetry.attempts
+            {
                 attempt += 1
                 order.serialized {
                     output.handle(
                         .unitRetried(
-                            lastFilterId: unit.lastFilterId, attempt: attempt, attempts: Self.conflictAttempts,
+                            lastFilterId: unit.lastFilterId, attempt: attempt, attempts: WriteConflictRetry.attempts,
                             reason: String(describing: error)))
                 }
-                // The other writer goes on once this transaction is gone; a pause that grows lets it finish.
-                Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
+                WriteConflictRetry.pause(beforeAttempt: attempt)
             }
         }
     }
