@@ -357,6 +357,9 @@ extension PostgresMatchingStore: ProfileRepository {
         try connection.transaction { tx in
             try setLocal(tx, [("matcher.profile_id", String(id))])
             let found = try copyProfiles(tx, where: "p.id = current_setting('matcher.profile_id')::bigint")
+            if let unreadable = found.readReport.quarantined.first(where: { $0.rowId == id }) {
+                throw UnreadableProfile(profileId: id, reason: unreadable.reason)
+            }
             return found.count > 0 ? found.profile(at: 0) : nil
         }
     }

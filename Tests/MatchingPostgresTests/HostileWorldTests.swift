@@ -335,4 +335,45 @@ import Testing
         let lowest = try pairs.int64(0), itsTwin = try pairs.int64(1)
         #expect(lowest > 0 && lowest == itsTwin)
     }
+
+    /// `explain` gives the run's answer for rows a run quarantines: a filter whose row cannot be read fails its
+    /// "filter readable" check with the reason (the run never evaluates it), and a profile whose row cannot be
+    /// read is named as such, not as missing (reviewed in session 23: explain said "matches: yes" for both).
+    @Test func explainSaysWhatARunDoesWithRowsItQuarantines() throws {
+        let world = try World("hostile_explain_quarantine")
+        try Self.seed(world, day: 1)
+        let before = try world.run(at: ScenarioWorld.day1)
+        let pair = try #require(
+            try world.connection.query("SELECT filter_id, profile_id FROM filter_matches ORDER BY 1, 2 LIMIT 1").rows
+                .first)
+        let filterId = try pair.int64(0), profileId = try pair.int64(1)
+        let explain = ExplainMatch(MatchingRepositories(store: world.store))
+        let readable = try explain.execute(.init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        #expect(readable.explanation.matches, "a recorded pair matches at its run's clock")
+        #expect(before.counters.filtersQuarantined == 0)
+
+        try world.connection.execute("ALTER TABLE saved_filters ALTER COLUMN notify TYPE text USING notify::text")
+        let quarantined = try explain.execute(
+            .init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        #expect(!quarantined.explanation.matches)
+        let check = try #require(quarantined.explanation.eligibility.first { $0.name == "filter readable" })
+        #expect(!check.passed)
+        #expect(check.detail.contains("notify holds text, not boolean"), "\(check.detail)")
+        let run = try world.run(at: ScenarioWorld.day2)
+        #expect(run.counters.filtersEvaluated == 0, "the run agrees: it evaluates no filter")
+        try world.connection.execute("ALTER TABLE saved_filters ALTER COLUMN notify TYPE boolean USING notify::boolean")
+
+        // A column the change capture does not watch (retyping a watched one needs the trigger dropped first).
+        try world.connection.execute(
+            "ALTER TABLE profiles ALTER COLUMN last_login_at TYPE text USING last_login_at::text")
+        #expect(throws: UnreadableProfile.self) {
+            _ = try explain.execute(.init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        }
+        do {
+            _ = try explain.execute(.init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        } catch let error as UnreadableProfile {
+            #expect(error.profileId == profileId)
+            #expect(error.description.contains("last_login_at"), "\(error.description)")
+        }
+    }
 }

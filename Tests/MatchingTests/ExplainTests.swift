@@ -30,6 +30,7 @@ import Testing
                 .init(name: "profile active", passed: true, detail: "profile 10 status 1 (active)"),
                 .init(name: "owner active", passed: true, detail: "owner 99 status 1 (active), plan 0 (free)"),
                 .init(name: "filter not deleted", passed: true, detail: "filter 5 not deleted"),
+                .init(name: "filter readable", passed: true, detail: "readable"),
                 .init(name: "filter valid", passed: true, detail: "valid"),
                 .init(name: "filter not suspended", passed: true, detail: "not suspended"),
                 .init(name: "not the owner", passed: true, detail: "profile 10, owner 99"),
@@ -123,6 +124,7 @@ import Testing
                 .init(name: "profile active", passed: false, detail: "profile 99 status 3 (suspended)"),
                 .init(name: "owner active", passed: false, detail: "owner 99 status 4 (deleted), plan 1 (paid)"),
                 .init(name: "filter not deleted", passed: false, detail: "filter 5 deleted at 2026-02-01T00:00:00Z"),
+                .init(name: "filter readable", passed: true, detail: "readable"),
                 .init(name: "filter valid", passed: true, detail: "valid"),
                 .init(name: "filter not suspended", passed: true, detail: "not suspended"),
                 .init(name: "not the owner", passed: false, detail: "profile 99 is the filter's owner"),
@@ -149,7 +151,7 @@ import Testing
         let filter = F.filter(#"{"has_photo": true}"#, ownerId: 99)
         let explanation = ReferenceEvaluator.explain(nil, filter, owner: nil, blocks: BlockSet.none, clock: clock)
         #expect(!explanation.matches)
-        #expect(explanation.eligibility.map(\.passed) == [false, false, true, true, true, false, false])
+        #expect(explanation.eligibility.map(\.passed) == [false, false, true, true, true, true, false, false])
         #expect(explanation.eligibility[0].detail == "profile not found")
         #expect(explanation.eligibility[1].detail == "owner 99 not found")
         #expect(
@@ -161,6 +163,27 @@ import Testing
             F.profile(id: 10), filter, owner: FilterOwner(id: 98, status: 1, plan: 0), blocks: BlockSet.none,
             clock: clock)
         #expect(other.eligibility[1] == .init(name: "owner active", passed: false, detail: "owner 99 not found"))
+    }
+
+    /// A filter whose row a run could not read is quarantined and never evaluated; explain says so, and the
+    /// reference evaluator agrees with the run.
+    @Test func aQuarantinedFilterFailsItsReadableCheck() throws {
+        let clock = try F.clock("2026-03-01T03:00:00Z")
+        let filter = SavedFilter(
+            id: 5, ownerId: 99, name: "test", conditionsJSON: #"{"has_photo": true}"#,
+            createdAt: Timestamp(microsecondsSinceEpoch: 0), updatedAt: Timestamp(microsecondsSinceEpoch: 0),
+            quarantineReason: "notify holds text, not boolean")
+        let owner = FilterOwner(id: 99, status: 1, plan: 0)
+        let profile = F.profile(id: 10, ["has_photo": .flag(true)])
+        let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock)
+        #expect(!explanation.matches)
+        #expect(
+            explanation.eligibility.filter { !$0.passed } == [
+                .init(
+                    name: "filter readable", passed: false,
+                    detail: "quarantined, never evaluated: notify holds text, not boolean")
+            ])
+        #expect(!ReferenceEvaluator.matches(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock))
     }
 
     @Test func rendersAsText() throws {
@@ -175,6 +198,7 @@ import Testing
                   pass  profile active: profile 10 status 1 (active)
                   pass  owner active: owner 99 status 1 (active), plan 0 (free)
                   pass  filter not deleted: filter 5 not deleted
+                  pass  filter readable: readable
                   pass  filter valid: valid
                   pass  filter not suspended: not suspended
                   pass  not the owner: profile 10, owner 99

@@ -50,6 +50,9 @@ public enum EligibilityRule: String, Sendable, Hashable, CaseIterable {
     case profileActive = "profile active"
     case ownerActive = "owner active"
     case filterNotDeleted = "filter not deleted"
+    /// Every column of the filter's row could be read; a row that cannot be is quarantined and never
+    /// evaluated (runs.md "Eligibility": such a value never stops a run).
+    case filterReadable = "filter readable"
     case filterValid = "filter valid"
     /// Every condition paid while the owner lacks the plan: the filter matches nothing (filter-language.md).
     case filterNotSuspended = "filter not suspended"
@@ -86,6 +89,8 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             return PairEligibility.isActive(owner?.status)
         case .filterNotDeleted:
             return !filter.isDeleted
+        case .filterReadable:
+            return filter.quarantineReason == nil
         case .filterValid:
             if case .success = conditions { return true }
             return false
@@ -114,6 +119,9 @@ struct EligibilityFacts<Blocks: BlockLookup> {
         case .filterNotDeleted:
             guard let deletedAt = filter.deletedAt else { return "filter \(filter.id) not deleted" }
             return "filter \(filter.id) deleted at \(deletedAt.iso8601)"
+        case .filterReadable:
+            guard let reason = filter.quarantineReason else { return "readable" }
+            return "quarantined, never evaluated: \(reason)"
         case .filterValid:
             switch conditions {
             case .success: return "valid"

@@ -35,7 +35,7 @@ public struct Explanation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Profile active, owner active, filter not deleted, filter valid (with the validation error),
+    /// Profile active, owner active, filter not deleted, filter readable, filter valid (with the validation error),
     /// not the owner, no block either way.
     public let eligibility: [Check]
     /// One per condition present in the filter, in catalogue order; empty when the filter is invalid.

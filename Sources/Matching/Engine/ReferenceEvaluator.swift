@@ -18,7 +18,7 @@ public enum ReferenceEvaluator {
         }
     }
 
-    /// The whole eligibility rule of runs.md: P active; owner active; filter not deleted and valid;
+    /// The whole eligibility rule of runs.md: P active; owner active; filter not deleted, readable and valid;
     /// P is not the owner; neither blocked the other; P satisfies the conditions effective for the
     /// owner's plan at the clock. `owner` must be `filter.ownerId`'s record (nil when there is none).
     public static func matches(

@@ -56,6 +56,8 @@ public protocol ProfileRepository: Sendable {
     func settleChangesAhead() throws -> Int
     /// The profiles a backfill selects.
     func profiles(_ selection: ProfileSelection) throws -> ProfileColumns
+    /// One profile, read like a run reads it; nil when there is no row. Throws `UnreadableProfile` when the
+    /// row exists but a run would quarantine it.
     func profile(id: Int64) throws -> Profile?
     /// The profiles with these ids, as columns (read totally, like every profile read); absent ids are left out.
     func profileColumns(ids: [Int64]) throws -> ProfileColumns
@@ -63,4 +65,20 @@ public protocol ProfileRepository: Sendable {
     func owners(ids: [Int64]) throws -> [Int64: FilterOwner]
     /// The store's clock: a run's default `--now`.
     func currentTime() throws -> Timestamp
+}
+
+/// A profile row that exists but cannot be read (a column of a type the worker cannot read): runs quarantine
+/// it and leave it out, so it matches no filter and satisfies none.
+public struct UnreadableProfile: Error, Sendable, CustomStringConvertible {
+    public let profileId: Int64
+    public let reason: String
+
+    public init(profileId: Int64, reason: String) {
+        self.profileId = profileId
+        self.reason = reason
+    }
+
+    public var description: String {
+        "profile \(profileId) cannot be read, so runs quarantine it and it matches nothing: \(reason)"
+    }
 }

@@ -82,7 +82,14 @@ public struct ExplainMatch: Sendable {
     ) throws
         -> Int64?
     {
-        guard profileId != filter.ownerId, let owner = try profiles.profile(id: filter.ownerId) else { return nil }
+        guard profileId != filter.ownerId else { return nil }
+        let ownerProfile: Profile?
+        do {
+            ownerProfile = try profiles.profile(id: filter.ownerId)
+        } catch is UnreadableProfile {
+            ownerProfile = nil  // a run quarantines the row: the owner satisfies no filter there either
+        }
+        guard let owner = ownerProfile else { return nil }
         let theirs = try filters.filters(ownedBy: [profileId])
         guard !theirs.isEmpty else { return nil }
         let record = try profiles.owners(ids: [profileId])[profileId]
