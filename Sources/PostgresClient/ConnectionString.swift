@@ -99,6 +99,18 @@ enum ConnectionString {
             found.append(String(match.output.1))
             found.append(String(match.output.1).removingPercentEncoding ?? "")
         }
+        // A password with spaces, not quoted (`password=correct horse staple`): libpq takes its first word and
+        // quotes the next as a keyword it misses an `=` after. Every word up to the next `keyword=`.
+        for match in conninfo.matches(of: #/password\s*=\s*([^'\s][^=']*?)(?=\s+[A-Za-z_]+\s*=|\s*$)/#) {
+            let words = String(match.output.1)
+            found.append(words)
+            found += words.split(whereSeparator: \.isWhitespace).map(String.init)
+        }
+        // `user:password@` wherever it stands: also in a URI libpq does not take for one (a scheme mistyped, or
+        // none), which it reads as a database name and quotes whole.
+        for match in conninfo.matches(of: #/:([^\s@:]+)@/#) {
+            found.append(String(match.output.1))
+        }
         // A password holding an unencoded `@` or `/` (`unencodedUserInfo`): all of it up to the last `@`, and
         // the pieces libpq may quote as host, port or database.
         for match in conninfo.matches(of: #/://[^/@:]*:([^?]*)@/#) {
@@ -127,11 +139,47 @@ enum ConnectionString {
     /// `text` without the given secrets and without anything that looks like `password=…`.
     static func redact(_ text: String, secrets: [String]) -> String {
         var text = text
-        for secret in Set(secrets) where secret.count >= 3 {
+        // Longest first: a piece of a password replaced first would leave the rest of it unmatched.
+        for secret in Set(secrets).sorted(by: { $0.count > $1.count }) where secret.count >= 3 {
             text = text.replacingOccurrences(of: secret, with: "********")
         }
         text.replace(#/password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&']+)/#, with: "password=********")
         text.replace(#/(://[^/@:\s]*):[^@/\s]*@/#) { "\($0.output.1):********@" }
         return text
     }
+
+    /// A URI libpq will not take for one: `user:password@host/db` with no scheme, or a scheme mistyped
+    /// (`postgresql:/…`, `postgres:`), which libpq reads whole as a database name. Nil otherwise. The answer
+    /// echoes nothing of the string.
+    static func unrecognizedURI(in conninfo: String) -> String? {
+        let text = conninfo.trimmingCharacters(in: .whitespaces)
+        guard !text.isEmpty, !text.contains("="), !text.contains(where: \.isWhitespace),
+            !["postgresql://", "postgres://"].contains(where: { text.hasPrefix($0) }),
+            text.contains("@") || ["postgres:", "postgresql:"].contains(where: text.lowercased().hasPrefix)
+        else { return nil }
+        return "it looks like a URI but does not begin with postgresql:// or postgres:// "
+            + "(libpq would read all of it, password included, as a database name)"
+    }
+
+    /// libpq's words about a connection string it could not parse, with every quoted fragment of the string
+    /// replaced by "…" unless it is a connection keyword: the fragments may be pieces of a password.
+    static func withoutQuotedFragments(_ reason: String) -> String {
+        reason.replacing(#/"([^"]*)"/#) { match in
+            let fragment = String(match.output.1)
+            return fragment == "=" || keywords.contains(fragment) ? "\"\(fragment)\"" : "\"…\""
+        }
+    }
+
+    /// libpq's connection keywords (`PQconndefaults`).
+    static let keywords: Set<String> = {
+        guard let options = PQconndefaults() else { return [] }
+        defer { PQconninfoFree(options) }
+        var found = Set<String>()
+        var option = options
+        while let keyword = option.pointee.keyword {
+            found.insert(String(cString: keyword))
+            option += 1
+        }
+        return found
+    }()
 }

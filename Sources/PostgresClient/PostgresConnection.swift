@@ -50,7 +50,7 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `options`: extra libpq keywords used as defaults that `conninfo` overrides
     /// (e.g. ["connect_timeout": "10", "application_name": "matcher", "options": "-c statement_timeout=…"]).
     /// `overriding`: keywords that win over `conninfo` too.
-    /// `client_encoding` defaults to UTF8.
+    /// `client_encoding` is always UTF8, whatever the connection string says.
     /// A failed connect throws `.connection` naming host, port and database, never the password.
     public init(
         _ conninfo: String? = nil, options: [String: String] = [:], overriding: [String: String] = [:]
@@ -60,8 +60,8 @@ public final class PostgresConnection: @unchecked Sendable {
         let conninfo = conninfo ?? ""
         // Later keywords win, and with expand_dbname=1 the first "dbname" may be a whole
         // connection string: defaults first, then the options, then conninfo as "dbname".
-        var keywords = ["client_encoding"]
-        var values = ["UTF8"]
+        var keywords: [String] = []
+        var values: [String] = []
         for (key, value) in options.sorted(by: { $0.key < $1.key }) where key != "dbname" {
             keywords.append(key)
             values.append(value)
@@ -74,6 +74,10 @@ public final class PostgresConnection: @unchecked Sendable {
             keywords.append(key)
             values.append(value)
         }
+        // Last, so that it wins: every text this client sends is UTF-8 and every text it reads is decoded as
+        // UTF-8, whatever `client_encoding` the connection string names.
+        keywords.append("client_encoding")
+        values.append("UTF8")
         // A database from `options` is a default too: a later, plain "dbname" that applies only
         // when conninfo names none.
         if let dbname = options["dbname"], !dbname.isEmpty,
@@ -101,13 +105,15 @@ public final class PostgresConnection: @unchecked Sendable {
                 $0.map { $0.pointee != 0 } ?? false
             }
             let message =
-                if let misread = ConnectionString.unencodedUserInfo(in: conninfo) {
+                if let misread = ConnectionString.unencodedUserInfo(in: conninfo)
+                    ?? ConnectionString.unrecognizedURI(in: conninfo)
+                {
                     // libpq's own words would quote the misread password as a host or database.
                     "invalid connection string: \(misread)"
                 } else if parsed {
                     "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
                 } else {
-                    "invalid connection string: \(reason)"
+                    "invalid connection string: \(ConnectionString.withoutQuotedFragments(reason))"
                 }
             PQfinish(connection)
             throw PostgresError(kind: .connection, message: ConnectionString.redact(message, secrets: secrets))

@@ -110,6 +110,46 @@ struct ConnectionTests {
         #expect(error?.description.contains("s3cret-value") == false)
     }
 
+    /// Found by review in session 23: a URI with its scheme mistyped or missing is a database name to libpq,
+    /// quoted whole in its errors; a password with spaces, not quoted, has its second word quoted by libpq's
+    /// parse error; and pieces of a password replaced before the whole of it left the rest showing.
+    @Test(arguments: [
+        "postgresql:/alice:s3cretpw@127.0.0.1/app",
+        "alice:s3cretpw@127.0.0.1:1/app",
+        "postgres:alice:s3cretpw@localhost/app",
+    ])
+    func aURILibpqDoesNotTakeForOneIsRefusedWithoutEchoingIt(_ conninfo: String) throws {
+        let error = #expect(throws: PostgresError.self) { try PostgresConnection(conninfo) }
+        let description = try #require(error?.description)
+        #expect(description.contains("invalid connection string: it looks like a URI"), "\(description)")
+        #expect(!description.contains("s3cretpw") && !description.contains("alice"), "\(description)")
+    }
+
+    @Test func aPasswordWithSpacesNotQuotedShowsNoneOfItsWords() throws {
+        let conninfo = "host=/nonexistent password=correct horse battery staple user=someone"
+        let error = #expect(throws: PostgresError.self) { try PostgresConnection(conninfo) }
+        let description = try #require(error?.description)
+        #expect(description.contains("invalid connection string: "), "\(description)")
+        for word in ["correct", "horse", "battery", "staple"] {
+            #expect(!description.contains(word), "\(description)")
+        }
+        let words = PostgresConnection.redactingSecrets(
+            #"missing "=" after "horse" in connection info string"#, conninfo: conninfo)
+        #expect(!words.contains("horse"), "\(words)")
+        let pieces = PostgresConnection.redactingSecrets(
+            "could not connect: s3cret-value:pieces@x", conninfo: "postgresql://u:s3cret-value:pieces@db/x")
+        #expect(!pieces.contains("s3cret") && !pieces.contains("pieces"), "\(pieces)")
+    }
+
+    /// The client decodes every text as UTF-8; a `client_encoding` in the connection string does not change it.
+    @Test func theClientEncodingIsUTF8WhateverTheConnectionStringSays() throws {
+        let database = try TestDatabase.create()
+        let connection = try PostgresConnection(database.conninfo + " client_encoding=SJIS")
+        defer { connection.close() }
+        #expect(try connection.query("SHOW client_encoding").rows[0].string(0) == "UTF8")
+        #expect(try connection.query("SELECT 'お見合い'::text").rows[0].string(0) == "お見合い")
+    }
+
     @Test func transactionCommitsOnSuccess() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()
