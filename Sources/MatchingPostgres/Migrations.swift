@@ -116,24 +116,28 @@ public struct MigrationRunner {
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
         // The app's existing tables first: refuse before changing anything if the worker cannot read them.
         try AppSchema.verify(connection, requireTables: false)
-        try connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
-                version integer PRIMARY KEY,
-                name text NOT NULL,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
-            )
-            """)
         let callTimeout = connection.callTimeout
         connection.callTimeout = nil
         defer { connection.callTimeout = callTimeout }
+        // Every write of the runner holds the migrators' lock: two `matcher migrate` started at once would
+        // otherwise both create the bookkeeping table, or both replace the capture's functions, and one fail.
+        try connection.transaction { tx in
+            try Self.takeMigratorsLock(tx)
+            try tx.execute(
+                """
+                CREATE TABLE IF NOT EXISTS matcher_schema_migrations (
+                    version integer PRIMARY KEY,
+                    name text NOT NULL,
+                    checksum text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
+                )
+                """)
+        }
         var applied: [Migration] = []
         for migration in migrations {
             let didApply = try connection.transaction { tx -> Bool in
                 // One migrator at a time; whoever waits sees the other's work and skips it.
-                try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
-                try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(0)])
+                try Self.takeMigratorsLock(tx)
                 let existing = try tx.query(
                     "SELECT checksum FROM matcher_schema_migrations WHERE version = $1",
                     [.int4(Int32(migration.version))])
@@ -189,7 +193,8 @@ public struct MigrationRunner {
         // reinstalled when the catalogue changed, after the files.
         if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
             try connection.transaction { tx in
-                try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
+                try Self.takeMigratorsLock(tx)
+                try tx.execute("SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
                 do {
                     try ChangeCapture.install(inTransaction: tx)
                 } catch let error as PostgresError where error.sqlState == "55P03" {
@@ -202,8 +207,17 @@ public struct MigrationRunner {
                 }
             }
         }
-        try Self.markVersion(connection)
+        try connection.transaction { tx in
+            try Self.takeMigratorsLock(tx)
+            try Self.markVersion(tx)
+        }
         return applied
+    }
+
+    /// Waits for any other migrator's transaction (no statement or lock timeout until then).
+    private static func takeMigratorsLock(_ tx: PostgresConnection) throws {
+        try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
+        try tx.query("SELECT pg_advisory_xact_lock($1, $2)", [.int4(MigrationRunner.lockNamespace), .int4(0)])
     }
 
     /// The newest migration this build's code needs (a test keeps it equal to the newest file of `sql/`).
@@ -243,7 +257,11 @@ public struct MigrationRunner {
     /// Earlier texts of a migration that had the same effect on the databases they were applied to, so
     /// that a database migrated with them is not told the migration "was edited": 0001 before its
     /// statements became `IF NOT EXISTS` (issue 14).
-    static let equivalentChecksums: [Int: Set<String>] = [1: ["69e3dc691b2770aa"]]
+    static let equivalentChecksums: [Int: Set<String>] = [
+        1: ["69e3dc691b2770aa"],
+        // 0003 pinned the search path to `public` by name; it now names the migration's schema.
+        3: ["e87c82ae6884c76a"],
+    ]
 
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).
     public static var currentExecutable: URL {

@@ -26,6 +26,10 @@ struct Run: ParsableCommand {
                 writeConnections: options.writeConnections)
             pause.connection = store.connection
             try MigrationRunner.verifyCurrent(store.connection)
+            if let problem = try ChangeCapture.mismatch(on: store.connection) {
+                logger.warning(
+                    "the change capture does not fit the app's triggers", metadata: ["problem": "\(problem)"])
+            }
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 MatchingRepositories(store: store), engine: options.engine.engine,

@@ -149,4 +149,25 @@ import Testing
         #expect(run.counters.matchesWritten == 6)
         #expect(run.counters.notificationsWritten == 2)
     }
+
+    /// Found by review in session 23: migration 3 pinned the old capture function's search path to `public` by
+    /// name, so in another schema every write to profiles failed (the function no longer found its table)
+    /// from its commit until migration 5 replaced it, and for as long as migration 5 could not be applied.
+    @Test func theAppCanWriteProfilesBetweenMigrationsThreeAndFive() throws {
+        let database = try TestDatabase.create()
+        let setup = try database.connect()
+        try setup.execute("CREATE SCHEMA matcher_app")
+        let connection = try PostgresConnection(
+            database.conninfo, options: ["options": "-c search_path=matcher_app"])
+        let all = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(all.filter { $0.version <= 4 })
+        try connection.execute(
+            """
+            INSERT INTO profiles (id, gender, birth_date, residence, status, last_login_at, created_at, updated_at)
+            VALUES (1, 2, '1995-01-01', 13, 1, now(), now(), now())
+            """)
+        try connection.execute("UPDATE profiles SET last_login_at = now(), residence = 27 WHERE id = 1")
+        let recorded = try connection.query("SELECT count(*) FROM matcher_profile_changes").rows[0].int64(0)
+        #expect(recorded == 1)
+    }
 }

@@ -58,6 +58,59 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// Found by review in session 23: the capture fired only for updates that named a watched column, so a
+    /// value the app's own `BEFORE` trigger derives went unrecorded; and an update of `id` recorded only the
+    /// new id, so a run's unit still took the old one for active. Without such triggers the capture stays
+    /// `UPDATE OF` the watched columns (a login costs nothing); with them, `matcher migrate` installs it for
+    /// every update, and a run warns while it has not.
+    @Test func aValueTheAppsOwnTriggerDerivesAndARenumberedIdAreChanges() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        try twin.runBoth(at: ScenarioWorld.day1)
+        let c = twin.connection
+        let definition = {
+            try c.query("SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'matcher_profiles_changed'")
+                .rows[0].string(0)
+        }
+        #expect(try definition().contains(" UPDATE OF "))
+        #expect(try ChangeCapture.mismatch(on: c) == nil)
+        try c.execute(
+            """
+            CREATE FUNCTION app_derive_introduction() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN NEW.has_introduction := NEW.last_login_at > '2026-03-01'; RETURN NEW; END $$;
+            CREATE TRIGGER app_derive_introduction BEFORE UPDATE ON profiles
+                FOR EACH ROW EXECUTE FUNCTION app_derive_introduction();
+            """)
+        let warning = try #require(try ChangeCapture.mismatch(on: c))
+        #expect(warning.contains("app_derive_introduction") && warning.contains("matcher migrate"))
+        try MigrationRunner(connection: c).apply(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory))
+        #expect(try !definition().contains(" UPDATE OF "))
+        #expect(try ChangeCapture.mismatch(on: c) == nil)
+        let recorded = { (id: Int64) throws -> String? in
+            try c.query("SELECT changed_by::text FROM matcher_profile_changes WHERE profile_id = $1", [.int8(id)])
+                .rows.first?.optionalString(0)
+        }
+        let before = try recorded(11)
+        // A login that, through the app's trigger, changes has_introduction: a change for matching.
+        try c.query(
+            "UPDATE profiles SET last_login_at = $1 WHERE id = 11", [.timestamptz(ScenarioWorld.day2)])
+        let derived = try c.query("SELECT has_introduction FROM profiles WHERE id = 11").rows[0].bool(0)
+        #expect(derived)
+        let after = try recorded(11)
+        #expect(after != nil && after != before, "\(String(describing: before)) -> \(String(describing: after))")
+        // A login that changes nothing the items read still records nothing.
+        try c.query(
+            "UPDATE profiles SET last_login_at = $1 WHERE id = 11", [.timestamptz(ScenarioWorld.day3)])
+        #expect(try recorded(11) == after)
+
+        // Renumbered: both ids are recorded, the old one as a profile that is gone.
+        let oldBefore = try recorded(13)
+        try c.execute("UPDATE profiles SET id = 913 WHERE id = 13")
+        let oldAfter = try recorded(13)
+        #expect(oldAfter != nil && oldAfter != oldBefore)
+        #expect(try recorded(913) == oldAfter)
+    }
+
     @Test func aCandidateThatEditsBackAndForthIsRecordedOnceWithinRetention() throws {
         let twin = try Twin()
         _ = try Self.world(twin)

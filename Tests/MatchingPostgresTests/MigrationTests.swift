@@ -67,6 +67,45 @@ import Testing
         }
     }
 
+    /// Found by review in session 23: two `matcher migrate` at once failed one of them (`tuple concurrently
+    /// updated`) when both replaced the change capture's functions, which they did outside the migrators' lock;
+    /// and on a fresh database both created the bookkeeping table at once.
+    @Test func twoMigratorsAtOnceBothSucceed() throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        func together(_ database: TestDatabase, _ prepare: (PostgresConnection) throws -> Void) throws {
+            let connections = try (0..<2).map { _ in try database.connect() }
+            defer { for connection in connections { connection.close() } }
+            try prepare(connections[0])
+            let failures = Failures()
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                do {
+                    try MigrationRunner(connection: connections[index]).apply(migrations)
+                } catch {
+                    failures.append("\(error)")
+                }
+            }
+            #expect(failures.all.isEmpty, "\(failures.all)")
+        }
+        for _ in 0..<3 {
+            try together(try TestDatabase.create()) { _ in }
+        }
+        let database = try TestDatabase.create()
+        try MigrationRunner(connection: try database.connect()).apply(migrations)
+        for _ in 0..<5 {
+            // The installed capture no longer matches its text: both migrators reinstall it.
+            try together(database) { connection in
+                try connection.execute("COMMENT ON FUNCTION matcher_record_changed_profile() IS 'stale'")
+            }
+        }
+    }
+
+    final class Failures: @unchecked Sendable {
+        private let lock = NSLock()
+        private var items: [String] = []
+        func append(_ item: String) { lock.withLock { items.append(item) } }
+        var all: [String] { lock.withLock { items } }
+    }
+
     /// The version the code needs is the newest file's, and a run on a database behind it is refused before it
     /// reads or writes anything (exit 78, one line saying what to do), rather than failing at the first
     /// statement that names a new column after committing some units; after `matcher migrate` it runs.
