@@ -21,6 +21,8 @@ struct MetricsFile {
         var notificationsPause: NotificationPause??
         /// Seconds from the clock of the shard's last successful run to now (change-capture lag).
         var lagSeconds: Double?
+        /// The same for the shard furthest behind, of every layout whose progress still covers owners.
+        var stalestLagSeconds: Double?
         /// Rows set aside as unusable (quarantined) and not yet repaired.
         var quarantinedRows: Int?
         /// Filters with matches waiting for a digest (their notify_every, or the pause).
@@ -44,6 +46,7 @@ struct MetricsFile {
         "matcher_run_filters_evaluated", "matcher_run_filters_invalid", "matcher_run_filters_paid_ignored",
         "matcher_run_matches_written", "matcher_run_notifications_written",
         "matcher_run_filters_suspended", "matcher_run_digests_held_back", "matcher_run_matches_mutual",
+        "matcher_run_matches_forgotten", "matcher_run_retention_backlog", "matcher_run_retention_stopped_early",
     ]
 
     let path: String
@@ -149,6 +152,20 @@ struct MetricsFile {
                 c.digestsHeldBack
             ),
             ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
+            (
+                "matcher_run_matches_forgotten", "Pairs past retention the last successful run forgot.",
+                c.matchesForgotten
+            ),
+            (
+                "matcher_run_retention_backlog",
+                "1 when the last successful run's retention sweep left expired pairs for the next runs, else 0.",
+                summary?.retention?.backlog == true ? 1 : 0
+            ),
+            (
+                "matcher_run_retention_stopped_early",
+                "1 when that sweep stopped early because a batch kept conflicting with another writer, else 0.",
+                summary?.retention?.stoppedByConflict != nil ? 1 : 0
+            ),
         ] {
             lastSuccess(name, help, [([], Double(value))])
         }
@@ -169,6 +186,13 @@ struct MetricsFile {
             metric(
                 "matcher_lag_seconds", "gauge",
                 "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
+                [([], value)])
+        }
+        if let value = gauges.stalestLagSeconds {
+            metric(
+                "matcher_stalest_shard_lag_seconds", "gauge",
+                "Seconds from the clock of the last successful run of the shard furthest behind (any layout whose "
+                    + "progress still covers owners) to now.",
                 [([], value)])
         }
         if let value = gauges.quarantinedRows {

@@ -146,6 +146,7 @@ final class PauseProbe: @unchecked Sendable {
         do {
             let status = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false)
             gauges.lagSeconds = status.shard(shard).flatMap { status.lagSeconds(of: $0) }.map(Double.init)
+            gauges.stalestLagSeconds = status.stalestLagSeconds.map(Double.init)
             gauges.quarantinedRows = status.quarantinedRows
             gauges.digestsWaiting = status.digests.filters
             gauges.oldestDigestWaitingSeconds = Double(

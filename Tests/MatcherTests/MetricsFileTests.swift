@@ -10,13 +10,46 @@ import Testing
         FileManager.default.temporaryDirectory.appendingPathComponent("matcher-metrics-\(UUID().uuidString).prom").path
     }
 
-    static func summary(clock: Timestamp = Timestamp(secondsSinceEpoch: 1_772_334_000)) -> RunSummary {
+    static func summary(
+        clock: Timestamp = Timestamp(secondsSinceEpoch: 1_772_334_000),
+        retention: RetentionOutcome? = RetentionOutcome(forgotten: 0, backlog: false)
+    ) -> RunSummary {
         RunSummary(
             runId: 7, kind: .run, shard: .all, clock: clock, dryRun: false, resumedRunId: nil,
             counters: RunCounters(
                 candidates: 120, filtersEvaluated: 30, filtersInvalid: 1, filtersPaidIgnored: 2,
-                matchesWritten: 40, notificationsWritten: 5),
-            matchesFound: 40, phaseSeconds: [.read: 0.25, .evaluate: 0.5, .write: 1.5], totalSeconds: 2.5)
+                matchesWritten: 40, notificationsWritten: 5, matchesForgotten: retention?.forgotten ?? 0),
+            matchesFound: 40, phaseSeconds: [.read: 0.25, .evaluate: 0.5, .write: 1.5], totalSeconds: 2.5,
+            retention: retention)
+    }
+
+    /// What the retention sweep left, for MatcherRetentionBacklog, and the stalest shard's lag, for
+    /// MatcherShardBehind (review of session 23: neither a backlog nor a shard no timer starts had a series).
+    @Test func theSweepsBacklogAndTheStalestShardAreWritten() throws {
+        let path = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = MetricsFile(path: path, kind: .run, shard: .all)
+        var gauges = MetricsFile.Gauges()
+        gauges.stalestLagSeconds = 100_000
+        try file.write(
+            .success,
+            summary: Self.summary(
+                retention: RetentionOutcome(forgotten: 5_000_000, backlog: true, stoppedByConflict: "lock timeout")),
+            gauges: gauges)
+        let labels = #"{kind="run",shard="0/1"}"#
+        var values = try Self.values(path)
+        #expect(values["matcher_run_matches_forgotten" + labels] == 5_000_000)
+        #expect(values["matcher_run_retention_backlog" + labels] == 1)
+        #expect(values["matcher_run_retention_stopped_early" + labels] == 1)
+        #expect(values["matcher_stalest_shard_lag_seconds" + labels] == 100_000)
+        // A failed run keeps the last success's; the next success without a backlog clears it.
+        try file.write(.failure, summary: nil)
+        values = try Self.values(path)
+        #expect(values["matcher_run_retention_backlog" + labels] == 1)
+        try file.write(.success, summary: Self.summary())
+        values = try Self.values(path)
+        #expect(values["matcher_run_retention_backlog" + labels] == 0)
+        #expect(values["matcher_run_retention_stopped_early" + labels] == 0)
     }
 
     static func values(_ path: String) throws -> [String: Double] {
@@ -91,7 +124,7 @@ import Testing
         let gauges = MetricsFile.Gauges(
             notificationsPause: .some(
                 NotificationPause(pausedAt: Timestamp(secondsSinceEpoch: 1), pausedBy: "a", reason: "b")),
-            lagSeconds: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1,
+            lagSeconds: 1, stalestLagSeconds: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1,
             digestOverdueSeconds: 1,
             primaryKeyBytes: 3, primaryKeyPackedBytes: 1, marks: 10, marksInPlace: 9)
         try file.write(.success, summary: Self.summary(), gauges: gauges)

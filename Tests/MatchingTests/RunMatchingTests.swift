@@ -571,7 +571,8 @@ import Testing
             counters: RunCounters(
                 candidates: 5, filtersEvaluated: 3, filtersInvalid: 1,
                 matchesWritten: 9, notificationsWritten: 2),
-            matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75)
+            matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75,
+            retention: nil)
         let report = Report.runSummary(summary)
         #expect(report.section("Counts")?.value("Matches written") == .integer(9))
         let text = ReportRenderer.render(report, as: .text)

@@ -76,6 +76,28 @@ import Testing
         try Self.golden("lagging", status)
     }
 
+    /// A shard that no timer starts after a reshard: its owners are covered only by the old layout's entry,
+    /// whose lag every other shard's run exports (`matcher_stalest_shard_lag_seconds`).
+    @Test func theStalestShardIsTheOneNoTimerStarts() throws {
+        let store = Self.world()
+        for index in 0..<2 { _ = try World.run(store, shard: try Shard(index: index, count: 2)) }
+        var status = try store.serviceStatus()
+        #expect(status.stalestLagSeconds == 0)
+        // Four shards from day 2, but 3/4 never runs: 1/2's entry still covers its owners.
+        for day in 1...3 {
+            let clock = World.day1.adding(days: day)
+            store.setClock(clock)
+            for index in [0, 1, 2] { _ = try World.run(store, now: clock, shard: try Shard(index: index, count: 4)) }
+        }
+        store.setClock(World.day1.adding(days: 3).adding(microseconds: Self.hour))
+        status = try store.serviceStatus()
+        #expect(status.stalestLagSeconds == Int64(3 * 24 * 3_600 + 3_600))
+        // Once 3/4 runs, the old layout is folded into the new one and nothing lags.
+        _ = try World.run(store, now: World.day1.adding(days: 3), shard: try Shard(index: 3, count: 4))
+        status = try store.serviceStatus()
+        #expect(status.stalestLagSeconds == 3_600)
+    }
+
     @Test func durationsReadAsPeopleSayThem() {
         #expect(Report.duration(0) == "0s")
         #expect(Report.duration(59) == "59s")

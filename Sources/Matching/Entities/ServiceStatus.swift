@@ -71,6 +71,15 @@ public struct ServiceStatus: Sendable, Hashable {
     /// Seconds from the shard's last success's clock to now (nil: no success recorded).
     public func lagSeconds(of shard: ShardStatus) -> Int64? { shard.lastSuccess.map { seconds(since: $0.clock) } }
 
+    /// The lag of the shard furthest behind among those whose progress still covers owners (every layout with
+    /// an entry in `matcher_shard_progress`; one folded into a newer layout's has none): seconds from its last
+    /// success's clock (or, without one, from when its mark was taken) to now. Nil when no shard has progress.
+    /// Every shard's run exports it, so a shard that no timer starts (one forgotten after a reshard) is seen
+    /// by the others, which still run.
+    public var stalestLagSeconds: Int64? {
+        shards.filter { $0.progress != nil }.compactMap { lagSeconds(of: $0) ?? progressAgeSeconds(of: $0) }.max()
+    }
+
     /// Seconds from when the shard's progress mark was taken (or reset) to now.
     public func progressAgeSeconds(of shard: ShardStatus) -> Int64? {
         shard.progress.map { seconds(since: $0.takenAt) }

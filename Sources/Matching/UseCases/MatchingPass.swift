@@ -135,13 +135,15 @@ extension MatchingPass {
     ) throws -> RunSummary {
         var timer = timer
         let outcome: Outcome
-        var forgotten = 0
+        var retention: RetentionOutcome?
         do {
             outcome = try body(&timer)
             timer.begin(.forget, output)
-            forgotten = try forgetExpired(clock: run.clock, retentionDays: retentionDays)
+            retention = try forgetExpired(clock: run.clock, retentionDays: retentionDays)
             timer.end(.forget, output)
-            try runs.finish(runId: run.id, RunCompletion(phaseSeconds: timer.seconds, matchesForgotten: forgotten))
+            try runs.finish(
+                runId: run.id,
+                RunCompletion(phaseSeconds: timer.seconds, matchesForgotten: retention?.forgotten ?? 0))
         } catch {
             try? runs.fail(runId: run.id, error: String(describing: error))
             throw error
@@ -149,28 +151,29 @@ extension MatchingPass {
         let counters = (try runs.run(id: run.id)?.counters ?? outcome.counters)
         return summarize(
             runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
-            resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer)
+            resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer,
+            retention: retention)
     }
 
     /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
     /// in bounded batches; a service-wide backlog is left to the next runs rather than growing one.
-    private func forgetExpired(clock: Timestamp, retentionDays: Int) throws -> Int {
+    private func forgetExpired(clock: Timestamp, retentionDays: Int) throws -> RetentionOutcome? {
         let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
         let outcome = try matches.forgetExpired(
             before: cutoff, batchSize: Retention.batchSize,
             maxBatches: Retention.maxBatchesPerRun)
         if let outcome { output.handle(.forgotten(outcome)) }
-        return outcome?.forgotten ?? 0
+        return outcome
     }
 
     func summarize(
         runId: Int64?, kind: RunKind, shard: Shard, clock: Timestamp, dryRun: Bool,
-        resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer
+        resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer, retention: RetentionOutcome? = nil
     ) -> RunSummary {
         let summary = RunSummary(
             runId: runId, kind: kind, shard: shard, clock: clock, dryRun: dryRun,
             resumedRunId: resumedId, counters: counters, matchesFound: found,
-            phaseSeconds: timer.seconds, totalSeconds: timer.total)
+            phaseSeconds: timer.seconds, totalSeconds: timer.total, retention: retention)
         output.handle(.finished(summary))
         return summary
     }

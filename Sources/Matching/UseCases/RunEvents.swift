@@ -110,4 +110,6 @@ public struct RunSummary: Sendable, Hashable {
     public let matchesFound: Int
     public let phaseSeconds: [RunPhase: Double]
     public let totalSeconds: Double
+    /// What the run's retention sweep did; nil when none ran (a dry run, an attempt that failed).
+    public let retention: RetentionOutcome?
 }
