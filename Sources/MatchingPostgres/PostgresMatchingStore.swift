@@ -699,7 +699,9 @@ extension PostgresMatchingStore: MatchRepository {
     /// transaction.)
     static let sweeperSession = "SET jit = off; SET synchronous_commit = off"
 
-    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+    public func forgetExpired(
+        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+    ) throws -> RetentionOutcome? {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
         let sweeper = try openConnection()
         defer { sweeper.close() }
@@ -725,14 +727,17 @@ extension PostgresMatchingStore: MatchRepository {
                 return helpers
             },
             cutoff: cutoff, batchSize: batchSize, maxBatches: maxBatches, clockLimit: sweepClocks,
-            lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout), faultPoints: faultPoints
+            lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout), faultPoints: faultPoints,
+            stopRequested: { stop.requestedReason != nil }
         ).forgetPairs()
         // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
-        // visited may still name one.
-        guard pairs.complete else {
+        // visited may still name one. A stop request ends the sweep here too.
+        let stoppedByRequest = stop.requestedReason
+        guard pairs.complete, stoppedByRequest == nil else {
             return RetentionOutcome(
-                forgotten: pairs.forgotten, backlog: pairs.backlog,
-                conflictsRolledBack: pairs.conflicts.rolledBack, stoppedByConflict: pairs.conflicts.stoppedBy)
+                forgotten: pairs.forgotten, backlog: pairs.backlog || stoppedByRequest != nil,
+                conflictsRolledBack: pairs.conflicts.rolledBack, stoppedByConflict: pairs.conflicts.stoppedBy,
+                stoppedByRequest: stoppedByRequest)
         }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         let conflicts = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))

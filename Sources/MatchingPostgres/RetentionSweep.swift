@@ -29,6 +29,8 @@ package struct RetentionSweep {
     let lockTimeoutMilliseconds: Int64
     /// The tests' seam (`StoreFaultPoints`); nil in production.
     var faultPoints: (any StoreFaultPoints)? = nil
+    /// Whether a stop was requested (SIGTERM): the sweep ends after the batches in progress, with a backlog.
+    var stopRequested: @Sendable () -> Bool = { false }
 
     /// Ranges of filter ids a clock is cut into, per connection: more than one each, so that a connection
     /// whose ranges held less takes over the others' rest.
@@ -95,7 +97,8 @@ package struct RetentionSweep {
         if bulkExpired { tasks += ranges.map { .bulk($0) } }
         let work = SweepQueue(
             tasks: tasks,
-            budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize)
+            budget: maxBatches.multipliedReportingOverflow(by: batchSize).overflow ? .max : maxBatches * batchSize,
+            stopRequested: stopRequested)
         let conflicts = BatchConflicts(lockTimeoutMilliseconds: lockTimeoutMilliseconds)
         let forgotten = ResultSlots<Int>(count: connections.count)
         let batchSize = self.batchSize
@@ -268,28 +271,37 @@ private final class SweepQueue: @unchecked Sendable {
     private var stopped = false
     private var leftWork = false
 
+    private let stopRequested: @Sendable () -> Bool
+
     /// `budget`: pairs the sweep may forget before it stops with a backlog (the last batch may pass it).
-    init(tasks: [SweepTask], budget: Int) {
+    /// `stopRequested`: asked before each task and batch; when true, the sweep stops with a backlog.
+    init(tasks: [SweepTask], budget: Int, stopRequested: @escaping @Sendable () -> Bool = { false }) {
         self.tasks = tasks
         self.pairsLeft = max(1, budget)
+        self.stopRequested = stopRequested
     }
 
     /// The next task; nil when none is left or the sweep stopped.
     func next() -> SweepTask? {
         lock.withLock {
             guard !stopped, position < tasks.count else { return nil }
+            guard !stopRequested() else {
+                stopped = true
+                leftWork = true
+                return nil
+            }
             defer { position += 1 }
             return tasks[position]
         }
     }
 
     /// Counts `pairs` just forgotten by a range with more to go; whether it may go on. When the budget is
-    /// spent, the sweep stops with a backlog.
+    /// spent, or a stop was requested, the sweep stops with a backlog.
     func spend(_ pairs: Int) -> Bool {
         lock.withLock {
             guard !stopped else { return false }
             pairsLeft -= pairs
-            guard pairsLeft > 0 else {
+            guard pairsLeft > 0, !stopRequested() else {
                 stopped = true
                 leftWork = true
                 return false

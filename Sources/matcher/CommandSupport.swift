@@ -306,6 +306,11 @@ struct LoggingRunOutput: RunOutputHandler {
                     "bookkeeping_forgotten": "\(outcome.bookkeepingForgotten)",
                     "conflicts_rolled_back": "\(outcome.conflictsRolledBack)",
                 ])
+            if let reason = outcome.stoppedByRequest {
+                logger.notice(
+                    "retention sweep ended early on request; the next run forgets the rest",
+                    metadata: ["reason": "\(reason)"])
+            }
             if let reason = outcome.stoppedByConflict {
                 logger.warning(
                     "retention sweep stopped early: a batch kept conflicting with another writer; the next run forgets the rest",

@@ -32,8 +32,10 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         return try base.withUnitTransaction(body)
     }
 
-    func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
-        try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches)
+    func forgetExpired(
+        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+    ) throws -> RetentionOutcome? {
+        try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: stop)
     }
 
     func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }

@@ -158,6 +158,33 @@ import Testing
                 == waiting)
     }
 
+    /// A stop request (SIGTERM) during the sweep ends it after the batches in progress, with a backlog that the
+    /// next sweep finishes (review of session 23: the sweep ran on, up to 100 batches, past systemd's stop
+    /// timeout).
+    @Test func aStopRequestEndsTheSweepAfterItsBatchAndTheNextSweepFinishes() throws {
+        let (database, connection) = try world(bulk: false)
+        defer { connection.close() }
+        let (expired, waiting) = try expiredAndWaiting(connection)
+        final class StopAfterFirstBatch: StoreFaultPoints, @unchecked Sendable {
+            let stop = StopRequest()
+            func reach(_ point: StoreFaultPoint) {
+                if point == .sweepBetweenPairsAndEntries { stop.request("SIGTERM") }
+            }
+        }
+        let points = StopAfterFirstBatch()
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 1, faultPoints: points) {
+            try database.connect()
+        }
+        let first = try #require(
+            try store.forgetExpired(before: cutoff, batchSize: 20, maxBatches: 1_000, stop: points.stop))
+        #expect(first.stoppedByRequest == "SIGTERM" && first.backlog)
+        #expect(first.forgotten > 0 && first.forgotten <= 20, "one batch, then it stops: \(first.forgotten)")
+        #expect(expired - waiting > 20)
+        let rest = try #require(try store.forgetExpired(before: cutoff, batchSize: 1_000, maxBatches: 1_000))
+        #expect(rest.stoppedByRequest == nil && !rest.backlog)
+        #expect(first.forgotten + rest.forgotten == Int(expired - waiting))
+    }
+
     /// More expired clocks that hold waiting matches than a sweep lists (here 2; 500 in production: an hourly
     /// timer with monthly digests has 700 a month) never keep it from the run that has just expired, and each
     /// is visited again in turn: once its matches stop waiting, they are forgotten within a few sweeps.

@@ -153,8 +153,10 @@ import Testing
         func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
             try base.withUnitTransaction(body)
         }
-        func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
-            try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches)
+        func forgetExpired(
+            before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+        ) throws -> RetentionOutcome? {
+            try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: stop)
         }
         func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
         func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }

@@ -478,6 +478,45 @@ import Testing
         _ = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
         #expect(World.rows(store).matches == World.rows(clean).matches)
     }
+
+    /// Requests a stop (as SIGTERM does) when `phase` starts.
+    final class StopWhenPhaseStarts: RunOutputHandler, @unchecked Sendable {
+        let stop = StopRequest()
+        let phase: RunPhase
+        init(_ phase: RunPhase) { self.phase = phase }
+        func handle(_ event: RunEvent) {
+            if case .phaseStarted(let started) = event, started == phase { stop.request("SIGTERM") }
+        }
+    }
+
+    /// Review of session 23: a stop was asked only before a unit's writes, so a dry run (no units) ran to its
+    /// end, and a run went on through its evaluation; now each phase boundary asks too.
+    @Test func aStopRequestEndsADryRunAtTheNextPhase() throws {
+        let store = manyFilters()
+        let output = StopWhenPhaseStarts(.read)  // the signal arrives while the profiles are read
+        let useCase = RunMatching(
+            MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop))
+        #expect(throws: RunStopped.self) { try useCase.execute(.init(now: World.day1, dryRun: true)) }
+    }
+
+    /// A stop during the retention sweep ends the sweep, not the run: its units have committed; the expired
+    /// pairs left are the next run's.
+    @Test func aStopRequestDuringTheSweepLeavesTheRestToTheNextRun() throws {
+        let store = seeded()
+        _ = try World.run(store)
+        let later = World.day1.adding(days: 10)
+        store.setClock(later)
+        let output = StopWhenPhaseStarts(.forget)
+        let stopped = try RunMatching(
+            MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop)
+        ).execute(.init(now: later, retentionDays: 7))
+        #expect(stopped.retention?.stoppedByRequest == "SIGTERM")
+        #expect(stopped.retention?.backlog == true)
+        #expect(World.pairs(store).count == 3, "nothing forgotten yet")
+        let next = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: later, retentionDays: 7))
+        #expect(next.counters.matchesForgotten == 3)
+        #expect(World.pairs(store).isEmpty)
+    }
 }
 
 @Suite struct BackfillTests {

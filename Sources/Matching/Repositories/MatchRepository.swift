@@ -252,10 +252,14 @@ public struct RetentionOutcome: Sendable, Hashable {
     /// database's reason). The run does not fail for it; the next runs forget the rest.
     public let stoppedByConflict: String?
 
+    /// The stop request (SIGTERM, SIGINT) that ended the sweep early, leaving the rest for the next runs.
+    public let stoppedByRequest: String?
+
     public init(
         forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0,
-        conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil
+        conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil, stoppedByRequest: String? = nil
     ) {
+        self.stoppedByRequest = stoppedByRequest
         self.forgotten = forgotten
         self.backlog = backlog
         self.notificationsForgotten = notificationsForgotten
@@ -287,12 +291,21 @@ public protocol MatchRepository: Sendable {
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest, in
     /// bounded batches; once none is left, also sent notifications created before it (and, in PostgreSQL, the
     /// bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process is sweeping.
-    func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome?
+    /// When `stop` is requested (SIGTERM), it ends after the batches in progress and leaves the rest for the
+    /// next runs (`RetentionOutcome.stoppedByRequest`).
+    func forgetExpired(
+        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+    ) throws -> RetentionOutcome?
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
 }
 
 extension MatchRepository {
+    /// `forgetExpired` that no one stops.
+    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
+        try forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: StopRequest())
+    }
+
     /// One writer, this store: units are written one after another.
     public func withUnitWriters<T>(
         shortfall: (UnitWriterShortfall) -> Void, _ body: ([any MatchRepository]) throws -> T

@@ -56,11 +56,19 @@ struct MatchingPass {
         }
     }
 
+    /// A stop request (SIGTERM, SIGINT) is honoured between phases too, not only between units: a phase can
+    /// take minutes at a million profiles, longer than a service manager waits. Nothing of the pass is
+    /// committed before its write phase, so the next run (or the same backfill) does it all again.
+    private func stopIfRequested(_ plan: Plan) throws {
+        if let reason = options.stop.requestedReason { throw RunStopped(reason: reason, runId: plan.run?.id) }
+    }
+
     private func evaluateAndWrite(
         _ plan: Plan, candidates: CandidateProfiles, chosen: [SavedFilter], owners: [Int64: FilterOwner],
         blockSet: BlockSet, readIssues: ReadIssues, connections: [any MatchRepository], timings: inout PhaseTimer
     ) throws -> Outcome {
         // Evaluate, then keep only the pairs not recorded yet.
+        try stopIfRequested(plan)
         timings.begin(.evaluate, output)
         let prepared = PreparedFilters(chosen, owners: owners, windows: plan.windows)
         for record in prepared.invalid { output.handle(.invalidFilter(record)) }
@@ -81,6 +89,7 @@ struct MatchingPass {
         }
 
         // What the digests need: the waiting matches that still qualify, and which pairs are mutual.
+        try stopIfRequested(plan)
         timings.begin(.evaluate, output)
         let findings = try DigestFindings.gather(
             prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
@@ -89,6 +98,7 @@ struct MatchingPass {
 
         // Write, in units of work: each commits its matches, the digests they make due, its counters and the
         // run's cursor together, so a crash at any instant loses and duplicates nothing.
+        try stopIfRequested(plan)
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
@@ -161,7 +171,7 @@ extension MatchingPass {
         let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
         let outcome = try matches.forgetExpired(
             before: cutoff, batchSize: Retention.batchSize,
-            maxBatches: Retention.maxBatchesPerRun)
+            maxBatches: Retention.maxBatchesPerRun, stop: options.stop)
         if let outcome { output.handle(.forgotten(outcome)) }
         return outcome
     }

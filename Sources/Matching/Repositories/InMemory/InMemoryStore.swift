@@ -299,8 +299,15 @@ extension InMemoryStore: MatchRepository {
         return true
     }
 
-    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
-        locked {
+    public func forgetExpired(
+        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+    ) throws -> RetentionOutcome? {
+        // All at once: a stop can only come before it starts.
+        if let reason = stop.requestedReason {
+            let expired = locked { written.matchRows.values.contains { $0.matchedAt < cutoff } }
+            return RetentionOutcome(forgotten: 0, backlog: expired, stoppedByRequest: reason)
+        }
+        return locked {
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
