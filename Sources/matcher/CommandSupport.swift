@@ -195,10 +195,27 @@ final class SignalTrap: @unchecked Sendable {
 }
 
 extension SignalTrap {
+    /// How long a second signal waits for the cancel of the statement in progress before it exits anyway.
+    static let cancelWaitSeconds = 2.0
+
+    /// Runs `body` on a thread of its own and waits for it at most `seconds`; whether it returned in time.
+    static func within(_ seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            body()
+            done.signal()
+        }
+        return done.wait(timeout: .now() + seconds) == .success
+    }
+
     /// The trap for a run or backfill on `store`: a second signal cancels the statement in progress and exits.
     static func stoppingAtUnitBoundaries(of store: PostgresMatchingStore) -> SignalTrap {
         SignalTrap { name in
-            store.connection.cancelCurrentStatement()
+            // The cancel opens a connection of its own and waits for the server, with no timeout of its own:
+            // behind a frozen network it would never return, and the process would not exit. Sent from another
+            // thread, waited for at most a moment; the open transaction rolls back either way when the
+            // connection goes with the process.
+            _ = SignalTrap.within(SignalTrap.cancelWaitSeconds) { store.connection.cancelCurrentStatement() }
             FileHandle.standardError.write(
                 Data("matcher: second \(name): aborting now; the open unit rolls back\n".utf8))
             Foundation.exit(name == "SIGINT" ? 130 : 143)
