@@ -8,6 +8,8 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// `blocks`' row estimate for the block lookups' form (the store's, read once); nil: read when needed.
     var blockRows: Double? = nil
 
+    func keepAlive() throws { try tx.execute("SELECT 1") }
+
     /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
     /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {

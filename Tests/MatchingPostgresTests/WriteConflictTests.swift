@@ -203,4 +203,40 @@ import Testing
         #expect(summary.counters.matchesWritten == 2 && summary.counters.notificationsWritten == 1)
         try Self.expectSameRowsAsMemory(twin)
     }
+
+    /// A unit written ahead of its turn waits inside its transaction while an earlier unit is held up (here by
+    /// another writer's row lock, 3 s): to the server it is idle in a transaction, which
+    /// `idle_in_transaction_session_timeout` ends (the worker sets it to the network timeout + 30 s). The waiting
+    /// unit sends a statement that does nothing every `turnKeepAliveSeconds`, so the run goes on (review of
+    /// session 23: with a 50 s network timeout, one 60 s lock wait of an earlier unit failed the run).
+    @Test func aUnitWaitingForItsTurnIsNotTakenForIdle() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [
+                ScenarioWorldProfiles.man(1), ScenarioWorldProfiles.man(2), ScenarioWorldProfiles.woman(10),
+                ScenarioWorldProfiles.woman(11),
+            ], at: day1)
+        try twin.saveFilters(
+            [100, 200].map {
+                SavedFilter(
+                    id: $0, ownerId: $0 / 100, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
+                    updatedAt: day1)
+            })
+        let other = OtherWriter(
+            connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10)
+        ) { _, _ in Thread.sleep(forTimeInterval: 3) }
+        let conninfo = twin.database.conninfo
+        let idleAfterASecond: @Sendable () throws -> PostgresConnection = {
+            try PostgresConnection(conninfo, options: ["options": "-c idle_in_transaction_session_timeout=1000"])
+        }
+        let store = PostgresMatchingStore(
+            connection: try idleAfterASecond(), writeConnections: 2, faultPoints: other,
+            openConnection: idleAfterASecond)
+        let summary = try RunMatching(
+            MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 1, turnKeepAliveSeconds: 0.2)
+        ).execute(.init(now: day1))
+        #expect(other.finish().failure == nil)
+        #expect(summary.counters.matchesWritten == 4 && summary.counters.notificationsWritten == 2)
+    }
 }

@@ -185,6 +185,10 @@ public struct NewMatch: Sendable, Hashable {
 /// The primitives of one unit-of-work transaction. `UnitCommitter` holds the algorithm; a store supplies
 /// only these, so production and the in-memory twin commit units the same way.
 public protocol UnitTransaction {
+    /// A statement that changes nothing, so that a transaction waiting for its turn to commit does not look
+    /// idle to the server (PostgreSQL ends a session idle in a transaction after
+    /// `idle_in_transaction_session_timeout`).
+    func keepAlive() throws
     /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent).
     func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64>
     /// The filters' last notification times, read without a lock (a hint: `lockNotificationStates` decides).

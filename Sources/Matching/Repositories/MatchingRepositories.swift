@@ -40,10 +40,17 @@ public struct PassOptions: Sendable {
     public var unitFilterLimit: Int
     /// …or this many new matches, whichever comes first.
     public var unitMatchLimit: Int
+    /// A unit written ahead of its turn sends a statement that does nothing this often while it waits for the
+    /// earlier units to commit, so that the server never takes it for idle in its transaction.
+    public var turnKeepAliveSeconds: Double
 
-    public init(stop: StopRequest = StopRequest(), unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000) {
+    public init(
+        stop: StopRequest = StopRequest(), unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000,
+        turnKeepAliveSeconds: Double = 10
+    ) {
         self.stop = stop
         self.unitFilterLimit = max(1, unitFilterLimit)
         self.unitMatchLimit = max(1, unitMatchLimit)
+        self.turnKeepAliveSeconds = max(0.01, turnKeepAliveSeconds)
     }
 }

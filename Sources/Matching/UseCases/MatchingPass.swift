@@ -103,7 +103,8 @@ struct MatchingPass {
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
         try runs.recordReadIssues(readIssues, runId: run.id)
         let writer = UnitWriter(
-            output: output, stop: options.stop, run: run, plan: plan,
+            output: output, stop: options.stop, turnKeepAliveSeconds: options.turnKeepAliveSeconds, run: run,
+            plan: plan,
             lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
             findings: findings)
         var units: [UnitWriter.Pending] = []

@@ -17,13 +17,15 @@ public struct UnitCommitter: Sendable {
 
     /// - Parameter beforeAdvance: called inside the transaction once the unit's rows are written, just before
     ///   the run's cursor moves: `UnitWriter` waits there until every earlier unit has committed, so that units
-    ///   written in parallel still commit in filter-id order (a throw rolls the unit back).
+    ///   written in parallel still commit in filter-id order (a throw rolls the unit back). It is given the
+    ///   transaction's `keepAlive`, to call while it waits.
     public func commit(
-        _ unit: WorkUnit, to store: any MatchRepository, beforeAdvance: () throws -> Void = {}
+        _ unit: WorkUnit, to store: any MatchRepository,
+        beforeAdvance: (_ keepAlive: () throws -> Void) throws -> Void = { _ in }
     ) throws -> WorkUnitOutcome {
         try store.withUnitTransaction { tx in
             let written = try write(unit, tx)
-            try beforeAdvance()
+            try beforeAdvance { try tx.keepAlive() }
             try tx.advanceRun(
                 unit.runId, pastFilter: unit.lastFilterId,
                 adding: unit.filterCounters

@@ -32,6 +32,7 @@ final class UnitWriter: @unchecked Sendable {
 
     private let output: any RunOutputHandler
     private let stop: StopRequest
+    private let turnKeepAliveSeconds: Double
     private let run: RunRecord
     private let plan: MatchingPass.Plan
     private let lastLogins: [Int64: Timestamp]
@@ -44,10 +45,11 @@ final class UnitWriter: @unchecked Sendable {
     private var done = 0
 
     init(
-        output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
+        output: any RunOutputHandler, stop: StopRequest, turnKeepAliveSeconds: Double = 10, run: RunRecord,
         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
         findings: DigestFindings
     ) {
+        self.turnKeepAliveSeconds = turnKeepAliveSeconds
         self.readAt = readAt
         self.findings = findings
         self.output = output
@@ -128,10 +130,10 @@ final class UnitWriter: @unchecked Sendable {
                 mutual: findings.mutual, readAt: readAt,
                 bulk: plan.windows.everyProfileForEveryFilter),
             to: writer,
-            beforeAdvance: {
+            beforeAdvance: { keepAlive in
                 holding = false
                 busy.signal()
-                try order.waitForTurn(index)
+                try order.waitForTurn(index, keepAlive: keepAlive, every: turnKeepAliveSeconds)
             })
         order.committed(index) {
             written =
@@ -172,11 +174,18 @@ final class CommitOrder: @unchecked Sendable {
         return handedOut - 1
     }
 
-    /// Returns when every unit before `index` has committed; throws when one of them failed.
-    func waitForTurn(_ index: Int) throws {
+    /// Returns when every unit before `index` has committed; throws when one of them failed. While it waits,
+    /// `keepAlive` runs every `seconds` (outside the lock): an earlier unit may take minutes (a row lock another
+    /// writer holds, its retries), and the server would end this unit's session as idle in its transaction.
+    func waitForTurn(_ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity) throws {
         condition.lock()
         defer { condition.unlock() }
-        while committedCount < index, (earliestFailure?.index ?? Int.max) > index { condition.wait() }
+        while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
+            if condition.wait(until: Date(timeIntervalSinceNow: min(seconds, 86_400))) { continue }
+            condition.unlock()
+            defer { condition.lock() }
+            try keepAlive()
+        }
         guard committedCount == index else { throw EarlierUnitFailed() }
     }
 

@@ -339,6 +339,8 @@ extension InMemoryStore: MatchRepository {
 
 /// The unit-of-work primitives over a copy of the store's written state, kept only when the body returns.
 final class InMemoryUnitTransaction: UnitTransaction {
+    func keepAlive() throws {}
+
     var written: InMemoryStore.Written
     private var saved: InMemoryStore.Written?
     private let profiles: [Int64: Profile]
