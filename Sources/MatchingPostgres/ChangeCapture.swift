@@ -93,6 +93,8 @@ public enum ChangeCapture {
                 FOR EACH STATEMENT EXECUTE FUNCTION \(s).matcher_record_deleted_profiles();
 
             DO $owner$
+            DECLARE
+                lent_create boolean := false;
             BEGIN
                 IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '\(ownerRole)') THEN
                     BEGIN
@@ -103,15 +105,28 @@ public enum ChangeCapture {
                 END IF;
                 IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = '\(ownerRole)')
                    AND pg_catalog.pg_has_role(current_user, '\(ownerRole)', 'USAGE') THEN
-                    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO \(ownerRole)', \(literal(schema)));
-                    EXECUTE pg_catalog.format(
-                        'GRANT SELECT, INSERT, UPDATE ON %I.matcher_profile_changes TO \(ownerRole)', \(literal(schema)));
-                    EXECUTE pg_catalog.format(
-                        'ALTER FUNCTION %I.matcher_record_inserted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
-                    EXECUTE pg_catalog.format(
-                        'ALTER FUNCTION %I.matcher_record_changed_profile() OWNER TO \(ownerRole)', \(literal(schema)));
-                    EXECUTE pg_catalog.format(
-                        'ALTER FUNCTION %I.matcher_record_deleted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
+                    BEGIN
+                        EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO \(ownerRole)', \(literal(schema)));
+                        EXECUTE pg_catalog.format(
+                            'GRANT SELECT, INSERT, UPDATE ON %I.matcher_profile_changes TO \(ownerRole)', \(literal(schema)));
+                        -- A new owner needs CREATE on the functions' schema (a superuser migrator is exempt from the
+                        -- check, a schema owner is not): lent for the change of owner only.
+                        IF NOT pg_catalog.has_schema_privilege('\(ownerRole)', \(literal(schema)), 'CREATE') THEN
+                            EXECUTE pg_catalog.format('GRANT CREATE ON SCHEMA %I TO \(ownerRole)', \(literal(schema)));
+                            lent_create := true;
+                        END IF;
+                        EXECUTE pg_catalog.format(
+                            'ALTER FUNCTION %I.matcher_record_inserted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
+                        EXECUTE pg_catalog.format(
+                            'ALTER FUNCTION %I.matcher_record_changed_profile() OWNER TO \(ownerRole)', \(literal(schema)));
+                        EXECUTE pg_catalog.format(
+                            'ALTER FUNCTION %I.matcher_record_deleted_profiles() OWNER TO \(ownerRole)', \(literal(schema)));
+                        IF lent_create THEN
+                            EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA %I FROM \(ownerRole)', \(literal(schema)));
+                        END IF;
+                    EXCEPTION WHEN insufficient_privilege THEN
+                        RAISE WARNING 'the change-capture functions stay owned by %: %', current_user, SQLERRM;
+                    END;
                 ELSE
                     RAISE WARNING 'role \(ownerRole) is missing or not usable by %: the change-capture functions stay owned by it', current_user;
                 END IF;
@@ -161,12 +176,44 @@ public enum ChangeCapture {
               AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
             """, [.text(schema)]
         ).rows[0].int64(0)
-        guard installed != checksum || triggers != 3 else { return false }
+        let ownedAsIntended = try ownerProblem(tx, schema: schema, onlyIfMendable: true) == nil
+        guard installed != checksum || triggers != 3 || !ownedAsIntended else { return false }
         try tx.execute(sql)
         try tx.execute(
             "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
                 + literal(checksum))
         return true
+    }
+
+    /// Why the capture's functions are not owned by `ownerRole` (they then run with the rights of the role that
+    /// migrated, wider than they need), for `matcher migrate` to say; nil when they are, or not installed.
+    /// With `onlyIfMendable`, nil as well when this session could not hand them over anyway (the role is missing
+    /// or not ours to use): a reinstall would change nothing.
+    public static func ownerProblem(on connection: PostgresConnection) throws -> String? {
+        let schema = try connection.query("SELECT current_schema()").rows[0].string(0)
+        return try ownerProblem(connection, schema: schema, onlyIfMendable: false)
+    }
+
+    static func ownerProblem(_ tx: PostgresConnection, schema: String, onlyIfMendable: Bool) throws -> String? {
+        let row = try tx.query(
+            """
+            SELECT r.rolname::text,
+                   EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $2)
+                   AND pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = $2), 'USAGE')
+            FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_roles r ON r.oid = p.proowner
+            WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
+            """, [.text(schema), .text(ownerRole)]
+        ).rows.first
+        guard let row else { return nil }
+        let owner = try row.string(0)
+        let usable = try row.bool(1)
+        guard owner != ownerRole, usable || !onlyIfMendable else { return nil }
+        return "the change-capture functions are owned by \(owner), not \(ownerRole): they run with \(owner)'s rights. "
+            + (usable
+                ? "Handing them over failed; grant the migrating role CREATE on the schema (or run matcher migrate as "
+                    + "its owner) and run matcher migrate again"
+                : "Create the role \(ownerRole) (NOLOGIN) and grant it to the migrating role, as "
+                    + "sql/roles/worker_role.sql says, then run matcher migrate again")
     }
 
     /// The app's own row triggers that run before an update of `profiles` in `schema` (enabled, not internal):

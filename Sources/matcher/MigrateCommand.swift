@@ -46,6 +46,9 @@ struct Migrate: ParsableCommand {
                 logger.info(
                     "migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
             }
+            if let problem = try ChangeCapture.ownerProblem(on: connection) {
+                logger.warning("change capture not owned by its role", metadata: ["problem": "\(problem)"])
+            }
             let latest = migrations.last.map { String($0.version) } ?? "-"
             let names = applied.map { String(format: "%04d", $0.version) + "_" + $0.name }
             print(
