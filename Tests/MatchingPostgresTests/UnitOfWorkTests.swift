@@ -84,6 +84,28 @@ import Testing
         #expect(counters.matchesWritten == 3 && counters.notificationsWritten == 1 && counters.filtersEvaluated == 1)
     }
 
+    /// A new match its digest cannot count (the profile was hidden after the run read it) waits, not passed over,
+    /// whether or not another writer recorded one of the unit's pairs meanwhile (review of session 23: the
+    /// fallback marked it passed over, which lets retention forget it while it waits; the common path did not).
+    @Test(arguments: [false, true])
+    func aNewMatchHiddenBeforeItsDigestWaitsOnEitherPath(recordedMeanwhile: Bool) throws {
+        let (twin, run, notify) = try setUp()
+        if recordedMeanwhile {
+            try twin.connection.query(
+                "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (10, 3, $1)",
+                [.timestamptz(ScenarioWorld.day1)])
+        }
+        try twin.connection.execute("UPDATE profiles SET status = 2 WHERE id = 4")
+        let outcome = try twin.postgres.commit(unit(run, notify, [2, 3, 4]), planner: NotificationPlanner())
+        #expect(outcome.notificationsWritten == 1)
+        let notes = try twin.postgres.notifications(filterId: 10)
+        #expect(notes.first.map { Set($0.profileIds) } == (recordedMeanwhile ? [2] : [2, 3]))
+        let entry = try twin.connection.query(
+            "SELECT passed_over FROM matcher_waiting_matches WHERE filter_id = 10 AND profile_id = 4"
+        ).rows.first
+        #expect(try entry?.bool(0) == false, "listed waiting, not passed over")
+    }
+
     @Test func aPairRecordedMeanwhileFallsBackAndIsNeitherDuplicatedNorNotifiedTwice() throws {
         let (twin, run, notify) = try setUp()
         // Another writer (a backfill with --notify) recorded (10, 3) after this run read the table.

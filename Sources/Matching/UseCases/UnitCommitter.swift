@@ -143,9 +143,13 @@ public struct UnitCommitter: Sendable {
         let newDigests = DigestMarks(replanned, newIds)
         try tx.markNotified(newDigests.marks(of: nowWaiting.map(\.pair)), mutual: unit.mutual)
         try tx.recordNotified(replanned.map(\.filterId), at: now)
+        // The unit's own new matches are not passed over by their first digest, as on the common path (which
+        // lists them waiting after it decides): only the waiting matches a digest had read before.
+        let insertedNow = Set(inserted)
         try tx.markPassedOver(
             Self.passedOver(
-                nowWaiting, by: redecided, newDigests, evaluated: { newPairs.contains($0) || unit.evaluated($0) }))
+                nowWaiting, by: redecided, newDigests,
+                evaluated: { insertedNow.contains($0) ? false : newPairs.contains($0) || unit.evaluated($0) }))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
