@@ -21,8 +21,9 @@ struct MetricsFile {
         var notificationsPause: NotificationPause??
         /// Seconds from the clock of the shard's last successful run to now (change-capture lag).
         var lagSeconds: Double?
-        /// The same for the shard furthest behind, of every layout whose progress still covers owners.
-        var stalestLagSeconds: Double?
+        /// The clock of the last successful run of the shard furthest behind, of every layout whose progress still
+        /// covers owners (Unix time; `ServiceStatus.stalestShardSince`).
+        var stalestShardSince: Double?
         /// Rows set aside as unusable (quarantined) and not yet repaired.
         var quarantinedRows: Int?
         /// Filters with matches waiting for a digest (their notify_every, or the pause).
@@ -188,11 +189,11 @@ struct MetricsFile {
                 "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
                 [([], value)])
         }
-        if let value = gauges.stalestLagSeconds {
+        if let value = gauges.stalestShardSince {
             metric(
-                "matcher_stalest_shard_lag_seconds", "gauge",
-                "Seconds from the clock of the last successful run of the shard furthest behind (any layout whose "
-                    + "progress still covers owners) to now.",
+                "matcher_stalest_shard_success_clock_timestamp_seconds", "gauge",
+                "The clock of the last successful run of the shard furthest behind (any layout whose progress still "
+                    + "covers owners), Unix time.",
                 [([], value)])
         }
         if let value = gauges.quarantinedRows {

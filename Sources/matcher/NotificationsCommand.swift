@@ -146,7 +146,7 @@ final class PauseProbe: @unchecked Sendable {
         do {
             let status = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false)
             gauges.lagSeconds = status.shard(shard).flatMap { status.lagSeconds(of: $0) }.map(Double.init)
-            gauges.stalestLagSeconds = status.stalestLagSeconds.map(Double.init)
+            gauges.stalestShardSince = status.stalestShardSince.map { Double($0.microsecondsSinceEpoch) / 1_000_000 }
             gauges.quarantinedRows = status.quarantinedRows
             gauges.digestsWaiting = status.digests.filters
             gauges.oldestDigestWaitingSeconds = Double(

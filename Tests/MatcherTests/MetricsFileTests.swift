@@ -23,14 +23,14 @@ import Testing
             retention: retention)
     }
 
-    /// What the retention sweep left, for MatcherRetentionBacklog, and the stalest shard's lag, for
+    /// What the retention sweep left, for MatcherRetentionBacklog, and the stalest shard's last success, for
     /// MatcherShardBehind (review of session 23: neither a backlog nor a shard no timer starts had a series).
     @Test func theSweepsBacklogAndTheStalestShardAreWritten() throws {
         let path = Self.temporaryPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
         let file = MetricsFile(path: path, kind: .run, shard: .all)
         var gauges = MetricsFile.Gauges()
-        gauges.stalestLagSeconds = 100_000
+        gauges.stalestShardSince = 1_772_334_000
         try file.write(
             .success,
             summary: Self.summary(
@@ -41,7 +41,7 @@ import Testing
         #expect(values["matcher_run_matches_forgotten" + labels] == 5_000_000)
         #expect(values["matcher_run_retention_backlog" + labels] == 1)
         #expect(values["matcher_run_retention_stopped_early" + labels] == 1)
-        #expect(values["matcher_stalest_shard_lag_seconds" + labels] == 100_000)
+        #expect(values["matcher_stalest_shard_success_clock_timestamp_seconds" + labels] == 1_772_334_000)
         // A failed run keeps the last success's; the next success without a backlog clears it.
         try file.write(.failure, summary: nil)
         values = try Self.values(path)
@@ -124,7 +124,7 @@ import Testing
         let gauges = MetricsFile.Gauges(
             notificationsPause: .some(
                 NotificationPause(pausedAt: Timestamp(secondsSinceEpoch: 1), pausedBy: "a", reason: "b")),
-            lagSeconds: 1, stalestLagSeconds: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1,
+            lagSeconds: 1, stalestShardSince: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1,
             digestOverdueSeconds: 1,
             primaryKeyBytes: 3, primaryKeyPackedBytes: 1, marks: 10, marksInPlace: 9)
         try file.write(.success, summary: Self.summary(), gauges: gauges)

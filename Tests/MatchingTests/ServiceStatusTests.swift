@@ -77,7 +77,7 @@ import Testing
     }
 
     /// A shard that no timer starts after a reshard: its owners are covered only by the old layout's entry,
-    /// whose lag every other shard's run exports (`matcher_stalest_shard_lag_seconds`).
+    /// whose last success every other shard's run exports (`matcher_stalest_shard_success_clock_timestamp_seconds`).
     @Test func theStalestShardIsTheOneNoTimerStarts() throws {
         let store = Self.world()
         for index in 0..<2 { _ = try World.run(store, shard: try Shard(index: index, count: 2)) }

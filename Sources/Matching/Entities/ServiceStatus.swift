@@ -71,14 +71,16 @@ public struct ServiceStatus: Sendable, Hashable {
     /// Seconds from the shard's last success's clock to now (nil: no success recorded).
     public func lagSeconds(of shard: ShardStatus) -> Int64? { shard.lastSuccess.map { seconds(since: $0.clock) } }
 
-    /// The lag of the shard furthest behind among those whose progress still covers owners (every layout with
-    /// an entry in `matcher_shard_progress`; one folded into a newer layout's has none): seconds from its last
-    /// success's clock (or, without one, from when its mark was taken) to now. Nil when no shard has progress.
-    /// Every shard's run exports it, so a shard that no timer starts (one forgotten after a reshard) is seen
-    /// by the others, which still run.
-    public var stalestLagSeconds: Int64? {
-        shards.filter { $0.progress != nil }.compactMap { lagSeconds(of: $0) ?? progressAgeSeconds(of: $0) }.max()
+    /// The shard furthest behind among those whose progress still covers owners (every layout with an entry in
+    /// `matcher_shard_progress`; one folded into a newer layout's has none): the clock of its last successful
+    /// run, or, without one, when its mark was taken. Nil when no shard has progress. Every shard's run exports
+    /// it, so a shard that no timer starts (one forgotten after a reshard) is seen by the others, which run.
+    public var stalestShardSince: Timestamp? {
+        shards.filter { $0.progress != nil }.compactMap { $0.lastSuccess?.clock ?? $0.progress?.takenAt }.min()
     }
+
+    /// Seconds from `stalestShardSince` to now.
+    public var stalestLagSeconds: Int64? { stalestShardSince.map { seconds(since: $0) } }
 
     /// Seconds from when the shard's progress mark was taken (or reset) to now.
     public func progressAgeSeconds(of shard: ShardStatus) -> Int64? {

@@ -180,11 +180,14 @@ final class CommitOrder: @unchecked Sendable {
     func waitForTurn(_ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity) throws {
         condition.lock()
         defer { condition.unlock() }
+        let period = min(seconds, 86_400)
+        var due = Date(timeIntervalSinceNow: period)  // not moved by the other units' commits that wake it
         while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
-            if condition.wait(until: Date(timeIntervalSinceNow: min(seconds, 86_400))) { continue }
+            if condition.wait(until: due) { continue }
             condition.unlock()
             defer { condition.lock() }
             try keepAlive()
+            due = Date(timeIntervalSinceNow: period)
         }
         guard committedCount == index else { throw EarlierUnitFailed() }
     }
