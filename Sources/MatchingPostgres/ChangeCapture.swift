@@ -200,6 +200,8 @@ public enum ChangeCapture {
             SELECT r.rolname::text,
                    EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $2)
                    AND pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = $2), 'USAGE')
+                   AND (has_schema_privilege((SELECT oid FROM pg_roles WHERE rolname = $2), n.oid, 'CREATE')
+                        OR has_schema_privilege(current_user, n.oid, 'CREATE WITH GRANT OPTION'))
             FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_roles r ON r.oid = p.proowner
             WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
             """, [.text(schema), .text(ownerRole)]
@@ -210,10 +212,10 @@ public enum ChangeCapture {
         guard owner != ownerRole, usable || !onlyIfMendable else { return nil }
         return "the change-capture functions are owned by \(owner), not \(ownerRole): they run with \(owner)'s rights. "
             + (usable
-                ? "Handing them over failed; grant the migrating role CREATE on the schema (or run matcher migrate as "
-                    + "its owner) and run matcher migrate again"
-                : "Create the role \(ownerRole) (NOLOGIN) and grant it to the migrating role, as "
-                    + "sql/roles/worker_role.sql says, then run matcher migrate again")
+                ? "Handing them over failed (see the migration's warning); run matcher migrate again"
+                : "The migrating role must be able to use the role \(ownerRole) (NOLOGIN; grant it, as "
+                    + "sql/roles/worker_role.sql says), and \(ownerRole) needs CREATE on the schema (granted to it, "
+                    + "or lent by a migrating role that owns the schema); then run matcher migrate again")
     }
 
     /// The app's own row triggers that run before an update of `profiles` in `schema` (enabled, not internal):

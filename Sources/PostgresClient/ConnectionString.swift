@@ -157,17 +157,39 @@ enum ConnectionString {
             !["postgresql://", "postgres://"].contains(where: { text.hasPrefix($0) }),
             text.contains("@") || ["postgres:", "postgresql:"].contains(where: text.lowercased().hasPrefix)
         else { return nil }
-        return "it looks like a URI but does not begin with postgresql:// or postgres:// "
-            + "(libpq would read all of it, password included, as a database name)"
+        return "the connection string looks like a URI but does not begin with postgresql:// or postgres://, "
+            + "so libpq reads all of it, password included, as a database name (masked here)"
     }
 
     /// libpq's words about a connection string it could not parse, with every quoted fragment of the string
-    /// replaced by "…" unless it is a connection keyword: the fragments may be pieces of a password.
-    static func withoutQuotedFragments(_ reason: String) -> String {
-        reason.replacing(#/"([^"]*)"/#) { match in
+    /// replaced by "…" unless it is a connection keyword: the fragments may be pieces of a password. A keyword
+    /// misspelled in `conninfo` is not echoed either, but the keyword it is nearest to is suggested.
+    static func withoutQuotedFragments(_ reason: String, conninfo: String = "") -> String {
+        let dropped = reason.replacing(#/"([^"]*)"/#) { match in
             let fragment = String(match.output.1)
             return fragment == "=" || keywords.contains(fragment) ? "\"\(fragment)\"" : "\"…\""
         }
+        guard reason.contains("invalid connection option") else { return dropped }
+        let unknown = conninfo.matches(of: #/(?:^|\s)([A-Za-z_]+)\s*=/#).map { String($0.output.1) }
+            .filter { !keywords.contains($0) }
+        let suggestions = unknown.compactMap { key in
+            keywords.map { ($0, editDistance(key.lowercased(), $0)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+        }
+        return suggestions.isEmpty ? dropped : dropped + " (did you mean \(suggestions.joined(separator: ", "))?)"
+    }
+
+    /// Levenshtein distance, for suggesting a keyword.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var previous = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(1, b.count) where !b.isEmpty {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return a.isEmpty ? b.count : previous[b.count]
     }
 
     /// libpq's connection keywords (`PQconndefaults`).

@@ -96,24 +96,30 @@ public final class PostgresConnection: @unchecked Sendable {
             throw PostgresError(kind: .connection, message: "libpq could not allocate a connection")
         }
         guard PQstatus(connection) == CONNECTION_OK else {
+            // A URI libpq does not take for one is read whole as a database name, password included: all of it
+            // is masked, wherever libpq or the server quote it.
+            let looksLikeURI = ConnectionString.unrecognizedURI(in: conninfo)
             let secrets =
                 ConnectionString.secrets(of: connection) + ConnectionString.secrets(in: conninfo)
                 + [options["password"]].compactMap { $0 }
+                + (looksLikeURI == nil ? [] : [conninfo.trimmingCharacters(in: .whitespaces)])
             let reason = singleLine(String(cString: PQerrorMessage(connection)))
             // With no host, port or database, libpq failed before trying: the parameters are invalid.
             let parsed = [PQhost(connection), PQport(connection), PQdb(connection)].contains {
                 $0.map { $0.pointee != 0 } ?? false
             }
             let message =
-                if let misread = ConnectionString.unencodedUserInfo(in: conninfo)
-                    ?? ConnectionString.unrecognizedURI(in: conninfo)
-                {
+                if let misread = ConnectionString.unencodedUserInfo(in: conninfo) {
                     // libpq's own words would quote the misread password as a host or database.
                     "invalid connection string: \(misread)"
                 } else if parsed {
                     "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
+                        + (looksLikeURI.map { "; note: \($0)" } ?? "")
                 } else {
-                    "invalid connection string: \(ConnectionString.withoutQuotedFragments(reason))"
+                    // Masked first (a fragment may hold a quote), then what is left of the string's own words.
+                    "invalid connection string: "
+                        + ConnectionString.withoutQuotedFragments(
+                            ConnectionString.redact(reason, secrets: secrets), conninfo: conninfo)
                 }
             PQfinish(connection)
             throw PostgresError(kind: .connection, message: ConnectionString.redact(message, secrets: secrets))

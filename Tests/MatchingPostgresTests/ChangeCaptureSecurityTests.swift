@@ -113,6 +113,43 @@ import Testing
         #expect(!lent, "CREATE on the schema is given back")
     }
 
+    /// A migrator that can use the role but cannot lend it CREATE on the schema (granted CREATE itself, without
+    /// the grant option) keeps the functions, is told so, and a later `matcher migrate` does not reinstall the
+    /// capture again and again (each reinstall takes an exclusive lock on profiles).
+    @Test func aMigratorThatCannotHandTheCaptureOverSaysSoOnce() throws {
+        let database = try TestDatabase.create()
+        let admin = try database.connect()
+        defer { admin.close() }
+        let migrator = "matcher_test_migrator_\(database.name.suffix(12))"
+        try admin.execute(
+            """
+            DO $$ BEGIN
+                CREATE ROLE \(ChangeCapture.ownerRole) NOLOGIN NOSUPERUSER NOINHERIT;
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+            END $$;
+            CREATE ROLE "\(migrator)" LOGIN NOSUPERUSER;
+            GRANT \(ChangeCapture.ownerRole) TO "\(migrator)";
+            GRANT CREATE ON SCHEMA public TO "\(migrator)";
+            """)
+        defer {
+            try? admin.execute("DROP DATABASE IF EXISTS \"\(database.name)\" WITH (FORCE)")
+            try? admin.execute("DROP ROLE IF EXISTS \"\(migrator)\"")
+        }
+        let connection = try PostgresConnection(database.conninfo, overriding: ["user": migrator])
+        defer { connection.close() }
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations)
+        let problem = try #require(try ChangeCapture.ownerProblem(on: connection))
+        #expect(problem.contains("owned by \(migrator)") && problem.contains("CREATE on the schema"), "\(problem)")
+        let trigger = {
+            try admin.query("SELECT oid::bigint FROM pg_trigger WHERE tgname = 'matcher_profiles_changed'").rows[0]
+                .int64(0)
+        }
+        let before = try trigger()
+        try MigrationRunner(connection: connection).apply(migrations)
+        #expect(try trigger() == before, "not reinstalled")
+    }
+
     /// An interrupted first run is completed with every profile, those that predate the change capture included.
     @Test func resumingAnInterruptedFirstRunKeepsProfilesThatPredateTheCapture() throws {
         var scenario = ScenarioWorld(seed: 31)

@@ -121,8 +121,30 @@ struct ConnectionTests {
     func aURILibpqDoesNotTakeForOneIsRefusedWithoutEchoingIt(_ conninfo: String) throws {
         let error = #expect(throws: PostgresError.self) { try PostgresConnection(conninfo) }
         let description = try #require(error?.description)
-        #expect(description.contains("invalid connection string: it looks like a URI"), "\(description)")
+        #expect(description.contains("looks like a URI"), "\(description)")
         #expect(!description.contains("s3cretpw") && !description.contains("alice"), "\(description)")
+    }
+
+    /// A legitimate database name with `@` is no connection string error: a failure to reach the server stays one
+    /// (exit 69, retried), with the name masked.
+    @Test func aDatabaseNameWithAnAtSignIsNotAConfigurationError() throws {
+        let error = #expect(throws: PostgresError.self) {
+            try PostgresConnection("reports@eu", options: ["host": "/nonexistent/socket/dir"])
+        }
+        let description = try #require(error?.description)
+        #expect(description.hasPrefix("connection error: could not connect to host="), "\(description)")
+        #expect(!description.contains("reports@eu"), "\(description)")
+    }
+
+    /// libpq's parse errors quote pieces of the string; a misspelled keyword is not echoed, but suggested.
+    @Test func aMisspelledKeywordIsSuggestedAndAQuotedPieceOfAPasswordIsNot() throws {
+        let typo = #expect(throws: PostgresError.self) { try PostgresConnection("host=/nonexistent sslmod=require") }
+        #expect(typo?.description.contains("did you mean sslmode?") == true, "\(typo?.description ?? "")")
+        let quoted = #expect(throws: PostgresError.self) {
+            try PostgresConnection(#"host=/nonexistent password=horse ba"ttery staple"#)
+        }
+        let description = try #require(quoted?.description)
+        for piece in ["horse", #"ba"t"#, "ttery", "staple"] { #expect(!description.contains(piece), "\(description)") }
     }
 
     @Test func aPasswordWithSpacesNotQuotedShowsNoneOfItsWords() throws {
