@@ -70,6 +70,49 @@ import Testing
         }
     }
 
+    /// Review of session 23: the zone check looked at every entry overlapping the shard, also an old layout's
+    /// kept only for another shard of the new layout that has not run yet; a shard whose owners all take their
+    /// changes from its own entry was refused for a zone it no longer uses.
+    @Test func theZoneCheckLooksOnlyAtTheEntriesTheShardUses() throws {
+        let store = manyFilters()
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        for k in 0..<4 { _ = try World.run(store, shard: try Shard(index: k, count: 4)) }
+        // Eight shards in UTC from day 2, on purpose; 5/8 does not run, so 1/4's Tokyo entry stays for its owners.
+        for k in [0, 1, 2, 3, 4, 6, 7] {
+            _ = try RunMatching(MatchingRepositories(store: store)).execute(
+                .init(now: World.day2, timeZone: utc, shard: try Shard(index: k, count: 8), timeZoneChange: true))
+        }
+        let day3 = World.day2.adding(days: 1)
+        let oneOfEight = try RunMatching(MatchingRepositories(store: store)).execute(
+            .init(now: day3, timeZone: utc, shard: try Shard(index: 1, count: 8)))
+        #expect(oneOfEight.runId != nil)
+        // 5/8 itself still takes its owners' changes from 1/4's Tokyo entry: refused in UTC without the flag.
+        #expect(throws: TimeZoneChanged.self) {
+            try RunMatching(MatchingRepositories(store: store)).execute(
+                .init(now: day3, timeZone: utc, shard: try Shard(index: 5, count: 8)))
+        }
+    }
+
+    /// From more shards than a run reads windows for (64) straight to one: refused, saying to go through a layout
+    /// in between, and abandoning nothing; through 10 shards it works, and each change is seen once.
+    @Test func fromHundredShardsToOneGoesThroughALayoutInBetween() throws {
+        let store = manyFilters()
+        for k in 0..<100 { _ = try World.run(store, shard: try Shard(index: k, count: 100)) }
+        store.save([World.profile(41, loginHoursAgo: 1, at: World.day2)])
+        let refused = #expect(throws: TooManyChangeWindows.self) {
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day2))
+        }
+        #expect(refused?.description.contains("layout in between") == true)
+        var found = 0
+        for k in 0..<10 {
+            found += try World.run(store, now: World.day2, shard: try Shard(index: k, count: 10)).counters
+                .matchesWritten
+        }
+        #expect(found > 0, "profile 41's matches, once")
+        let unsharded = try World.run(store, now: World.day2.adding(days: 1))
+        #expect(unsharded.counters.candidates == 0 && unsharded.counters.matchesWritten == 0)
+    }
+
     /// A backfill and `explain` are held to the zone the runs use. Ages and `notify_every` follow the zone's date,
     /// so a backfill in another zone recorded (and with `--notify`, notified) pairs a run at the same clock would
     /// not, and `explain` answered for Tokyo whatever the runs used.

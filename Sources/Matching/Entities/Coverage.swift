@@ -53,6 +53,19 @@ public struct Coverage: Sendable, Hashable, Codable {
         Coverage(entries: entries.filter { $0.shard.intersects(shard) })
     }
 
+    /// The entries some owner of `shard` takes its changes from: `relevant(to:)` without those that newer ones
+    /// cover wherever they meet `shard` (an old layout's entry kept for the owners of another shard that has not
+    /// run yet). Each owner's newest entry stays the same, so the windows read and which filter takes which do
+    /// not change; a check of the zone or a count of the windows then sees only what the run uses.
+    public func inUse(by shard: Shard) -> Coverage {
+        var used: [CoverageEntry] = []
+        for entry in relevant(to: shard).entries {
+            guard let meeting = entry.shard.meeting(shard) else { continue }
+            if !Self.covers(used.map(\.shard), wholly: meeting) { used.append(entry) }
+        }
+        return Coverage(entries: used)
+    }
+
     /// The coverage after `entry` succeeded: `entry` added, and every entry that newer ones (`entry` among
     /// them when its mark is not older) cover wholly dropped, so the list stays as short as the layouts in use.
     /// A run that finishes after runs that started later (a long unsharded run beside the shards' timer, an
@@ -108,6 +121,19 @@ public struct Coverage: Sendable, Hashable, Codable {
 }
 
 extension Shard {
+    /// The owners in both shards, as one shard of the least common multiple of the counts; nil when none is
+    /// (or when that multiple is beyond a shard count).
+    public func meeting(_ other: Shard) -> Shard? {
+        guard intersects(other) else { return nil }
+        var (a, b) = (count, other.count)
+        while b != 0 { (a, b) = (b, a % b) }
+        let (lcm, overflow) = (count / a).multipliedReportingOverflow(by: other.count)
+        guard !overflow, lcm <= Int(Int32.max) else { return nil }
+        var residue = index
+        while residue % other.count != other.index { residue += count }
+        return try? Shard(index: residue, count: lcm)
+    }
+
     /// Whether some owner belongs to both shards: `K ≡ K' (mod gcd(N, N'))`.
     public func intersects(_ other: Shard) -> Bool {
         var (a, b) = (count, other.count)

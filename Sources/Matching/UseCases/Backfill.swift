@@ -101,7 +101,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             }
         if interrupted == nil {  // a resumed one keeps its own zone; a new one, before it reads anything
             try TimeZoneChanged.check(
-                try runs.coverage().relevant(to: input.shard), shard: input.shard, kind: .backfill,
+                try runs.coverage().inUse(by: input.shard), shard: input.shard, kind: .backfill,
                 zone: input.timeZone, accepting: input.timeZoneChange)
         }
         let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()

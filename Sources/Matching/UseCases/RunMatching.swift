@@ -63,12 +63,11 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                     resumedId = interrupted.id
                 }
             }
-            try supersedeOtherLayouts(input.shard)
         }
 
         var timer = PhaseTimer()
         timer.begin(.read, output)
-        let coverage = try runs.coverage().relevant(to: input.shard)
+        let coverage = try runs.coverage().inUse(by: input.shard)
         try TimeZoneChanged.check(
             coverage, shard: input.shard, kind: .run, zone: input.timeZone, accepting: input.timeZoneChange)
         try checkNotAhead(coverage, shard: input.shard)
@@ -76,6 +75,8 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         guard windows.marks.count <= ChangeWindows.maximumCount else {
             throw TooManyChangeWindows(shard: input.shard, count: windows.marks.count)
         }
+        // Only once the run will go on: a refused run abandons no other layout's interrupted run.
+        if !input.dryRun { try supersedeOtherLayouts(input.shard) }
         let changed = try profiles.changedProfiles(windows: windows.marks, upTo: nil)
         let now = try input.now ?? profiles.currentTime()
         timer.end(.read, output)
@@ -218,8 +219,10 @@ public struct TooManyChangeWindows: ClassifiedError, Sendable, CustomStringConve
     public let count: Int
     public var failureKind: FailureKind { .configuration }
     public var description: String {
-        "shard \(shard) would need \(count) change windows (at most \(ChangeWindows.maximumCount)): too many shard "
-            + "layouts ran without covering each other; run every shard of one layout once, or "
-            + "`matcher progress reset --shard \(shard) --to <time>`"
+        "shard \(shard) would need \(count) change windows (at most \(ChangeWindows.maximumCount)): its owners were "
+            + "last covered by that many shards of other layouts (going from more than 64 shards to few, or "
+            + "several layouts that never ran whole); go through a layout in between, each of whose shards meets "
+            + "at most 64 of the last layout's (from 100 shards to 1: run 10 shards once, then 1), see README "
+            + "\"Resharding\"; nothing was written"
     }
 }
