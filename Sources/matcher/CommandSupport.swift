@@ -227,9 +227,11 @@ extension SignalTrap {
 struct LoggingRunOutput: RunOutputHandler {
     let logger: Logger
     let progress = ProgressThrottle(interval: 5)
-    /// Invalid filters logged one by one per run; the rest are counted (all are in matcher_invalid_filters).
+    /// Invalid filters, and quarantined rows, logged one by one per pass; the rest are counted (all are in
+    /// matcher_invalid_filters and matcher_quarantine). A run that completes an interrupted one makes two passes.
     static let invalidFiltersLogged = 20
     let invalidSeen = Counter()
+    let quarantinedSeen = Counter()
 
     /// Seconds to the millisecond, logged as a number.
     static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
@@ -239,6 +241,8 @@ struct LoggingRunOutput: RunOutputHandler {
     func handle(_ event: RunEvent) {
         switch event {
         case .started(let kind, let shard, let clock, let runId, let resumed, let dryRun):
+            invalidSeen.reset()
+            quarantinedSeen.reset()
             logger.info(
                 resumed ? "resuming interrupted run" : "run started",
                 metadata: [
@@ -279,13 +283,18 @@ struct LoggingRunOutput: RunOutputHandler {
                     ])
             }
         case .quarantined(let row):
-            if invalidSeen.increment() <= Self.invalidFiltersLogged {
+            let seen = quarantinedSeen.increment()
+            if seen <= Self.invalidFiltersLogged {
                 logger.warning(
                     "unreadable row quarantined",
                     metadata: [
                         "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
                         "reason": "\(row.reason)", "see": "matcher_quarantine",
                     ])
+            } else if seen == Self.invalidFiltersLogged + 1 {
+                logger.warning(
+                    "more unreadable rows quarantined, not logged one by one",
+                    metadata: ["see": "matcher_quarantine; the run's summary counts them"])
             }
         case .unitCommitted(let done, let total, let matches, let notifications):
             if let bar {
@@ -380,6 +389,13 @@ final class Counter: @unchecked Sendable {
         defer { lock.unlock() }
         value += 1
         return value
+    }
+
+    /// Back to zero (a new pass of the same process).
+    func reset() {
+        lock.lock()
+        defer { lock.unlock() }
+        value = 0
     }
 }
 

@@ -71,11 +71,35 @@ struct LineLogHandler: LogHandler {
         return formatter.string(from: Date())
     }
 
+    /// A logfmt value: quoted when it holds a space, `=`, `"` or any control character, with `\\`, `"`, `\n`, `\r`,
+    /// `\t` escaped and other control characters written as `\u{…}`, so that a line stays one line and inert
+    /// (a server's message may carry anything).
     static func logfmtValue(_ value: String) -> String {
-        let needsQuotes = value.isEmpty || value.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0.isNewline }
+        let needsQuotes =
+            value.isEmpty
+            || value.unicodeScalars.contains {
+                $0 == " " || $0 == "=" || $0 == "\"" || $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
+                    || $0 == "\u{2028}" || $0 == "\u{2029}"
+            }
         guard needsQuotes else { return value }
-        let escaped = value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n")
+        var escaped = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            case "\t": escaped += "\\t"
+            default:
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}"
+                    || scalar == "\u{2029}"
+                {
+                    escaped += "\\u{" + String(scalar.value, radix: 16) + "}"
+                } else {
+                    escaped.unicodeScalars.append(scalar)
+                }
+            }
+        }
         return "\"\(escaped)\""
     }
 

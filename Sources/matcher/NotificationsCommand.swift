@@ -95,8 +95,8 @@ struct Notifications: ParsableCommand {
         case .text:
             if let pause {
                 Swift.print(
-                    "matcher: notifications \(verb): paused since \(pause.pausedAt.iso8601) by \(pause.pausedBy): \(pause.reason)"
-                )
+                    "matcher: notifications \(verb): paused since \(pause.pausedAt.iso8601) by "
+                        + "\(ReportRenderer.printable(pause.pausedBy)): \(ReportRenderer.printable(pause.reason))")
             } else {
                 Swift.print("matcher: notifications \(verb)")
             }

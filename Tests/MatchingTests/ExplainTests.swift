@@ -1,5 +1,6 @@
 import Chronology
 import Foundation
+import MatchingTestSupport
 import Testing
 
 @testable import Matching
@@ -207,5 +208,26 @@ import Testing
                   FAIL  gender: 2 (女性); wants any of 1 (男性)
                   ignored (not on the owner's plan)  communities: none (unanswered); wants any of 3
                 """)
+    }
+
+    /// Review of session 23: a filter's name is the app's user's text, and `explain` printed it raw; an escape
+    /// sequence or a newline in it reached the operator's terminal. The text renderer writes every control
+    /// character as `\u{…}`; JSON escapes them as JSON does.
+    @Test func aFilterNameWithControlCharactersIsPrintedAsOneInertLine() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([
+            SavedFilter(
+                id: 100, ownerId: 1, name: "x\u{1B}[2J\u{1B}]52;c;aGk=\u{07}\nfake line\u{202E}",
+                conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: World.day1, updatedAt: World.day1)
+        ])
+        let result = try ExplainMatch(MatchingRepositories(store: store))
+            .execute(.init(filterId: 100, profileId: 10, now: World.day1))
+        let text = ReportRenderer.render(.explanation(result), as: .text)
+        #expect(!text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E })
+        #expect(text.contains(#"x\u{1b}[2J\u{1b}]52;c;aGk=\u{7}\u{a}fake line\u{202e}"#), "\(text)")
+        #expect(!text.split(separator: "\n").contains { $0.hasPrefix("fake line") })
+        let json = ReportRenderer.render(.explanation(result), as: .json)
+        #expect(!json.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
     }
 }

@@ -119,10 +119,10 @@ public enum ReportRenderer {
             case .fields(let fields):
                 let width = fields.map { displayWidth($0.label) }.max() ?? 0
                 for field in fields {
-                    lines.append("  " + pad(field.label, to: width) + "  " + field.value.description)
+                    lines.append("  " + pad(field.label, to: width) + "  " + printable(field.value.description))
                 }
             case .table(let columns, let rows):
-                let cells = [columns.map(\.label)] + rows.map { $0.map(\.description) }
+                let cells = [columns.map(\.label)] + rows.map { $0.map { printable($0.description) } }
                 let widths = columns.indices.map { i in cells.map { i < $0.count ? displayWidth($0[i]) : 0 }.max() ?? 0
                 }
                 for row in cells {
@@ -133,6 +133,29 @@ public enum ReportRenderer {
             }
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// `text` as one printable line for a terminal: control characters (ESC of an escape sequence, a newline,
+    /// C1 controls) and the line, paragraph and bidirectional-override characters are written as `\u{…}`. Values
+    /// the app or an operator wrote (a filter's name, a pause's reason) would otherwise reach the terminal raw.
+    public static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isUnprintable) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if isUnprintable(scalar) {
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    private static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: return true
+        default: return false
+        }
     }
 
     /// Terminal columns `text` takes: East Asian wide and fullwidth characters (kanji, kana, hangul,
