@@ -20,7 +20,7 @@ import Testing
                 candidates: 120, filtersEvaluated: 30, filtersInvalid: 1, filtersPaidIgnored: 2,
                 matchesWritten: 40, notificationsWritten: 5, matchesForgotten: retention?.forgotten ?? 0),
             matchesFound: 40, phaseSeconds: [.read: 0.25, .evaluate: 0.5, .write: 1.5], totalSeconds: 2.5,
-            retention: retention)
+            retention: retention, completedRun: nil)
     }
 
     /// What the retention sweep left, for MatcherRetentionBacklog, and the stalest shard's last success, for

@@ -484,10 +484,22 @@ import Testing
         store.conflictCommits(after: 1, times: 3)
         #expect(throws: InMemoryWriteConflict.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
         #expect(store.allRuns.last?.status == .failed)
+        let before = World.rows(store).matches.count
         let resumed = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
         #expect(resumed.resumedRunId == store.allRuns.first?.id)
         #expect(World.rows(store).matches == World.rows(clean).matches)
         #expect(World.rows(store).notifications == World.rows(clean).notifications)
+        // What completing the interrupted run wrote is reported beside the new run's counts (review of session 23:
+        // the report named the completed run and showed only the new run's counts).
+        let completed = try #require(resumed.completedRun)
+        #expect(completed.runId == store.allRuns.first?.id)
+        // The completed run's counts are its whole (the attempt that failed included): with the new run's, every row.
+        #expect(before > 0)
+        #expect(
+            completed.counters.matchesWritten + resumed.counters.matchesWritten == World.rows(store).matches.count)
+        #expect(completed.counters.matchesWritten > 0)
+        let text = ReportRenderer.render(.runSummary(resumed), as: .text)
+        #expect(text.contains("Completed interrupted run #\(completed.runId)"), "\(text)")
     }
 
     @Test func shardsTogetherEqualOneRun() throws {
@@ -654,7 +666,7 @@ import Testing
                 candidates: 5, filtersEvaluated: 3, filtersInvalid: 1,
                 matchesWritten: 9, notificationsWritten: 2),
             matchesFound: 9, phaseSeconds: [.read: 0.5, .evaluate: 0.25, .write: 1], totalSeconds: 1.75,
-            retention: nil)
+            retention: nil, completedRun: nil)
         let report = Report.runSummary(summary)
         #expect(report.section("Counts")?.value("Matches written") == .integer(9))
         let text = ReportRenderer.render(report, as: .text)

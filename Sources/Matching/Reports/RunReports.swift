@@ -43,13 +43,28 @@ extension Report {
             RunPhase.allCases.map { phase in
                 ReportField(phase.rawValue, phase.rawValue.capitalized, .seconds(summary.phaseSeconds[phase] ?? 0))
             } + [ReportField("total", "Total", .seconds(summary.totalSeconds))]
-        return Report(
-            title: title,
-            sections: [
-                .fields("run", "Run", run),
-                .fields("counts", "Counts", counts),
-                .fields("time", "Time", phases),
-            ])
+        var sections: [ReportSection] = [
+            .fields("run", "Run", run),
+            .fields("counts", "Counts", counts),
+            .fields("time", "Time", phases),
+        ]
+        if let done = summary.completedRun {
+            // Completing the interrupted run came first, in the same process; the counts above are this run's.
+            sections.append(
+                .fields(
+                    "completed_run",
+                    "Completed interrupted run #\(done.runId) (all its attempts; not in the counts above)",
+                    [
+                        ReportField("run_id", "Run", .integer(Int(done.runId))),
+                        ReportField("matches_written", "Matches written", .integer(done.counters.matchesWritten)),
+                        ReportField(
+                            "notifications_written", "Notifications written",
+                            .integer(done.counters.notificationsWritten)),
+                        ReportField("matches_forgotten", "Matches forgotten", .integer(done.counters.matchesForgotten)),
+                        ReportField("total", "Total", .seconds(done.totalSeconds)),
+                    ]))
+        }
+        return Report(title: title, sections: sections)
     }
 
     /// `matcher explain`: eligibility checks and each condition with the profile's value.

@@ -141,7 +141,7 @@ extension MatchingPass {
     /// both return, failed (resumable by the next run) when either throws, and summarizes it with the
     /// counters of all its attempts.
     func finishing(
-        _ run: RunRecord, timer: PhaseTimer, resumedId: Int64?, retentionDays: Int,
+        _ run: RunRecord, timer: PhaseTimer, resumedId: Int64?, retentionDays: Int, completed: CompletedRun? = nil,
         _ body: (inout PhaseTimer) throws -> Outcome
     ) throws -> RunSummary {
         var timer = timer
@@ -163,7 +163,7 @@ extension MatchingPass {
         return summarize(
             runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
             resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer,
-            retention: retention)
+            retention: retention, completed: completed)
     }
 
     /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
@@ -179,12 +179,13 @@ extension MatchingPass {
 
     func summarize(
         runId: Int64?, kind: RunKind, shard: Shard, clock: Timestamp, dryRun: Bool,
-        resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer, retention: RetentionOutcome? = nil
+        resumedId: Int64?, counters: RunCounters, found: Int, timer: PhaseTimer, retention: RetentionOutcome? = nil,
+        completed: CompletedRun? = nil
     ) -> RunSummary {
         let summary = RunSummary(
             runId: runId, kind: kind, shard: shard, clock: clock, dryRun: dryRun,
             resumedRunId: resumedId, counters: counters, matchesFound: found,
-            phaseSeconds: timer.seconds, totalSeconds: timer.total, retention: retention)
+            phaseSeconds: timer.seconds, totalSeconds: timer.total, retention: retention, completedRun: completed)
         output.handle(.finished(summary))
         return summary
     }

@@ -112,4 +112,20 @@ public struct RunSummary: Sendable, Hashable {
     public let totalSeconds: Double
     /// What the run's retention sweep did; nil when none ran (a dry run, an attempt that failed).
     public let retention: RetentionOutcome?
+    /// The interrupted run this process completed before its own (`resumedRunId`): its counts over all its
+    /// attempts, and the time its completion took. `counters` are the new run's only.
+    public let completedRun: CompletedRun?
+}
+
+/// What completing an interrupted run wrote, beside the new run's summary.
+public struct CompletedRun: Sendable, Hashable {
+    public let runId: Int64
+    public let counters: RunCounters
+    public let totalSeconds: Double
+
+    public init(runId: Int64, counters: RunCounters, totalSeconds: Double) {
+        self.runId = runId
+        self.counters = counters
+        self.totalSeconds = totalSeconds
+    }
 }

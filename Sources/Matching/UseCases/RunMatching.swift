@@ -53,13 +53,16 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
 
         let retentionDays = try Retention.days(input.retentionDays, runs: runs)
         var resumedId: Int64?
+        var completed: CompletedRun?
         if !input.dryRun {
             if let interrupted = try runs.interruptedRun(kind: .run, shard: input.shard) {
                 if try coveredSince(interrupted) {
                     try runs.abandon(runId: interrupted.id)
                     output.handle(.superseded(runId: interrupted.id, shard: interrupted.shard))
                 } else {
-                    _ = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
+                    let done = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
+                    completed = CompletedRun(
+                        runId: interrupted.id, counters: done.counters, totalSeconds: done.totalSeconds)
                     resumedId = interrupted.id
                 }
             }
@@ -108,7 +111,9 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                 retentionDays: retentionDays, parameters: "{}", candidates: changed.profiles.count))
         output.handle(
             .started(kind: .run, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
-        return try pass.finishing(run, timer: timer, resumedId: resumedId, retentionDays: retentionDays) {
+        return try pass.finishing(
+            run, timer: timer, resumedId: resumedId, retentionDays: retentionDays, completed: completed
+        ) {
             timer in
             try pass.execute(plan(run), candidates: candidates, timings: &timer)
         }
