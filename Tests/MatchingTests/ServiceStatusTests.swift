@@ -98,6 +98,24 @@ import Testing
         #expect(status.stalestLagSeconds == 3_600)
     }
 
+    /// A run stopped by SIGTERM (a shutdown, `systemctl stop`) is `stopped`, not `failing` (review of session 23:
+    /// the runbook calls it routine, and status called it a failure).
+    @Test func aRunStoppedOnRequestIsStoppedNotFailing() throws {
+        let store = Self.world()
+        let stop = StopRequest()
+        stop.request("SIGTERM")
+        #expect(throws: RunStopped.self) {
+            try RunMatching(MatchingRepositories(store: store), options: PassOptions(stop: stop))
+                .execute(.init(now: World.day1))
+        }
+        let status = try store.serviceStatus()
+        let shard = try #require(status.shard(.all))
+        #expect(status.state(of: shard) == .stopped)
+        _ = try World.run(store)
+        let after = try store.serviceStatus()
+        #expect(after.state(of: try #require(after.shard(.all))) == .ok)
+    }
+
     @Test func durationsReadAsPeopleSayThem() {
         #expect(Report.duration(0) == "0s")
         #expect(Report.duration(59) == "59s")

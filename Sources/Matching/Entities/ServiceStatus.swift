@@ -57,6 +57,7 @@ public struct ServiceStatus: Sendable, Hashable {
     public func state(of shard: ShardStatus) -> ShardState {
         if let latest = shard.runsSince.last {
             switch latest.status {
+            case .failed where latest.error.map(RunStopped.isStopped) == true: return .stopped
             case .failed: return .failing
             case .running where latest.lockHeld != true: return .interrupted
             default: break
@@ -98,6 +99,9 @@ public enum ShardState: String, Sendable, Hashable, CaseIterable {
     case interrupted
     /// The latest run failed; the next run retries it.
     case failing
+    /// The latest run was stopped on request (SIGTERM, SIGINT: a shutdown, `systemctl stop`); what it committed
+    /// stays, and the next run completes it. Not a failure.
+    case stopped
     /// The last success is older than the lag threshold.
     case lagging
     /// No run of the shard has succeeded yet.

@@ -80,8 +80,12 @@ public final class StopRequest: @unchecked Sendable {
 public struct RunStopped: Error, Sendable, CustomStringConvertible {
     public let reason: String
     public let runId: Int64?
+    /// Whether a run's recorded error is this one's description.
+    public static func isStopped(_ error: String) -> Bool { error.hasPrefix(prefix) }
+    static let prefix = "stopped at a unit-of-work boundary ("
+
     public var description: String {
-        "stopped at a unit-of-work boundary (\(reason)); committed work is kept, and "
+        Self.prefix + "\(reason)); committed work is kept, and "
             + (runId.map { "run \($0)" } ?? "the rest")
             + " is resumed by the next run (a backfill: by the same backfill command)"
     }
