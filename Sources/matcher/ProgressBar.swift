@@ -32,17 +32,20 @@ final class ProgressBar: @unchecked Sendable {
         defer { lock.unlock() }
         if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
         drawn = false
+        started = nil  // a second pass (a run after the interrupted one it completed) measures its own rate
     }
 
     static func line(done: Int, total: Int, matches: Int, elapsed: Double, width: Int = 30) -> String {
         let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 1
         let filled = Int((fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
-        let rate = elapsed > 0 ? Double(done) / elapsed : 0
-        let eta = rate > 0 ? Double(total - done) / rate : 0
         let percent = String(format: "%3d%%", Int(fraction * 100))
-        return
-            "\(bar) \(percent)  \(done)/\(total) filters  \(String(format: "%.0f", rate))/s  ETA \(clock(eta))  \(matches) matches"
+        // Nothing to measure a rate by before the second update.
+        let pace =
+            elapsed > 0 && done > 0
+            ? "\(String(format: "%.0f", Double(done) / elapsed))/s  ETA \(clock(Double(total - done) / (Double(done) / elapsed)))"
+            : "-/s  ETA -"
+        return "\(bar) \(percent)  \(done)/\(total) filters  \(pace)  \(matches) matches"
     }
 
     static func clock(_ seconds: Double) -> String {
