@@ -60,8 +60,12 @@ public struct Coverage: Sendable, Hashable, Codable {
     public func inUse(by shard: Shard) -> Coverage {
         var used: [CoverageEntry] = []
         for entry in relevant(to: shard).entries {
-            guard let meeting = entry.shard.meeting(shard) else { continue }
-            if !Self.covers(used.map(\.shard), wholly: meeting) { used.append(entry) }
+            // The owners of both: one residue class of the counts' least common multiple (beyond 2^20, kept).
+            guard let meeting = entry.shard.meeting(shard) else {
+                used.append(entry)
+                continue
+            }
+            if !Self.covers(used.map(\.shard), index: meeting.index, count: meeting.count) { used.append(entry) }
         }
         return Coverage(entries: used)
     }
@@ -102,16 +106,21 @@ public struct Coverage: Sendable, Hashable, Codable {
     /// costs a row, never a change).
     static func covers(_ shards: [Shard], wholly target: Shard) -> Bool {
         if shards.contains(where: { $0.contains(target) }) { return true }
-        var modulus = target.count
+        return covers(shards, index: target.index, count: target.count)
+    }
+
+    /// `covers(_:wholly:)` for the owners `index` mod `count` (a residue class that need not be a shard's).
+    static func covers(_ shards: [Shard], index: Int, count: Int) -> Bool {
+        var modulus = count
         for shard in shards {
             modulus = lcm(modulus, shard.count)
             if modulus > 1 << 20 { return false }
         }
-        var residue = target.index
+        var residue = index
         while residue < modulus {
             let owner = Int64(residue)
             if !shards.contains(where: { $0.owns(ownerId: owner) }) { return false }
-            residue += target.count
+            residue += count
         }
         return true
     }
@@ -121,17 +130,18 @@ public struct Coverage: Sendable, Hashable, Codable {
 }
 
 extension Shard {
-    /// The owners in both shards, as one shard of the least common multiple of the counts; nil when none is
-    /// (or when that multiple is beyond a shard count).
-    public func meeting(_ other: Shard) -> Shard? {
+    /// The owners in both shards, as one residue class of the least common multiple of the counts (it may be
+    /// larger than a shard count); nil when they share no owner, or when that multiple is beyond 2^20 (then
+    /// callers keep what they would have checked).
+    func meeting(_ other: Shard) -> (index: Int, count: Int)? {
         guard intersects(other) else { return nil }
         var (a, b) = (count, other.count)
         while b != 0 { (a, b) = (b, a % b) }
-        let (lcm, overflow) = (count / a).multipliedReportingOverflow(by: other.count)
-        guard !overflow, lcm <= Int(Int32.max) else { return nil }
+        let lcm = count / a * other.count  // at most 32,767^2: no overflow
+        guard lcm <= 1 << 20 else { return nil }
         var residue = index
-        while residue % other.count != other.index { residue += count }
-        return try? Shard(index: residue, count: lcm)
+        while residue % other.count != other.index { residue += count }  // at most other.count / gcd steps
+        return (residue, lcm)
     }
 
     /// Whether some owner belongs to both shards: `K ≡ K' (mod gcd(N, N'))`.
