@@ -112,9 +112,16 @@ public final class PostgresConnection: @unchecked Sendable {
                 if let misread = ConnectionString.unencodedUserInfo(in: conninfo) {
                     // libpq's own words would quote the misread password as a host or database.
                     "invalid connection string: \(misread)"
+                } else if parsed, let hint = looksLikeURI {
+                    // The server's answer quotes the database name, cut to 63 bytes: a piece of the password no
+                    // mask matches. Not shown; what kind of failure it was is kept.
+                    "could not connect to \(Self.describeEndpoint(connection)): "
+                        + (reason.contains("FATAL")
+                            ? "the server refused the connection: the database does not exist, or the login was "
+                                + "refused (its message quotes the string and is not shown)"
+                            : reason) + "; note: \(hint)"
                 } else if parsed {
                     "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
-                        + (looksLikeURI.map { "; note: \($0)" } ?? "")
                 } else {
                     // Masked first (a fragment may hold a quote), then what is left of the string's own words.
                     "invalid connection string: "

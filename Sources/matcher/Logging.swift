@@ -94,7 +94,7 @@ struct LineLogHandler: LogHandler {
                 if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}"
                     || scalar == "\u{2029}"
                 {
-                    escaped += "\\u{" + String(scalar.value, radix: 16) + "}"
+                    escaped += String(format: "\\u%04x", scalar.value)  // JSON's form, which logfmt readers take
                 } else {
                     escaped.unicodeScalars.append(scalar)
                 }

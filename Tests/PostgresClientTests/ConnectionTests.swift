@@ -125,6 +125,20 @@ struct ConnectionTests {
         #expect(!description.contains("s3cretpw") && !description.contains("alice"), "\(description)")
     }
 
+    /// The server answers a URI-looking string with a message that quotes it cut to 63 bytes, a piece of the
+    /// password no mask matches: its words are not shown, its kind of failure is.
+    @Test func theServersAnswerToAURILookingStringIsNotShown() throws {
+        let database = try TestDatabase.create()
+        let host = try #require(PostgresConnection.setting("host", in: database.conninfo))
+        let password = "correct-horse-battery-staple-correct-horse-battery-staple-123456"
+        let error = #expect(throws: PostgresError.self) {
+            try PostgresConnection("matcher:\(password)@db/matcher", options: ["host": host, "user": "matcher"])
+        }
+        let description = try #require(error?.description)
+        #expect(description.contains("the database does not exist"), "\(description)")
+        #expect(!description.contains("correct-horse"), "\(description)")
+    }
+
     /// A legitimate database name with `@` is no connection string error: a failure to reach the server stays one
     /// (exit 69, retried), with the name masked.
     @Test func aDatabaseNameWithAnAtSignIsNotAConfigurationError() throws {
