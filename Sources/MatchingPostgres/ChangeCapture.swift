@@ -244,12 +244,18 @@ public enum ChangeCapture {
             WHERE n.nspname = $1 AND c.relname = 'profiles' AND t.tgname = 'matcher_profiles_changed'
             """, [.text(schema)]
         ).rows.first.map { try $0.string(0) }
-        guard let definition, definition.contains(" UPDATE OF ") else { return nil }
+        guard let definition else { return nil }
         let triggers = try appBeforeUpdateTriggers(connection, schema: schema)
-        guard !triggers.isEmpty else { return nil }
-        return "profiles has BEFORE UPDATE trigger(s) \(triggers.joined(separator: ", ")) that the change capture was "
-            + "not installed for: a value they set in an update that names no watched column is not recorded as "
-            + "a change; run `matcher migrate` (as the owner) to install the capture for them"
+        if definition.contains(" UPDATE OF ") {
+            guard !triggers.isEmpty else { return nil }
+            return "profiles has BEFORE UPDATE trigger(s) \(triggers.joined(separator: ", ")) that the change capture "
+                + "was not installed for: a value they set in an update that names no watched column is not recorded "
+                + "as a change; run `matcher migrate` (as the owner) to install the capture for them"
+        }
+        guard triggers.isEmpty else { return nil }
+        return "the change capture compares every update of profiles (installed for BEFORE UPDATE triggers of the "
+            + "app's that are gone): each of the app's updates, logins included, pays for it; run `matcher migrate` "
+            + "(as the owner) to install it for the statements that name a watched column"
     }
 
     static func quoteIdentifier(_ name: String) -> String {

@@ -109,6 +109,14 @@ import Testing
         let oldAfter = try recorded(13)
         #expect(oldAfter != nil && oldAfter != oldBefore)
         #expect(try recorded(913) == oldAfter)
+
+        // The app drops its trigger: the dearer capture is no longer needed, and a run says so until migrate.
+        try c.execute("DROP TRIGGER app_derive_introduction ON profiles")
+        let costly = try #require(try ChangeCapture.mismatch(on: c))
+        #expect(costly.contains("compares every update") && costly.contains("matcher migrate"), "\(costly)")
+        try MigrationRunner(connection: c).apply(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory))
+        #expect(try definition().contains(" UPDATE OF "))
+        #expect(try ChangeCapture.mismatch(on: c) == nil)
     }
 
     @Test func aCandidateThatEditsBackAndForthIsRecordedOnceWithinRetention() throws {

@@ -534,6 +534,24 @@ import Testing
         #expect(World.rows(store).matches == World.rows(clean).matches)
     }
 
+    /// A stop asked for while the process completes an interrupted run ends it before the new run reads: the
+    /// completion commits, no new run is recorded (review of session 23: the new run read every change first).
+    @Test func aStopDuringTheCompletionOfAnInterruptedRunEndsBeforeTheNewRun() throws {
+        let store = manyFilters()
+        store.conflictCommits(after: 1, times: 3)
+        #expect(throws: InMemoryWriteConflict.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
+        let interrupted = try #require(store.allRuns.last)
+        let output = StopWhenPhaseStarts(.forget)  // the completion's sweep: its units have committed
+        #expect(throws: RunStopped.self) {
+            try RunMatching(
+                MatchingRepositories(store: store), output: output,
+                options: PassOptions(stop: output.stop, unitFilterLimit: 4)
+            ).execute(.init(now: World.day1, maxPerFilter: 3))
+        }
+        #expect(store.allRuns.count == 1, "no new run recorded")
+        #expect(store.allRuns.first { $0.id == interrupted.id }?.status == .succeeded)
+    }
+
     /// Requests a stop (as SIGTERM does) when `phase` starts.
     final class StopWhenPhaseStarts: RunOutputHandler, @unchecked Sendable {
         let stop = StopRequest()

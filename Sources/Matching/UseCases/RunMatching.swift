@@ -68,6 +68,9 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
             }
         }
 
+        // A stop asked for while the interrupted run was completed ends here, before the new run reads.
+        if let reason = pass.options.stop.requestedReason { throw RunStopped(reason: reason, runId: nil) }
+
         var timer = PhaseTimer()
         timer.begin(.read, output)
         let coverage = try runs.coverage().inUse(by: input.shard)
