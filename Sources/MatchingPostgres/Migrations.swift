@@ -173,8 +173,9 @@ public struct MigrationRunner {
                         description:
                             "migration \(migration.version) (\(migration.name)) waited more than "
                             + "\(lockTimeoutSeconds) s for a lock another session holds on a table it changes (the "
-                            + "app's, or a run's); nothing of it was applied: run matcher migrate again when the "
-                            + "database is quieter (stop the matcher timers first), or pass a longer --lock-timeout",
+                            + "app's, or a run's); nothing of it was applied, the migrations before it are: run "
+                            + "matcher migrate again when the database is quieter (stop the matcher timers first), "
+                            + "or pass a longer --lock-timeout",
                         failureKind: .locked)
                 } catch {
                     throw MigrationError(
@@ -201,8 +202,9 @@ public struct MigrationRunner {
                     throw MigrationError(
                         description:
                             "the change capture on profiles waited more than \(lockTimeoutSeconds) s for a lock "
-                            + "another session holds (the app's); the migrations before it are applied: run "
-                            + "matcher migrate again when the app is quieter, or pass a longer --lock-timeout",
+                            + "another session holds (the app's); nothing of it was applied, the migrations before "
+                            + "it are: run matcher migrate again when the database is quieter, or pass a longer "
+                            + "--lock-timeout",
                         failureKind: .locked)
                 }
             }
