@@ -113,13 +113,12 @@ public final class PostgresConnection: @unchecked Sendable {
                     // libpq's own words would quote the misread password as a host or database.
                     "invalid connection string: \(misread)"
                 } else if parsed, let hint = looksLikeURI {
-                    // The server's answer quotes the database name, cut to 63 bytes: a piece of the password no
-                    // mask matches. Not shown; what kind of failure it was is kept.
-                    "could not connect to \(Self.describeEndpoint(connection)): "
-                        + (reason.contains("FATAL")
-                            ? "the server refused the connection: the database does not exist, or the login was "
-                                + "refused (its message quotes the string and is not shown)"
-                            : reason) + "; note: \(hint)"
+                    // libpq's and the server's words may quote the database name, the server's cut to 63 bytes
+                    // (a piece of the password no mask matches), and in the server's language: none is shown. A
+                    // connection failure, retried like any (a legitimate name with `@` meets restarts too); the
+                    // note says what to check.
+                    "could not connect to \(Self.describeEndpoint(connection)) (the reason is not shown: it may "
+                        + "quote the string); note: \(hint)"
                 } else if parsed {
                     "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
                 } else {

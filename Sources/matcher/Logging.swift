@@ -72,7 +72,7 @@ struct LineLogHandler: LogHandler {
     }
 
     /// A logfmt value: quoted when it holds a space, `=`, `"` or any control character, with `\\`, `"`, `\n`, `\r`,
-    /// `\t` escaped and other control characters written as `\u{…}`, so that a line stays one line and inert
+    /// `\t` escaped and other control characters written as `\u001b` (JSON's form), so that a line stays one line and inert
     /// (a server's message may carry anything).
     static func logfmtValue(_ value: String) -> String {
         let needsQuotes =

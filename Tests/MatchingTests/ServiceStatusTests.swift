@@ -102,10 +102,10 @@ import Testing
     /// the runbook calls it routine, and status called it a failure).
     @Test func aRunStoppedOnRequestIsStoppedNotFailing() throws {
         let store = Self.world()
-        let stop = StopRequest()
-        stop.request("SIGTERM")
+        // The signal arrives while the run reads: it stops at the next phase, its run recorded.
+        let output = RunMatchingTests.StopWhenPhaseStarts(.read)
         #expect(throws: RunStopped.self) {
-            try RunMatching(MatchingRepositories(store: store), options: PassOptions(stop: stop))
+            try RunMatching(MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop))
                 .execute(.init(now: World.day1))
         }
         let status = try store.serviceStatus()
