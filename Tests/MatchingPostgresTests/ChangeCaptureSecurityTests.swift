@@ -71,12 +71,26 @@ import Testing
         }
     }
 
+    /// Drops the test's database, then its role, from a connection to another database (roles are the whole
+    /// cluster's: one left behind would keep `matcher_capture`'s membership in every later test database).
+    static func dropDatabaseAndRole(_ database: TestDatabase, _ role: String) {
+        do {
+            let cluster = try PostgresConnection(TestDatabase.adminConninfo)
+            defer { cluster.close() }
+            try cluster.execute("DROP DATABASE IF EXISTS \"\(database.name)\" WITH (FORCE)")
+            try cluster.execute("DROP ROLE IF EXISTS \"\(role)\"")
+        } catch {
+            Issue.record("cleanup of role \(role): \(error)")
+        }
+    }
+
     /// A migrator that is no superuser (the database's owner, granted `matcher_capture` as the README says) hands
     /// the capture's functions to that role: a new owner needs CREATE on the schema, which it is lent for the
     /// change (review of session 23: migration 5 failed with "permission denied for schema public").
     @Test func aMigratorThatIsNoSuperuserHandsTheCaptureToItsRole() throws {
         let database = try TestDatabase.create()
         let admin = try database.connect()
+        defer { admin.close() }
         let owner = "matcher_test_owner_\(database.name.suffix(12))"
         try admin.execute(
             """
@@ -88,10 +102,7 @@ import Testing
             GRANT \(ChangeCapture.ownerRole) TO "\(owner)";
             ALTER DATABASE "\(database.name)" OWNER TO "\(owner)";
             """)
-        defer {
-            try? admin.execute("DROP DATABASE IF EXISTS \"\(database.name)\" WITH (FORCE)")
-            try? admin.execute("DROP ROLE IF EXISTS \"\(owner)\"")
-        }
+        defer { Self.dropDatabaseAndRole(database, "\(owner)") }
         let connection = try PostgresConnection(database.conninfo, overriding: ["user": owner])
         defer { connection.close() }
         let isSuperuser = try connection.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").rows[0]
@@ -131,10 +142,7 @@ import Testing
             GRANT \(ChangeCapture.ownerRole) TO "\(migrator)";
             GRANT CREATE ON SCHEMA public TO "\(migrator)";
             """)
-        defer {
-            try? admin.execute("DROP DATABASE IF EXISTS \"\(database.name)\" WITH (FORCE)")
-            try? admin.execute("DROP ROLE IF EXISTS \"\(migrator)\"")
-        }
+        defer { Self.dropDatabaseAndRole(database, "\(migrator)") }
         let connection = try PostgresConnection(database.conninfo, overriding: ["user": migrator])
         defer { connection.close() }
         let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)

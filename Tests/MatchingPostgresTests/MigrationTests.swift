@@ -77,13 +77,26 @@ import Testing
             defer { for connection in connections { connection.close() } }
             try prepare(connections[0])
             let failures = Failures()
-            DispatchQueue.concurrentPerform(iterations: 2) { index in
-                do {
-                    try MigrationRunner(connection: connections[index]).apply(migrations)
-                } catch {
-                    failures.append("\(error)")
+            // Two threads that meet before they start, so that the two migrators do run at once.
+            let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchGroup()
+            for index in 0..<2 {
+                done.enter()
+                Thread.detachNewThread {
+                    ready.signal()
+                    go.wait()
+                    do {
+                        try MigrationRunner(connection: connections[index]).apply(migrations)
+                    } catch {
+                        failures.append("\(error)")
+                    }
+                    done.leave()
                 }
             }
+            ready.wait()
+            ready.wait()
+            go.signal()
+            go.signal()
+            done.wait()
             #expect(failures.all.isEmpty, "\(failures.all)")
         }
         for _ in 0..<3 {

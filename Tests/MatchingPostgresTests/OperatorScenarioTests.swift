@@ -72,8 +72,10 @@ import Testing
                 parameters: "{}",
                 candidates: 0))
 
-        let role = "matcher_status_reader"
+        // A role of this test's own (roles are the whole cluster's), dropped with the database at the end.
+        let role = "matcher_status_reader_\(twin.database.name.suffix(12))"
         try Self.applyWorkerRole(twin.database, role: role)
+        defer { ChangeCaptureSecurityTests.dropDatabaseAndRole(twin.database, role) }
         let worker = try twin.database.connect()
         defer { worker.close() }
         try worker.execute("SET ROLE \(role)")

@@ -218,6 +218,8 @@ import Testing
                 arguments, database: killed.database.conninfo,
                 environment: ["MATCHER_FAULT": fault])
             #expect(outcome.signalled && outcome.status == SIGKILL, "\(fault): \(outcome.stderr)")
+            // Its run lock goes with its server sessions, which end when the server notices.
+            try FaultScenarioTests.waitUntilNoWorkerSession(killed)
         }
         let last = try MatcherProcess.run(arguments, database: killed.database.conninfo)
         #expect(last.status == 0, "\(last.stderr)")

@@ -30,6 +30,9 @@ import Testing
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = Pipe()
+        // Standard error as it comes, so that the test can wait for the signal to be taken.
+        let written = Collected()
+        stderr.fileHandleForReading.readabilityHandler = { handle in written.append(handle.availableData) }
         try process.run()
 
         // Wait until the run's unit is blocked on the lock, then ask it to stop and let the unit finish.
@@ -48,10 +51,15 @@ import Testing
         }
         #expect(waiting)
         kill(process.processIdentifier, SIGTERM)
-        Thread.sleep(forTimeInterval: 0.2)
+        // The signal is taken on a queue of the worker's: only once it says so may the unit go on.
+        let deadline = Date().addingTimeInterval(30)
+        while !written.text.contains("SIGTERM received"), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(written.text.contains("SIGTERM received"), "\(written.text)")
         try blocker.execute("COMMIT")
         process.waitUntilExit()
-        let message = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        stderr.fileHandleForReading.readabilityHandler = nil
+        written.append(stderr.fileHandleForReading.readDataToEndOfFile())
+        let message = written.text
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 130 || process.terminationStatus == 143)
         #expect(message.contains("stopped at a unit-of-work boundary"), "\(message)")
@@ -68,5 +76,13 @@ import Testing
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try Rows.of(stopped.connection).matches == Rows.of(clean.connection).matches)
         #expect(try Rows.of(stopped.connection).notifications == Rows.of(clean.connection).notifications)
+    }
+
+    /// Bytes a pipe's reader hands over, from another thread.
+    final class Collected: @unchecked Sendable {
+        private let lock = NSLock()
+        private var data = Data()
+        func append(_ more: Data) { lock.withLock { data.append(more) } }
+        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
     }
 }

@@ -223,20 +223,24 @@ import Testing
                     id: $0, ownerId: $0 / 100, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1,
                     updatedAt: day1)
             })
+        // The server ends a session idle in a transaction after 3 s; the other writer holds unit 0 for 8 s, while
+        // unit 1, written, waits for its turn; it sends its statement that does nothing every half second.
         let other = OtherWriter(
             connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10)
-        ) { _, _ in Thread.sleep(forTimeInterval: 3) }
+        ) { _, _ in Thread.sleep(forTimeInterval: 8) }
         let conninfo = twin.database.conninfo
-        let idleAfterASecond: @Sendable () throws -> PostgresConnection = {
-            try PostgresConnection(conninfo, options: ["options": "-c idle_in_transaction_session_timeout=1000"])
+        let idleAfterThreeSeconds: @Sendable () throws -> PostgresConnection = {
+            try PostgresConnection(conninfo, options: ["options": "-c idle_in_transaction_session_timeout=3000"])
         }
         let store = PostgresMatchingStore(
-            connection: try idleAfterASecond(), writeConnections: 2, faultPoints: other,
-            openConnection: idleAfterASecond)
+            connection: try idleAfterThreeSeconds(), writeConnections: 2, faultPoints: other,
+            openConnection: idleAfterThreeSeconds)
         let summary = try RunMatching(
-            MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 1, turnKeepAliveSeconds: 0.2)
+            MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 1, turnKeepAliveSeconds: 0.5)
         ).execute(.init(now: day1))
-        #expect(other.finish().failure == nil)
+        let seen = other.finish()
+        #expect(seen.failure == nil)
+        #expect(seen.sawTheUnitWait, "unit 0 waited on the other writer's pair, so unit 1 waited for its turn")
         #expect(summary.counters.matchesWritten == 4 && summary.counters.notificationsWritten == 2)
     }
 }

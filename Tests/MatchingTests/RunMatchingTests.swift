@@ -99,16 +99,28 @@ import Testing
         let store = manyFilters()
         for k in 0..<100 { _ = try World.run(store, shard: try Shard(index: k, count: 100)) }
         store.save([World.profile(41, loginHoursAgo: 1, at: World.day2)])
+        let runsBefore = store.allRuns.count
         let refused = #expect(throws: TooManyChangeWindows.self) {
             try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day2))
         }
         #expect(refused?.description.contains("layout in between") == true)
+        #expect(store.allRuns.count == runsBefore && store.allRuns.allSatisfy { $0.status == .succeeded })
         var found = 0
         for k in 0..<10 {
             found += try World.run(store, now: World.day2, shard: try Shard(index: k, count: 10)).counters
                 .matchesWritten
         }
-        #expect(found > 0, "profile 41's matches, once")
+        // Profile 41's matches, once: as many as one unsharded run would record for it.
+        let reference = manyFilters()
+        for k in 0..<100 { _ = try World.run(reference, shard: try Shard(index: k, count: 100)) }
+        reference.save([World.profile(41, loginHoursAgo: 1, at: World.day2)])
+        let once = try World.run(reference, now: World.day2, shard: try Shard(index: 0, count: 10))
+        var expected = once.counters.matchesWritten
+        for k in 1..<10 {
+            expected += try World.run(reference, now: World.day2, shard: try Shard(index: k, count: 10))
+                .counters.matchesWritten
+        }
+        #expect(found > 0 && found == expected)
         let unsharded = try World.run(store, now: World.day2.adding(days: 1))
         #expect(unsharded.counters.candidates == 0 && unsharded.counters.matchesWritten == 0)
     }
@@ -556,10 +568,15 @@ import Testing
     final class StopWhenPhaseStarts: RunOutputHandler, @unchecked Sendable {
         let stop = StopRequest()
         let phase: RunPhase
+        private let lock = NSLock()
+        private var started: [RunPhase] = []
         init(_ phase: RunPhase) { self.phase = phase }
         func handle(_ event: RunEvent) {
-            if case .phaseStarted(let started) = event, started == phase { stop.request("SIGTERM") }
+            guard case .phaseStarted(let begun) = event else { return }
+            lock.withLock { started.append(begun) }
+            if begun == phase { stop.request("SIGTERM") }
         }
+        var phasesStarted: [RunPhase] { lock.withLock { started } }
     }
 
     /// Review of session 23: a stop was asked only before a unit's writes, so a dry run (no units) ran to its
@@ -570,6 +587,7 @@ import Testing
         let useCase = RunMatching(
             MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop))
         #expect(throws: RunStopped.self) { try useCase.execute(.init(now: World.day1, dryRun: true)) }
+        #expect(!output.phasesStarted.contains(.evaluate), "it stops before evaluating")
     }
 
     /// A stop during the retention sweep ends the sweep, not the run: its units have committed; the expired

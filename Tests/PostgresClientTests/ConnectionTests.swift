@@ -129,10 +129,15 @@ struct ConnectionTests {
     /// password no mask matches, in the server's language: no reason is shown, the note says what to check.
     @Test func theServersAnswerToAURILookingStringIsNotShown() throws {
         let database = try TestDatabase.create()
-        let host = try #require(PostgresConnection.setting("host", in: database.conninfo))
+        var server: [String: String] = [:]
+        for key in ["host", "port", "user"] {
+            server[key] = PostgresConnection.setting(key, in: database.conninfo)
+        }
+        #expect(server["host"] != nil, "the test reaches the test server")
         let password = "correct-horse-battery-staple-correct-horse-battery-staple-123456"
+        let reached = server
         let error = #expect(throws: PostgresError.self) {
-            try PostgresConnection("matcher:\(password)@db/matcher", options: ["host": host, "user": "matcher"])
+            try PostgresConnection("matcher:\(password)@db/matcher", options: reached)
         }
         let description = try #require(error?.description)
         #expect(description.contains("looks like a URI") && description.contains("not shown"), "\(description)")
