@@ -71,6 +71,21 @@ import Testing
         }
     }
 
+    /// A login role that is no superuser and may use `matcher_capture` (created too, once per cluster), as an
+    /// administrator sets up a migrating role (deploy/README.md), then `then`.
+    static func createMigrator(_ role: String, on admin: PostgresConnection, then: String) throws {
+        try admin.execute(
+            """
+            DO $$ BEGIN
+                CREATE ROLE \(ChangeCapture.ownerRole) NOLOGIN NOSUPERUSER NOINHERIT;
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
+            END $$;
+            CREATE ROLE "\(role)" LOGIN NOSUPERUSER;
+            GRANT \(ChangeCapture.ownerRole) TO "\(role)";
+            \(then);
+            """)
+    }
+
     /// Drops the test's database, then its role, from a connection to another database (roles are the whole
     /// cluster's: one left behind would keep `matcher_capture`'s membership in every later test database).
     static func dropDatabaseAndRole(_ database: TestDatabase, _ role: String) {
@@ -92,16 +107,7 @@ import Testing
         let admin = try database.connect()
         defer { admin.close() }
         let owner = "matcher_test_owner_\(database.name.suffix(12))"
-        try admin.execute(
-            """
-            DO $$ BEGIN
-                CREATE ROLE \(ChangeCapture.ownerRole) NOLOGIN NOSUPERUSER NOINHERIT;
-            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
-            END $$;
-            CREATE ROLE "\(owner)" LOGIN NOSUPERUSER;
-            GRANT \(ChangeCapture.ownerRole) TO "\(owner)";
-            ALTER DATABASE "\(database.name)" OWNER TO "\(owner)";
-            """)
+        try Self.createMigrator(owner, on: admin, then: "ALTER DATABASE \"\(database.name)\" OWNER TO \"\(owner)\"")
         defer { Self.dropDatabaseAndRole(database, "\(owner)") }
         let connection = try PostgresConnection(database.conninfo, overriding: ["user": owner])
         defer { connection.close() }
@@ -132,16 +138,7 @@ import Testing
         let admin = try database.connect()
         defer { admin.close() }
         let migrator = "matcher_test_migrator_\(database.name.suffix(12))"
-        try admin.execute(
-            """
-            DO $$ BEGIN
-                CREATE ROLE \(ChangeCapture.ownerRole) NOLOGIN NOSUPERUSER NOINHERIT;
-            EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
-            END $$;
-            CREATE ROLE "\(migrator)" LOGIN NOSUPERUSER;
-            GRANT \(ChangeCapture.ownerRole) TO "\(migrator)";
-            GRANT CREATE ON SCHEMA public TO "\(migrator)";
-            """)
+        try Self.createMigrator(migrator, on: admin, then: "GRANT CREATE ON SCHEMA public TO \"\(migrator)\"")
         defer { Self.dropDatabaseAndRole(database, "\(migrator)") }
         let connection = try PostgresConnection(database.conninfo, overriding: ["user": migrator])
         defer { connection.close() }
