@@ -1,4 +1,5 @@
 import Foundation
+import PostgresTestSupport
 import Testing
 
 @testable import matcher
@@ -18,15 +19,8 @@ import Testing
     }
 
     @Test func aCancelThatReturnsIsWaitedFor() {
-        let finished = Flag()
-        #expect(SignalTrap.within(5) { finished.set() })
+        let finished = Locked(false)
+        #expect(SignalTrap.within(5) { finished.update { $0 = true } })
         #expect(finished.value)
-    }
-
-    final class Flag: @unchecked Sendable {
-        private let lock = NSLock()
-        private var isSet = false
-        func set() { lock.withLock { isSet = true } }
-        var value: Bool { lock.withLock { isSet } }
     }
 }

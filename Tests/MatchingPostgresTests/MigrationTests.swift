@@ -76,7 +76,7 @@ import Testing
             let connections = try (0..<2).map { _ in try database.connect() }
             defer { for connection in connections { connection.close() } }
             try prepare(connections[0])
-            let failures = Failures()
+            let failures = Locked<[String]>([])
             // Two threads that meet before they start, so that the two migrators do run at once.
             let ready = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0), done = DispatchGroup()
             for index in 0..<2 {
@@ -87,7 +87,7 @@ import Testing
                     do {
                         try MigrationRunner(connection: connections[index]).apply(migrations)
                     } catch {
-                        failures.append("\(error)")
+                        failures.update { $0.append("\(error)") }
                     }
                     done.leave()
                 }
@@ -97,7 +97,7 @@ import Testing
             go.signal()
             go.signal()
             done.wait()
-            #expect(failures.all.isEmpty, "\(failures.all)")
+            #expect(failures.value.isEmpty, "\(failures.value)")
         }
         for _ in 0..<3 {
             try together(try TestDatabase.create()) { _ in }
@@ -110,13 +110,6 @@ import Testing
                 try connection.execute("COMMENT ON FUNCTION matcher_record_changed_profile() IS 'stale'")
             }
         }
-    }
-
-    final class Failures: @unchecked Sendable {
-        private let lock = NSLock()
-        private var items: [String] = []
-        func append(_ item: String) { lock.withLock { items.append(item) } }
-        var all: [String] { lock.withLock { items } }
     }
 
     /// The version the code needs is the newest file's, and a run on a database behind it is refused before it

@@ -402,12 +402,12 @@ import Testing
         let watcher = try database.connect()
         defer { watcher.close() }
         let released = DispatchSemaphore(value: 0)
-        let sawTheWait = ResultBox()
+        let sawTheWait = Locked(false)
         Thread.detachNewThread { [self] in
             // The first attempt's wait, then another transaction's: the second attempt. Then gone.
             let first = try? waiter(for: xid, watcher)
             let second = first.flatMap { try? waiter(for: xid, except: $0, watcher) }
-            sawTheWait.set(second != nil)
+            sawTheWait.update { $0 = second != nil }
             try? holder.execute("ROLLBACK")
             released.signal()
         }
@@ -450,12 +450,4 @@ import Testing
         #expect(first.forgotten + second.forgotten == Int(expired - waiting))
         #expect(try expiredAndWaiting(connection) == (waiting, waiting))
     }
-}
-
-/// A flag set by one thread and read by another.
-private final class ResultBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var flag = false
-    func set(_ value: Bool) { lock.withLock { flag = value } }
-    var value: Bool { lock.withLock { flag } }
 }

@@ -31,8 +31,12 @@ import Testing
         process.standardError = stderr
         process.standardOutput = Pipe()
         // Standard error as it comes, so that the test can wait for the signal to be taken.
-        let written = Collected()
-        stderr.fileHandleForReading.readabilityHandler = { handle in written.append(handle.availableData) }
+        let written = Locked(Data())
+        stderr.fileHandleForReading.readabilityHandler = { handle in
+            let more = handle.availableData
+            written.update { $0.append(more) }
+        }
+        var text: String { String(decoding: written.value, as: UTF8.self) }
         try process.run()
 
         // Wait until the run's unit is blocked on the lock, then ask it to stop and let the unit finish.
@@ -53,13 +57,14 @@ import Testing
         kill(process.processIdentifier, SIGTERM)
         // The signal is taken on a queue of the worker's: only once it says so may the unit go on.
         let deadline = Date().addingTimeInterval(30)
-        while !written.text.contains("SIGTERM received"), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        #expect(written.text.contains("SIGTERM received"), "\(written.text)")
+        while !text.contains("SIGTERM received"), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        #expect(text.contains("SIGTERM received"), "\(text)")
         try blocker.execute("COMMIT")
         process.waitUntilExit()
         stderr.fileHandleForReading.readabilityHandler = nil
-        written.append(stderr.fileHandleForReading.readDataToEndOfFile())
-        let message = written.text
+        let rest = stderr.fileHandleForReading.readDataToEndOfFile()
+        written.update { $0.append(rest) }
+        let message = text
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 130 || process.terminationStatus == 143)
         #expect(message.contains("stopped at a unit-of-work boundary"), "\(message)")
@@ -76,13 +81,5 @@ import Testing
         #expect(next.status == 0, "\(next.stderr)")
         #expect(try Rows.of(stopped.connection).matches == Rows.of(clean.connection).matches)
         #expect(try Rows.of(stopped.connection).notifications == Rows.of(clean.connection).notifications)
-    }
-
-    /// Bytes a pipe's reader hands over, from another thread.
-    final class Collected: @unchecked Sendable {
-        private let lock = NSLock()
-        private var data = Data()
-        func append(_ more: Data) { lock.withLock { data.append(more) } }
-        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
     }
 }

@@ -60,7 +60,7 @@ struct MatchingPass {
     /// take minutes at a million profiles, longer than a service manager waits. Nothing of the pass is
     /// committed before its write phase, so the next run (or the same backfill) does it all again.
     private func stopIfRequested(_ plan: Plan) throws {
-        if let reason = options.stop.requestedReason { throw RunStopped(reason: reason, runId: plan.run?.id) }
+        try options.stop.throwIfRequested(runId: plan.run?.id)
     }
 
     private func evaluateAndWrite(

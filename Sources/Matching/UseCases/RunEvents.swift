@@ -73,6 +73,11 @@ public final class StopRequest: @unchecked Sendable {
         defer { lock.unlock() }
         return reason
     }
+
+    /// Throws `RunStopped` (for `runId`, when a run is recorded) once a stop has been requested.
+    public func throwIfRequested(runId: Int64?) throws {
+        if let reason = requestedReason { throw RunStopped(reason: reason, runId: runId) }
+    }
 }
 
 /// The run stopped at a unit boundary because a stop was requested; everything committed stays, and

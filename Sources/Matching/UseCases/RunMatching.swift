@@ -69,7 +69,7 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         }
 
         // A stop asked for while the interrupted run was completed ends here, before the new run reads.
-        if let reason = pass.options.stop.requestedReason { throw RunStopped(reason: reason, runId: nil) }
+        try pass.options.stop.throwIfRequested(runId: nil)
 
         var timer = PhaseTimer()
         timer.begin(.read, output)

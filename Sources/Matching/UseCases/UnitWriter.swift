@@ -45,7 +45,7 @@ final class UnitWriter: @unchecked Sendable {
     private var done = 0
 
     init(
-        output: any RunOutputHandler, stop: StopRequest, turnKeepAliveSeconds: Double = 10, run: RunRecord,
+        output: any RunOutputHandler, stop: StopRequest, turnKeepAliveSeconds: Double, run: RunRecord,
         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
         findings: DigestFindings
     ) {
@@ -120,7 +120,7 @@ final class UnitWriter: @unchecked Sendable {
         busy.wait()
         var holding = true
         defer { if holding { busy.signal() } }
-        if let reason = stop.requestedReason { throw RunStopped(reason: reason, runId: run.id) }
+        try stop.throwIfRequested(runId: run.id)
         let outcome = try committer.commit(
             WorkUnit(
                 runId: run.id, clock: plan.clock, lastFilterId: unit.lastFilterId, matches: unit.matches,
