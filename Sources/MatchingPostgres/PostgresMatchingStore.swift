@@ -459,6 +459,13 @@ extension PostgresMatchingStore: FilterRepository {
             if !validIds.isEmpty {
                 try tx.query("DELETE FROM matcher_invalid_filters WHERE filter_id = ANY($1)", [.int8Array(validIds)])
             }
+            // A filter the app has deleted (`deleted_at`) is no run's to read again: its entry goes now, not
+            // never (the list holds a row per invalid filter, so this join is small).
+            try tx.query(
+                """
+                DELETE FROM matcher_invalid_filters i USING saved_filters f
+                WHERE f.id = i.filter_id AND f.deleted_at IS NOT NULL
+                """)
             guard !invalid.isEmpty else { return }
             try tx.query(
                 """

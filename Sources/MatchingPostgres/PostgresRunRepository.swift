@@ -265,10 +265,18 @@ extension PostgresMatchingStore: RunRepository {
     public func latestRetentionDays() throws -> Int? {
         try connection.query(
             """
-            SELECT retention_days FROM matcher_runs WHERE kind = 'run' AND retention_days IS NOT NULL
-            ORDER BY id DESC LIMIT 1
+            SELECT retention_days FROM matcher_runs WHERE retention_days IS NOT NULL ORDER BY id DESC LIMIT 1
             """
         ).rows.first.flatMap { try $0.optionalInt32(0) }.map(Int.init)
+    }
+
+    public func matchesRecorded(clockAfter after: Timestamp, through: Timestamp) throws -> Int {
+        // A scan of matcher_runs: a few rows a day and shard, kept through the retention.
+        Int(
+            try connection.query(
+                "SELECT coalesce(sum(matches_written), 0)::bigint FROM matcher_runs WHERE clock > $1 AND clock <= $2",
+                [.timestamptz(after), .timestamptz(through)]
+            ).rows[0].int64(0))
     }
 
     public func run(id: Int64) throws -> RunRecord? {

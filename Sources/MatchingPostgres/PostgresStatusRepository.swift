@@ -96,10 +96,11 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             }
             let setAside = try tx.query(
                 """
-                SELECT (SELECT count(*) FROM matcher_invalid_filters),
+                SELECT (SELECT count(*) FROM matcher_invalid_filters i
+                        WHERE EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id AND f.deleted_at IS NULL)),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'profile'),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'filter'),
-                       (SELECT retention_days FROM matcher_runs WHERE kind = 'run' AND retention_days IS NOT NULL
+                       (SELECT retention_days FROM matcher_runs WHERE retention_days IS NOT NULL
                         ORDER BY id DESC LIMIT 1)
                 """
             ).rows[0]

@@ -234,14 +234,16 @@ enum RetentionSQL {
         """
         DELETE FROM matcher_invalid_filters WHERE filter_id = ANY (ARRAY(
             SELECT i.filter_id FROM matcher_invalid_filters i
-            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id) AND $1::timestamptz IS NOT NULL
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id AND f.deleted_at IS NULL)
+              AND $1::timestamptz IS NOT NULL
             LIMIT $2))
         """,
         """
         DELETE FROM matcher_quarantine WHERE (kind, row_id) IN (
             SELECT q.kind, q.row_id FROM matcher_quarantine q
             WHERE CASE q.kind
-                    WHEN 'filter' THEN NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = q.row_id)
+                    WHEN 'filter' THEN NOT EXISTS (
+                        SELECT 1 FROM saved_filters f WHERE f.id = q.row_id AND f.deleted_at IS NULL)
                     ELSE NOT EXISTS (SELECT 1 FROM profiles p WHERE p.id = q.row_id) END
               AND q.detected_at < $1   -- listed for operators through the retention, then forgotten
             LIMIT $2)

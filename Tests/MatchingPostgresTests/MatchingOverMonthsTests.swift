@@ -208,6 +208,57 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// Review of session 24: a run's sweep forgot at most a fixed 5M pairs, fewer than a day records at
+    /// 1M x 100k, and a shard's run that recorded little swept for the whole service with that budget. It now
+    /// takes at least twice what the service recorded in the day up to its clock (batches of one pair here).
+    @Test func theSweepKeepsUpWithWhatTheServiceRecordsADay() throws {
+        let twin = try Twin()
+        try twin.saveProfiles([World.profile(1, gender: 1)], at: ScenarioWorld.day1.adding(days: -1))
+        try twin.saveFilters([World.filter(100, owner: 1)])
+        try twin.runBoth(at: ScenarioWorld.day1.adding(days: -1), retentionDays: 7)  // the first run: no pair
+        try twin.saveProfiles((10...12).map { World.profile(Int64($0)) }, at: ScenarioWorld.day1)
+        let first = try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 7)
+        #expect(first.postgres.counters.matchesWritten == 3)
+
+        let later = ScenarioWorld.day1.adding(days: 10)
+        try twin.saveProfiles([World.profile(20), World.profile(21)], at: later)
+        let small = PassOptions(retentionBatchSize: 1, retentionMinimumBatches: 1)
+        let keeping = try twin.runBoth(at: later, retentionDays: 1_000, options: small)
+        #expect(keeping.postgres.counters.matchesWritten == 2 && keeping.postgres.counters.matchesForgotten == 0)
+        let recorded = try twin.postgres.matchesRecorded(clockAfter: later.adding(days: -1), through: later)
+        #expect(recorded == 2)
+        #expect(try twin.memory.matchesRecorded(clockAfter: later.adding(days: -1), through: later) == recorded)
+
+        let (pg, mem) = try twin.runBoth(
+            at: later.adding(microseconds: Timestamp.microsecondsPerDay / 24), retentionDays: 7, options: small)
+        #expect(pg.counters.matchesWritten == 0)
+        #expect(pg.counters.matchesForgotten == 3, "budget 4: twice the day's 2 (alone, it would have been 1)")
+        #expect(mem.counters.matchesForgotten == 3)
+        #expect(pg.retention?.backlog == false && mem.retention?.backlog == false)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+    }
+
+    /// Review of session 24: the list of invalid filters lost an entry only when a run read the filter valid or
+    /// the row was gone; a filter the app deletes by `deleted_at` stayed listed (and counted by `matcher status`)
+    /// for the life of the database. It now goes with the next run.
+    @Test func anInvalidFilterTheAppDeletesLeavesTheList() throws {
+        let twin = try Twin()
+        try twin.saveProfiles([World.profile(1, gender: 1), World.profile(10)], at: ScenarioWorld.day1)
+        let bogus = World.filter(100, owner: 1, #"{"bogus": 1}"#)
+        try twin.saveFilters([bogus, World.filter(200, owner: 1, #"{"age": {"min": 40, "max": 30}}"#)])
+        try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 7)
+        #expect(try twin.postgres.recordedInvalidFilters().map(\.filterId) == [100, 200])
+        #expect(try twin.memory.recordedInvalidFilters().map(\.filterId) == [100, 200])
+
+        try twin.saveFilters([World.filter(100, owner: 1, #"{"bogus": 1}"#, deleted: true)])
+        let pgBefore = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        #expect(pgBefore.invalidFilters == 1, "status counts only filters that still exist")
+        #expect(try twin.memory.serviceStatus(retention: false).invalidFilters == 1)
+        try twin.runBoth(at: ScenarioWorld.day2, retentionDays: 7)
+        #expect(try twin.postgres.recordedInvalidFilters().map(\.filterId) == [200])
+        #expect(try twin.memory.recordedInvalidFilters().map(\.filterId) == [200])
+    }
+
     /// The first run considers every profile: its pairs are recorded in bulk (out of the retention index) and
     /// listed by filter and clock; a later run's are not. Retention forgets both alike, as the in-memory twin
     /// does without any list.
@@ -388,14 +439,14 @@ import Testing
 extension Twin {
     @discardableResult
     func runBoth(
-        at clock: Timestamp, maxPerFilter: Int = 100, retentionDays: Int
+        at clock: Timestamp, maxPerFilter: Int = 100, retentionDays: Int, options: PassOptions = PassOptions()
     )
         throws -> (postgres: RunSummary, memory: RunSummary)
     {
         memory.setClock(clock)
         let input = RunMatching.Input(now: clock, maxPerFilter: maxPerFilter, retentionDays: retentionDays)
-        let pg = try RunMatching(MatchingRepositories(store: postgres)).execute(input)
-        let mem = try RunMatching(MatchingRepositories(store: memory)).execute(input)
+        let pg = try RunMatching(MatchingRepositories(store: postgres), options: options).execute(input)
+        let mem = try RunMatching(MatchingRepositories(store: memory), options: options).execute(input)
         return (pg, mem)
     }
 }

@@ -608,6 +608,59 @@ import Testing
         #expect(next.counters.matchesForgotten == 3)
         #expect(World.pairs(store).isEmpty)
     }
+
+    /// Review of session 24: a run's sweep forgot at most a fixed 5M pairs, fewer than a day at 1M x 100k
+    /// records (about 6.7M), so there the expired pairs would pile up day after day. It now forgets at least
+    /// twice what the run recorded (here: batches of one pair, at least one batch a run).
+    @Test func aRunsSweepForgetsAtLeastTwiceWhatTheRunRecorded() throws {
+        let options = PassOptions(retentionBatchSize: 1, retentionMinimumBatches: 1)
+        let quiet = seeded()
+        _ = try World.run(quiet)
+        let later = World.day1.adding(days: 10)
+        quiet.setClock(later)
+        let idle = try RunMatching(MatchingRepositories(store: quiet), options: options)
+            .execute(.init(now: later, retentionDays: 7))
+        #expect(idle.counters.matchesWritten == 0)
+        #expect(idle.counters.matchesForgotten == 1, "a run that records nothing still forgets its minimum")
+        #expect(idle.retention?.backlog == true)
+
+        let busy = seeded()
+        _ = try World.run(busy)
+        busy.setClock(later)
+        busy.save([World.profile(20), World.profile(21)], updatedAt: later)
+        let summary = try RunMatching(MatchingRepositories(store: busy), options: options)
+            .execute(.init(now: later, retentionDays: 7))
+        #expect(summary.counters.matchesWritten == 2)
+        #expect(summary.counters.matchesForgotten == 3, "budget 4: twice the 2 recorded")
+        #expect(summary.retention?.backlog == false)
+        #expect(Set(World.pairs(busy).map(\.profileId)) == [20, 21])
+
+        // The sweep is service-wide: a run that records nothing itself (another shard's, a later one the same
+        // day) takes the budget of what the service recorded in the day up to its clock.
+        let sharded = seeded()
+        _ = try World.run(sharded)
+        sharded.setClock(later)
+        sharded.save([World.profile(20), World.profile(21)], updatedAt: later)
+        let keeping = try RunMatching(MatchingRepositories(store: sharded), options: options)
+            .execute(.init(now: later, retentionDays: 1_000))
+        #expect(keeping.counters.matchesWritten == 2 && keeping.counters.matchesForgotten == 0)
+        let afterIt = later.adding(microseconds: Timestamp.microsecondsPerDay / 24)
+        sharded.setClock(afterIt)
+        let sweeping = try RunMatching(MatchingRepositories(store: sharded), options: options)
+            .execute(.init(now: afterIt, retentionDays: 7))
+        #expect(sweeping.counters.matchesWritten == 0)
+        #expect(sweeping.counters.matchesForgotten == 3, "budget 4: twice the day's 2")
+        #expect(sweeping.retention?.backlog == false)
+    }
+
+    @Test func theSweepsBudgetFollowsWhatTheRunRecorded() {
+        #expect(Retention.sweepBatches(recorded: 0, batchSize: 50_000, minimum: 100) == 100)
+        #expect(Retention.sweepBatches(recorded: 2_500_000, batchSize: 50_000, minimum: 100) == 100)
+        #expect(Retention.sweepBatches(recorded: 6_700_000, batchSize: 50_000, minimum: 100) == 268)
+        #expect(Retention.sweepBatches(recorded: 6_700_001, batchSize: 50_000, minimum: 100) == 269)
+        #expect(Retention.sweepBatches(recorded: Int.max, batchSize: 50_000, minimum: 100) == Int.max / 50_000)
+        #expect(Retention.sweepBatches(recorded: -5, batchSize: 0, minimum: 0) == 1)
+    }
 }
 
 @Suite struct BackfillTests {
@@ -653,6 +706,23 @@ import Testing
         let shorter = try RunMatching(repositories).execute(.init(now: later.adding(days: 2), retentionDays: 180))
         #expect(shorter.counters.matchesForgotten == 2)
         #expect(try store.latestRetentionDays() == 180)
+    }
+
+    /// Review of session 24: a backfill's `--retention-days 30` forgot every filter's pairs at 30 days, and the
+    /// next runs without the flag went back to the latest run's 180: the pairs 30-180 days old were gone
+    /// already, so the promise of the runs after it was not the one kept. A flag given to a backfill is kept too.
+    @Test func aBackfillsRetentionIsKeptByTheRunsAfterIt() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1)])
+        let repositories = MatchingRepositories(store: store)
+        _ = try RunMatching(repositories).execute(.init(now: World.day1, retentionDays: 180))
+        let later = World.day1.adding(days: 1)
+        store.setClock(later)
+        _ = try World.backfill(store, .init(filters: .ids([100]), now: later, retentionDays: 30))
+        #expect(try store.latestRetentionDays() == 30)
+        let run = try RunMatching(repositories).execute(.init(now: later.adding(days: 40)))
+        #expect(run.counters.matchesForgotten == 1, "the backfill's 30 days, not the earlier run's 180")
     }
 
     @Test func backfillByChangedWindow() throws {

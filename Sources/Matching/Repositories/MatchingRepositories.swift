@@ -43,14 +43,21 @@ public struct PassOptions: Sendable {
     /// A unit written ahead of its turn sends a statement that does nothing this often while it waits for the
     /// earlier units to commit, so that the server never takes it for idle in its transaction.
     public var turnKeepAliveSeconds: Double
+    /// Pairs the retention sweep deletes a transaction, and the batches a run's sweep takes at least
+    /// (`Retention.sweepBatches`: more when the run recorded more).
+    public var retentionBatchSize: Int
+    public var retentionMinimumBatches: Int
 
     public init(
         stop: StopRequest = StopRequest(), unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000,
-        turnKeepAliveSeconds: Double = 10
+        turnKeepAliveSeconds: Double = 10, retentionBatchSize: Int = Retention.batchSize,
+        retentionMinimumBatches: Int = Retention.maxBatchesPerRun
     ) {
         self.stop = stop
         self.unitFilterLimit = max(1, unitFilterLimit)
         self.unitMatchLimit = max(1, unitMatchLimit)
         self.turnKeepAliveSeconds = max(0.01, turnKeepAliveSeconds)
+        self.retentionBatchSize = max(1, retentionBatchSize)
+        self.retentionMinimumBatches = max(1, retentionMinimumBatches)
     }
 }

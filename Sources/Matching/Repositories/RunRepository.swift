@@ -78,8 +78,11 @@ public protocol RunRepository: Sendable {
     /// (entries of rows that now read fine are forgotten), and the counts in the run's counters (the larger
     /// of the recorded and the new, see `RunCounters.withReadIssues`).
     func recordReadIssues(_ issues: ReadIssues, runId: Int64) throws
-    /// `--retention-days` of the latest incremental run, if any (`Retention.days`).
+    /// `--retention-days` of the latest run or backfill, if any (`Retention.days`).
     func latestRetentionDays() throws -> Int?
+    /// The pairs recorded by every run and backfill, of any shard, whose clock is after `after` and at most
+    /// `through`: what a day records service-wide, the measure of a day's expiring pairs (`Retention.sweepBatches`).
+    func matchesRecorded(clockAfter after: Timestamp, through: Timestamp) throws -> Int
 }
 
 extension RunRepository {

@@ -150,7 +150,8 @@ extension MatchingPass {
         do {
             outcome = try body(&timer)
             timer.begin(.forget, output)
-            retention = try forgetExpired(clock: run.clock, retentionDays: retentionDays)
+            retention = try forgetExpired(
+                clock: run.clock, retentionDays: retentionDays, recorded: outcome.counters.matchesWritten)
             timer.end(.forget, output)
             try runs.finish(
                 runId: run.id,
@@ -167,12 +168,19 @@ extension MatchingPass {
     }
 
     /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
-    /// in bounded batches; a service-wide backlog is left to the next runs rather than growing one.
-    private func forgetExpired(clock: Timestamp, retentionDays: Int) throws -> RetentionOutcome? {
+    /// in bounded batches, at least twice as many as the service recorded in the day up to the clock
+    /// (`Retention.sweepBatches`: the sweep is service-wide and one shard's run may do it for all); a backlog
+    /// beyond that is left to the next runs rather than growing one.
+    private func forgetExpired(clock: Timestamp, retentionDays: Int, recorded: Int) throws -> RetentionOutcome? {
         let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
+        // The day's count is only a budget: if it cannot be read, this run's own count stands in.
+        let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
+        let recorded = max(recorded, day)
         let outcome = try matches.forgetExpired(
-            before: cutoff, batchSize: Retention.batchSize,
-            maxBatches: Retention.maxBatchesPerRun, stop: options.stop)
+            before: cutoff, batchSize: options.retentionBatchSize,
+            maxBatches: Retention.sweepBatches(
+                recorded: recorded, batchSize: options.retentionBatchSize, minimum: options.retentionMinimumBatches),
+            stop: options.stop)
         if let outcome { output.handle(.forgotten(outcome)) }
         return outcome
     }

@@ -6,8 +6,20 @@ public enum Retention {
     public static let maximumDays = 36_500
     /// Pairs deleted per transaction: short row locks, no table lock.
     public static let batchSize = 50_000
-    /// At most this many batches a run (5M pairs); a larger backlog is worked off by the next runs.
+    /// At least this many batches a run (5M pairs); a larger backlog is worked off by the next runs.
     public static let maxBatchesPerRun = 100
+
+    /// The batches a run's sweep may delete: `minimum`, or enough for twice the pairs the run recorded, whichever
+    /// is more. A day's expiring pairs are about what a day records (the pairs of the day `--retention-days`
+    /// ago, like today's), so a fixed budget would fall behind a service that records more than it a day (at
+    /// 1M x 100k a day records about 6.7M pairs, more than 5M), and the backlog would grow by the difference
+    /// every day. Twice gives room to work off a backlog (a month with the timer off) in a few runs.
+    public static func sweepBatches(recorded: Int, batchSize: Int, minimum: Int) -> Int {
+        let size = max(1, batchSize)
+        let (twice, overflow) = max(0, recorded).multipliedReportingOverflow(by: 2)
+        let needed = overflow ? Int.max / size : twice / size + (twice % size == 0 ? 0 : 1)
+        return max(max(1, minimum), needed)
+    }
 
     /// The retention a run or backfill applies: `given` (the operator's `--retention-days`), or the latest
     /// incremental run's, or `defaultDays` for a new service. The sweep forgets every filter's pairs, whichever

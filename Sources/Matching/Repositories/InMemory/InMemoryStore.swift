@@ -222,6 +222,7 @@ extension InMemoryStore: FilterRepository {
     public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
         locked {
             for id in validIds { invalidRows[id] = nil }
+            for (id, _) in invalidRows where filterRows[id]?.isDeleted == true { invalidRows[id] = nil }
             for record in invalid { invalidRows[record.filterId] = record }
         }
     }
@@ -564,9 +565,13 @@ extension InMemoryStore: RunRepository {
     public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
 
     public func latestRetentionDays() throws -> Int? {
+        locked { written.runRows.values.filter { $0.retentionDays != nil }.max { $0.id < $1.id }?.retentionDays }
+    }
+
+    public func matchesRecorded(clockAfter after: Timestamp, through: Timestamp) throws -> Int {
         locked {
-            written.runRows.values.filter { $0.kind == .run && $0.retentionDays != nil }.max { $0.id < $1.id }?
-                .retentionDays
+            written.runRows.values.filter { $0.clock > after && $0.clock <= through }
+                .reduce(0) { $0 + $1.counters.matchesWritten }
         }
     }
 
@@ -680,13 +685,14 @@ extension InMemoryStore: StatusRepository {
                     matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
                     oldestMatchedAt: waiting.values.min(), oldestDueSince: dueSince.min(),
                     notNotifiable: written.waiting.count - waiting.count),
-                invalidFilters: invalidRows.count,
+                invalidFilters: invalidRows.keys.filter { filterRows[$0].map { !$0.isDeleted } ?? false }.count,
                 quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
                 quarantinedFilters: Set(quarantineRows.filter { $0.kind == .filter }.map(\.rowId)).count,
                 retention: RetentionState(
                     rows: matches.count, rowsEstimated: false,
                     oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
-                    retentionDays: runs.last?.retentionDays),
+                    retentionDays: written.runRows.values.filter { $0.retentionDays != nil }.max { $0.id < $1.id }?
+                        .retentionDays),
                 notificationPause: pause)
         }
     }
