@@ -94,6 +94,13 @@ struct RunOptions: ParsableArguments {
     @Flag(help: "Accept a time zone other than the one the shard's previous runs used.")
     var timeZoneChange = false
 
+    @Flag(
+        help: """
+            Accept a --now more than an hour after the database's clock (a test world): without it such a run \
+            is refused, since it would hold back its filters' digests and forget pairs early.
+            """)
+    var allowFutureNow = false
+
     @Option(
         help: """
             Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest). Every \
@@ -134,6 +141,13 @@ struct RunOptions: ParsableArguments {
     }
 
     var zone: TimeZone { TimeZone(identifier: timeZone) ?? .tokyo }
+
+    /// Refuses a `--now` more than an hour after the database's clock unless `--allow-future-now` (`ClockAhead`);
+    /// a dry run writes nothing and may look ahead.
+    func checkClock(_ store: any ProfileRepository) throws {
+        guard !dryRun, !allowFutureNow else { return }
+        try ClockAhead.check(now, against: store)
+    }
 
     /// How the pass works through its units: `--unit-filters`, `--unit-matches`, stopping on `stop`.
     func pass(stop: StopRequest) -> PassOptions {

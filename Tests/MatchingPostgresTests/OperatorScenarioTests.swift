@@ -255,10 +255,20 @@ import Testing
 
         let stuck = try FaultScenarioTests.world()
         try Self.refuseFutureMatches(stuck.connection)
-        // A mistyped --now (2036 for 2026): the guard refuses its matches, and every attempt to complete the
-        // run keeps the run's clock, so the retry fails the same way.
+        // A mistyped --now (2036 for 2026): the worker refuses it (exit 64, nothing written)...
         let mistyped = ["run", "--now", "2036-03-01T03:00:00Z", "--unit-filters", "5"]
-        let first = try MatcherProcess.run(mistyped, database: stuck.database.conninfo)
+        let refused = try MatcherProcess.run(mistyped, database: stuck.database.conninfo)
+        OperationsTests.expectOneLine(refused, status: 64, containing: "after the database's clock")
+        #expect(refused.stderr.contains("--allow-future-now"), "\(refused.stderr)")
+        #expect(try FaultScenarioTests.statuses(stuck).isEmpty, "no run row")
+        let backfill = try MatcherProcess.run(
+            ["backfill", "--now", "2036-03-01T03:00:00Z"], database: stuck.database.conninfo)
+        OperationsTests.expectOneLine(backfill, status: 64, containing: "after the database's clock")
+        let dryRun = try MatcherProcess.run(mistyped + ["--dry-run"], database: stuck.database.conninfo)
+        #expect(dryRun.status == 0, "a dry run writes nothing and may look ahead: \(dryRun.stderr)")
+        // ...unless told it is on purpose; then the app's guard refuses its matches, and every attempt to
+        // complete the run keeps the run's clock, so the retry fails the same way.
+        let first = try MatcherProcess.run(mistyped + ["--allow-future-now"], database: stuck.database.conninfo)
         OperationsTests.expectOneLine(first, status: 1, containing: "matched_at in the future")
         try FaultScenarioTests.waitUntilNoWorkerSession(stuck)
         let retry = try MatcherProcess.run(FaultScenarioTests.run, database: stuck.database.conninfo)

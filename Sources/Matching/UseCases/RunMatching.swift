@@ -209,6 +209,34 @@ public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertibl
     }
 }
 
+/// A `--now` well after the database's clock (exit 64): a mistyped year, or a zone offset left off and added
+/// wrong. Such a run would stamp its digests' `last_notified_at` in the future (no digest for those filters
+/// until the real clock catches up, and no alert: nothing looks overdue) and forget every pair older than its
+/// clock less the retention (a year ahead: all of them, which may then match and be shown again).
+public struct ClockAhead: ClassifiedError, Sendable, CustomStringConvertible {
+    /// How far after the database's clock a `--now` may be without `--allow-future-now`.
+    public static let tolerance: Int64 = 3_600 * 1_000_000
+    public let requested: Timestamp
+    public let database: Timestamp
+    public var failureKind: FailureKind { .usage }
+    public var description: String {
+        let hours = (requested.microsecondsSinceEpoch - database.microsecondsSinceEpoch) / 3_600_000_000
+        return "--now \(requested.iso8601) is \(hours) h after the database's clock (\(database.iso8601)): a run's "
+            + "digests and retention follow its clock; check the date and zone, or pass --allow-future-now to "
+            + "run ahead of the database on purpose (a test world)"
+    }
+
+    /// The commands' check of their `--now` (not the use cases': they take the clock they are given, as tests
+    /// and replays do); a dry run writes nothing and is not checked.
+    public static func check(_ now: Timestamp?, against profiles: any ProfileRepository) throws {
+        guard let now else { return }
+        let database = try profiles.currentTime()
+        if now.microsecondsSinceEpoch > database.microsecondsSinceEpoch &+ tolerance {
+            throw ClockAhead(requested: now, database: database)
+        }
+    }
+}
+
 /// Recorded progress is ahead of the database's transactions (exit 78).
 public struct ProgressAhead: ClassifiedError, Sendable, CustomStringConvertible {
     public let shard: Shard
