@@ -59,13 +59,14 @@ public struct PrimaryKeyUpkeep {
         return PrimaryKeySize(bytes: try row.int64(0), entries: try row.int64(1))
     }
 
-    /// Invalid indexes of `filter_matches` that an interrupted `REINDEX ... CONCURRENTLY` leaves (named
-    /// `<index>_ccnew`, `_ccnew1`, ...): they cost every write their upkeep until dropped.
+    /// Invalid indexes of `filter_matches` that an interrupted `REINDEX ... CONCURRENTLY` leaves: the new build
+    /// (`<index>_ccnew`, `_ccnew1`, ...) when it stopped before the swap, the old key (`<index>_ccold`, ...)
+    /// when it stopped after it, at its drop. They cost every write their upkeep, or their disk, until dropped.
     public func leftovers() throws -> [String] {
         try connection.query(
             """
             SELECT c.relname::text FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
-            WHERE x.indrelid = to_regclass('filter_matches') AND NOT x.indisvalid AND c.relname ~ '_ccnew[0-9]*$'
+            WHERE x.indrelid = to_regclass('filter_matches') AND NOT x.indisvalid AND c.relname ~ '_cc(new|old)[0-9]*$'
             ORDER BY 1
             """
         ).rows.map { try $0.string(0) }
@@ -111,6 +112,15 @@ public struct PrimaryKeyUpkeep {
             let drop = "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I', $1::text)"
             let statement = try connection.query(drop, [.text(name)]).rows[0].string(0)
             try connection.execute(statement)
+        }
+        // A rebuild killed before its RESET below (the process stopped, the deadline of its schedule) left the
+        // key at the rebuild's fillfactor, and the runs' appends at its right edge with it: reset it first.
+        let options = try connection.query(
+            "SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class WHERE oid = to_regclass($1)",
+            [.text(Self.index)]
+        ).rows.first
+        if let options, try options.string(0).contains("fillfactor=") {
+            try connection.execute("ALTER INDEX \(Self.index) RESET (fillfactor)")
         }
         guard let before = try size() else {
             throw PostgresError(

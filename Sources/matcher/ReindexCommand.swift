@@ -16,7 +16,7 @@ struct Reindex: ParsableCommand {
             each day's run touches. This compares the key with its packed size (the same entries built at \
             fillfactor 90) and, when it is --min-ratio times that or more, rebuilds it at fillfactor 70 (room \
             for the next days' inserts) without blocking the app's reads or the runs' writes. It first drops \
-            what an interrupted rebuild left (an invalid filter_matches_pkey_ccnew). Needs the owner of \
+            what an interrupted rebuild left (an invalid filter_matches_pkey_ccnew or _ccold). Needs the owner of \
             filter_matches (the role of `matcher migrate`; another role gets exit 78). Exit 0 whether or not \
             it rebuilt; 75 while another `matcher reindex` runs.
             """)

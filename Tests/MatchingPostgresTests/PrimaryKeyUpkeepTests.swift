@@ -147,6 +147,30 @@ import Testing
         _ = database
     }
 
+    /// Review of session 24: a rebuild interrupted after its swap leaves the old key as `_ccold` (invalid),
+    /// which the rebuild did not drop; and one killed before its RESET left the key at fillfactor 70.
+    @Test func theOldKeyAnInterruptedSwapLeftIsDroppedAndTheFillfactorReset() throws {
+        let (database, connection) = try thinnedKey()
+        defer { connection.close() }
+        let failed = Result {
+            try connection.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY filter_matches_pkey_ccold ON filter_matches (filter_id)")
+        }
+        #expect(throws: PostgresError.self) { try failed.get() }
+        try connection.execute("ALTER INDEX filter_matches_pkey SET (fillfactor = 70)")
+        let upkeep = PrimaryKeyUpkeep(connection: connection)
+        #expect(try upkeep.leftovers() == ["filter_matches_pkey_ccold"])
+        let outcome = try upkeep.rebuild(minimumRatio: 100)  // not due: only the upkeep around it
+        #expect(outcome.after == nil)
+        #expect(outcome.droppedLeftovers == ["filter_matches_pkey_ccold"])
+        #expect(try count(connection, "SELECT count(*) FROM pg_class WHERE relname = 'filter_matches_pkey_ccold'") == 0)
+        let options = try connection.query(
+            "SELECT reloptions IS NULL FROM pg_class WHERE relname = 'filter_matches_pkey'"
+        ).rows[0].bool(0)
+        #expect(options, "fillfactor reset")
+        _ = database
+    }
+
     @Test func oneRebuildAtATime() throws {
         let (database, connection) = try thinnedKey()
         defer { connection.close() }

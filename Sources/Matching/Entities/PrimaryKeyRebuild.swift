@@ -41,7 +41,7 @@ public struct PrimaryKeyRebuild: Sendable, Hashable {
     /// Nil when the key was below the ratio and left alone.
     public let after: PrimaryKeySize?
     public let minimumRatio: Double
-    /// Indexes an interrupted `REINDEX ... CONCURRENTLY` left behind (invalid, `*_ccnew*`), dropped first.
+    /// Indexes an interrupted `REINDEX ... CONCURRENTLY` left behind (invalid, `*_ccnew*` or `*_ccold*`), dropped first.
     public let droppedLeftovers: [String]
     public let seconds: Double
 
