@@ -2,6 +2,7 @@ import Chronology
 import Foundation
 import Matching
 import MatchingPostgres
+import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -291,6 +292,49 @@ import Testing
         #expect(forgetting.postgres.counters.matchesForgotten == 2)  // with profile 10's, notified on day 1
         #expect(try twin.postgres.matches(filterId: 100).isEmpty)
         try expectSameRows(twin, "held back")
+    }
+
+    /// Review of session 24: status counted the waiting matches of a filter no run prepares (suspended: its
+    /// owner's plan lapsed under an all-paid filter; invalid; quarantined) as a digest overdue, for as long as
+    /// the owner did not pay, and `MatcherDigestsWaitingTooLong` could not clear. They are listed apart.
+    @Test func theWaitingMatchesOfAFilterThatCannotSendAreNotOverdue() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        let weekly = NotifyInterval(months: 0, days: 7, microseconds: 0)
+        try twin.saveProfiles(
+            [
+                World.profile(1, gender: 1, plan: Profile.Plan.paid, at: day1), World.profile(2, gender: 1, at: day1),
+                World.profile(10, communities: [3], at: day1),
+            ],
+            at: day1)
+        try twin.saveFilters([
+            World.filter(100, owner: 1, #"{"communities": {"anyOf": [3]}}"#, every: weekly),
+            World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, every: weekly),
+        ])
+        try runBoth(twin, at: day1)  // both notify profile 10
+        try twin.saveProfiles([World.profile(11, communities: [3], at: day2)], at: day2)
+        try runBoth(twin, at: day2)  // profile 11 waits for both weekly digests
+        // Owner 1's plan lapses (filter 100 is suspended); filter 200 becomes invalid.
+        let day3 = day1.adding(days: 2)
+        try twin.saveProfiles([World.profile(1, gender: 1, plan: Profile.Plan.free, at: day3)], at: day3)
+        try twin.saveFilters([World.filter(200, owner: 2, #"{"age": {"min": 40, "max": 30}}"#, every: weekly)])
+        try runBoth(twin, at: day3)
+        let pgStatus = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        let memStatus = try twin.memory.serviceStatus(retention: false)
+        #expect(pgStatus.digests == memStatus.digests)
+        #expect(pgStatus.digests.matches == 0, "neither filter can send")
+        #expect(pgStatus.digests.oldestDueSince == nil)
+        #expect(pgStatus.digests.notNotifiable == 2)
+
+        // Paid again, fixed again: their matches wait, and are due once the week is up.
+        let day4 = day1.adding(days: 3)
+        try twin.saveProfiles([World.profile(1, gender: 1, plan: Profile.Plan.paid, at: day4)], at: day4)
+        try twin.saveFilters([World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, every: weekly)])
+        try runBoth(twin, at: day4)
+        let again = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        #expect(again.digests == (try twin.memory.serviceStatus(retention: false)).digests)
+        #expect(again.digests.matches == 2 && again.digests.filters == 2)
+        #expect(again.digests.oldestDueSince != nil)
     }
 
     /// A match listed after a digest decision with a later clock, by a writer with an earlier one (a replay with

@@ -664,11 +664,17 @@ extension InMemoryStore: StatusRepository {
                     shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
                     lastSuccess: success.map(brief), runsSince: since.map(brief))
             }
-            // The retention sweep's rule, for owners who are active: their digests can come now.
-            let waiting = written.waiting.filter { pair, _ in
-                stillWaits(pair)
-                    && filterRows[pair.filterId].flatMap { profileRows[$0.ownerId] }?.isActive == true
+            // The retention sweep's rule, for owners who are active, of filters a run prepares (not invalid,
+            // quarantined or suspended): their digests can come now.
+            let quarantinedFilters = Set(quarantineRows.filter { $0.kind == .filter }.compactMap(\.rowId))
+            func sends(_ filterId: Int64) -> Bool {
+                guard let filter = filterRows[filterId], let owner = profileRows[filter.ownerId], owner.isActive,
+                    invalidRows[filterId] == nil, !quarantinedFilters.contains(filterId)
+                else { return false }
+                let conditions = try? FilterConditions.decode(json: filter.conditionsJSON)
+                return conditions.map { !$0.isSuspended(forOwnerPlan: owner.plan) } ?? true
             }
+            let waiting = written.waiting.filter { pair, _ in stillWaits(pair) && sends(pair.filterId) }
             let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
             let dueSince = Dictionary(grouping: waiting, by: \.key.filterId).compactMap { filterId, entries in
                 filterRows[filterId].map { filter in
