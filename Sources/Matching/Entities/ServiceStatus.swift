@@ -159,9 +159,10 @@ public struct RunBrief: Sendable, Hashable {
 /// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest
 /// while its filter exists, is not deleted, has `notify` on, its owner is active, and no digest decision (written
 /// or held back) has read it and passed it over (the retention sweep's rule, `RetentionSQL.stillWaits`,
-/// which also keeps the matches of a hidden or suspended owner, who may come back); the others stay listed until
-/// a digest counts them or retention forgets them, and are counted apart so that they never make a digest look
-/// late.
+/// which also keeps the matches of a hidden or suspended owner, who may come back). Of those, the ones whose
+/// filter a run prepares (not invalid, quarantined, or suspended for its owner's plan) are the digests that can
+/// come now; the others stay listed until a digest counts them or retention forgets them, and are counted apart
+/// so that they never make a digest look late.
 public struct WaitingDigests: Sendable, Hashable {
     public let matches: Int
     /// Filters with matches waiting: the digests that are waiting.
@@ -171,7 +172,8 @@ public struct WaitingDigests: Sendable, Hashable {
     /// time its filter became due again (`notify_every` after its last digest, less the tolerance). A weekly
     /// filter's matches wait up to a week by design; its digest is overdue only once that week is up.
     public let oldestDueSince: Timestamp?
-    /// Listed rows that no digest counts now (notify off, filter deleted or gone, owner inactive, passed over).
+    /// Listed rows that no digest counts now (notify off, filter deleted, gone, invalid, quarantined or suspended,
+    /// owner inactive, passed over).
     public let notNotifiable: Int
 
     public init(
