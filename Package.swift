@@ -35,20 +35,21 @@ let package = Package(
         .target(
             name: "LoadWorld",
             dependencies: ["Matching", "MatchingPostgres", "PostgresClient", "Chronology", "DeterministicRandom"]),
-        // The git commit the binary was built from (scripts/stamp-build; "unknown" without it).
-        .target(name: "CBuildInfo"),
+        // The git commit the binary is built from, for `--version` (`buildCommit`, written before each build).
+        .plugin(name: "BuildCommit", capability: .buildTool()),
         // The command line: commands only.
         .executableTarget(
             name: "matcher",
             dependencies: [
-                "Matching", "MatchingPostgres", "LoadWorld", "PostgresClient", "Chronology", "CBuildInfo",
+                "Matching", "MatchingPostgres", "LoadWorld", "PostgresClient", "Chronology",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             // Sources/matcher/FaultInjection.swift: SIGKILL at MATCHER_FAULT's point, for the tests that run
             // this binary (debug builds); release builds are without it.
-            swiftSettings: [.define("MATCHER_FAULTS", .when(configuration: .debug))]
+            swiftSettings: [.define("MATCHER_FAULTS", .when(configuration: .debug))],
+            plugins: ["BuildCommit"]
         ),
         // Benchmarks that print numbers (never timed tests).
         .executableTarget(

@@ -198,9 +198,25 @@ import Testing
         #expect(noReason.status == 64, "\(noReason.stderr)")
     }
 
+    /// The commit is the checkout's HEAD (the BuildCommit plugin), not "unknown" nor an earlier build's.
     @Test func versionNamesTheCommit() throws {
         let outcome = try MatcherProcess.run(["--version"], database: "")
         #expect(outcome.status == 0)
         #expect(outcome.stdout.hasPrefix("0.1.0 (commit "), "\(outcome.stdout)")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let git = Process()
+        git.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        git.arguments = ["git", "-C", root.path, "rev-parse", "--short=12", "HEAD"]
+        let out = Pipe()
+        git.standardOutput = out
+        git.standardError = FileHandle.nullDevice
+        try git.run()
+        git.waitUntilExit()
+        let head = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // Without git or outside a checkout there is no HEAD to compare with.
+        guard git.terminationStatus == 0, !head.isEmpty else { return }
+        #expect(outcome.stdout.hasPrefix("0.1.0 (commit \(head)"), "\(outcome.stdout) against HEAD \(head)")
     }
 }
