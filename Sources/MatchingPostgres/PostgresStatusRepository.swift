@@ -70,29 +70,28 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
             var waiting = (matches: Int64(0), filters: 0, oldest: Timestamp?.none, dueSince: Timestamp?.none)
             // A filter no run prepares sends no digest however long its matches wait: invalid, quarantined, or
             // suspended (every condition needs a plan its owner lacks, filter-language.md). Its matches are
-            // listed apart, or a lapsed plan would hold the overdue alert up until the owner pays again.
+            // listed apart, or a lapsed plan would hold the overdue alert up until the owner pays again. The
+            // conditions are read as `json` (the app's column may be either; jsonb casts to json always).
             let paid = MasterItem.all.filter { $0.requiredPlan > Profile.Plan.free }
             for row in try tx.query(
                 """
-                SELECT g.n, g.first, g.last_notified_at, g.notify_every FROM (
-                    SELECT w.filter_id, count(*) AS n, min(w.matched_at) AS first, s.last_notified_at,
-                           f.notify_every, f.conditions, o.plan
-                    FROM matcher_waiting_matches w
-                    JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                                         AND coalesce(f.notify::text, 'true') IN ('true', 't')
-                    JOIN profiles o ON o.id = f.owner_id AND o.status = 1
-                    LEFT JOIN matcher_filter_state s ON s.filter_id = w.filter_id
-                    WHERE \(RetentionSQL.stillWaits)
-                    GROUP BY w.filter_id, s.last_notified_at, f.notify_every, f.conditions, o.plan) AS g
+                SELECT g.n, g.first, s.last_notified_at, f.notify_every
+                FROM (SELECT w.filter_id, count(*) AS n, min(w.matched_at) AS first
+                      FROM matcher_waiting_matches w WHERE \(RetentionSQL.stillWaits) GROUP BY w.filter_id) AS g
+                JOIN saved_filters f ON f.id = g.filter_id AND f.deleted_at IS NULL
+                                     AND coalesce(f.notify::text, 'true') IN ('true', 't')
+                JOIN profiles o ON o.id = f.owner_id AND o.status = 1
+                LEFT JOIN matcher_filter_state s ON s.filter_id = g.filter_id
                 WHERE NOT EXISTS (SELECT 1 FROM matcher_invalid_filters i WHERE i.filter_id = g.filter_id)
                   AND NOT EXISTS (SELECT 1 FROM matcher_quarantine q WHERE q.kind = 'filter' AND q.row_id = g.filter_id)
-                  AND NOT CASE WHEN jsonb_typeof(g.conditions) = 'object' AND g.conditions <> '{}'::jsonb
-                      THEN NOT EXISTS (
-                          SELECT 1 FROM jsonb_object_keys(g.conditions) AS k(key)
+                  AND NOT CASE WHEN json_typeof(f.conditions::json) <> 'object' THEN false  -- invalid: listed
+                      WHEN NOT EXISTS (SELECT 1 FROM json_object_keys(f.conditions::json)) THEN false  -- matches all
+                      ELSE NOT EXISTS (
+                          SELECT 1 FROM json_object_keys(f.conditions::json) AS k(key)
                           WHERE NOT EXISTS (
                               SELECT 1 FROM unnest($1::text[], $2::int2[]) AS p(key, plan)
-                              WHERE p.key = k.key AND p.plan > greatest(g.plan, 0)))
-                      ELSE false END
+                              WHERE p.key = k.key AND p.plan > greatest(o.plan, 0)))
+                      END
                 """, [.textArray(paid.map(\.key)), .int2Array(paid.map(\.requiredPlan))]
             ).rows {
                 let first = try row.timestamp(1)
