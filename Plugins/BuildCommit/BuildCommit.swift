@@ -10,8 +10,8 @@ import PackagePlugin
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         let root = context.package.directoryURL
         let output = context.pluginWorkDirectoryURL.appending(path: "BuildCommit.swift")
-        let git = root.appending(path: ".git")
-        let gitState = ["HEAD", "index", "logs/HEAD", "packed-refs"].map { git.appending(path: $0) }
+        let git = Self.gitDirectory(root)
+        let gitState = ["HEAD", "index", "logs/HEAD", "packed-refs"].compactMap { git?.appending(path: $0) }
             .filter { FileManager.default.fileExists(atPath: $0.path) }
         let sources = context.package.targets.compactMap(\.sourceModule).flatMap { $0.sourceFiles.map(\.url) }
         return [
@@ -23,6 +23,20 @@ import PackagePlugin
                 inputFiles: gitState + [root.appending(path: "Package.swift")] + sources,
                 outputFiles: [output])
         ]
+    }
+
+    /// The checkout's git directory: `.git`, or where a `.git` file points (`gitdir: …`, in a worktree or a
+    /// submodule), so that a commit there reruns the stamp too.
+    static func gitDirectory(_ root: URL) -> URL? {
+        let dotGit = root.appending(path: ".git")
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dotGit.path, isDirectory: &isDirectory) else { return nil }
+        if isDirectory.boolValue { return dotGit }
+        guard let text = try? String(contentsOf: dotGit, encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("gitdir:") })
+        else { return nil }
+        let path = line.dropFirst("gitdir:".count).trimmingCharacters(in: .whitespaces)
+        return path.hasPrefix("/") ? URL(filePath: path) : root.appending(path: path)
     }
 
     /// `$1` the package's root, `$2` the file to write (rewritten only when its text changes). A commit that is

@@ -658,7 +658,9 @@ import Testing
         #expect(Retention.sweepBatches(recorded: 2_500_000, batchSize: 50_000, minimum: 100) == 100)
         #expect(Retention.sweepBatches(recorded: 6_700_000, batchSize: 50_000, minimum: 100) == 268)
         #expect(Retention.sweepBatches(recorded: 6_700_001, batchSize: 50_000, minimum: 100) == 269)
-        #expect(Retention.sweepBatches(recorded: Int.max, batchSize: 50_000, minimum: 100) == Int.max / 50_000)
+        #expect(Retention.sweepBatches(recorded: 200_000_000, batchSize: 50_000, minimum: 100) == 1_000)
+        #expect(Retention.sweepBatches(recorded: Int.max, batchSize: 50_000, minimum: 100) == 1_000)
+        #expect(Retention.sweepBatches(recorded: 10, batchSize: 1, minimum: 50, ceiling: 5) == 50)
         #expect(Retention.sweepBatches(recorded: -5, batchSize: 0, minimum: 0) == 1)
     }
 }

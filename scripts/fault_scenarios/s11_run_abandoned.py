@@ -29,8 +29,14 @@ def run_abandoned(ctx: Context) -> None:
     if ctx.server.script(db, GUARD_SQL, log=ctx.logs / "s11-guard.out").returncode != 0:
         sys.stderr.write((ctx.logs / "s11-guard.out").read_text(errors="replace"))
         raise Fatal("could not create the guard")
-    # A completed interrupted run keeps its own clock, so the retry meets the guard again.
-    st1 = ctx.m("s11-mistyped", db, *cfg.run_at("2036-03-01T03:00:00Z")).rc
+    # The worker refuses a --now an hour or more after the database's clock (exit 64, nothing written)...
+    st0 = ctx.m("s11-refused", db, *cfg.run_at("2036-03-01T03:00:00Z")).rc
+    refused_rows = q(db, "SELECT count(*) FROM matcher_runs")
+    ctx.server.wait_no_matcher(db)
+    detail(f"run --now 2036-…: exit {st0}, run rows {refused_rows}: {w.errline('s11-refused')[:140]}")
+    # ...unless told it is on purpose; then a completed interrupted run keeps its own clock, so the retry meets
+    # the guard again.
+    st1 = ctx.m("s11-mistyped", db, *cfg.run_at("2036-03-01T03:00:00Z"), "--allow-future-now").rc
     ctx.server.wait_no_matcher(db)
     st2 = ctx.m("s11-retry", db, *cfg.run_args).rc
     detail(f"run --now 2036-…: exit {st1}; retry: exit {st2}: {w.errline('s11-retry')[:140]}")
@@ -46,9 +52,10 @@ def run_abandoned(ctx: Context) -> None:
     got, bad = ctx.checks.sig(db), ctx.checks.bad_digests(db)
     detail(f"next run exit {after.rc} in {after.dur}s; runs: {statuses}; rows: {got} (clean run: {ctx.ref_sig}); "
            f"inconsistent digests: {bad}")
-    held = (st1 == 1 and st2 == 1 and "matched_at in the future" in w.errline("s11-retry") and "failing" in state
+    held = (st0 == 64 and refused_rows == "0" and st1 == 1 and st2 == 1 and "matched_at in the future" in w.errline("s11-retry") and "failing" in state
             and st3 == 0 and after.rc == 0 and statuses == "abandoned,succeeded" and got == ctx.ref_sig and bad == "0")
-    ctx.record("11 run abandoned", "exit 1 twice; abandoned; next run equals the clean run", held, t)
+    ctx.record("11 run abandoned", "refused (64) without --allow-future-now; with it exit 1 twice; abandoned; next run "
+               "equals the clean run", held, t)
 
 
 SCENARIOS = {"11": run_abandoned}

@@ -206,7 +206,7 @@ public struct RetentionState: Sendable, Hashable {
     public let rowsEstimated: Bool
     /// The oldest `matched_at` kept; nil when the table is empty (or it was not read).
     public let oldestMatchedAt: Timestamp?
-    /// `--retention-days` of the latest incremental run.
+    /// `--retention-days` of the latest run or backfill.
     public let retentionDays: Int?
     /// The primary key's size against its packed size (nil where there are no indexes: in memory). Past about
     /// twice, `matcher reindex` rebuilds it (docs/runbook.md).

@@ -16,7 +16,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         public let shard: Shard
         public let maxPerFilter: Int
         public let dryRun: Bool
-        /// nil: as long as the latest incremental run kept them (`Retention.days`).
+        /// nil: as long as the latest run or backfill kept them (`Retention.days`).
         public let retentionDays: Int?
         /// Accept a zone other than the one the runs of the shard's owners use (`TimeZoneChanged`).
         public let timeZoneChange: Bool

@@ -1,24 +1,29 @@
 /// Retention's defaults and bounds (runs.md, cli.md `--retention-days`).
 public enum Retention {
     /// A new service's retention. Later, a run or backfill without `--retention-days` keeps the retention of the
-    /// service's latest incremental run (`days(_:runs:)`): one started by hand never shortens it.
+    /// service's latest run or backfill (`days(_:runs:)`): one started by hand without the flag never shortens it.
     public static let defaultDays = 180
     public static let maximumDays = 36_500
     /// Pairs deleted per transaction: short row locks, no table lock.
     public static let batchSize = 50_000
     /// At least this many batches a run (5M pairs); a larger backlog is worked off by the next runs.
     public static let maxBatchesPerRun = 100
+    /// At most this many (50M pairs, a few minutes of deletes), however much the day recorded: a day with a large
+    /// backfill or a first run beside a backlog must not make one run's sweep outlast its schedule's limit.
+    public static let batchesCeiling = 1_000
 
     /// The batches a run's sweep may delete: `minimum`, or enough for twice the pairs the run recorded, whichever
-    /// is more. A day's expiring pairs are about what a day records (the pairs of the day `--retention-days`
+    /// is more, and not more than `ceiling` (unless `minimum` is). A day's expiring pairs are about what a day records (the pairs of the day `--retention-days`
     /// ago, like today's), so a fixed budget would fall behind a service that records more than it a day (at
     /// 1M x 100k a day records about 6.7M pairs, more than 5M), and the backlog would grow by the difference
     /// every day. Twice gives room to work off a backlog (a month with the timer off) in a few runs.
-    public static func sweepBatches(recorded: Int, batchSize: Int, minimum: Int) -> Int {
+    public static func sweepBatches(
+        recorded: Int, batchSize: Int, minimum: Int, ceiling: Int = batchesCeiling
+    ) -> Int {
         let size = max(1, batchSize)
         let (twice, overflow) = max(0, recorded).multipliedReportingOverflow(by: 2)
         let needed = overflow ? Int.max / size : twice / size + (twice % size == 0 ? 0 : 1)
-        return max(max(1, minimum), needed)
+        return max(max(1, minimum), min(needed, ceiling))
     }
 
     /// The retention a run or backfill applies: `given` (the operator's `--retention-days`), or the latest

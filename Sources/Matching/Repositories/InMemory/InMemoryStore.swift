@@ -639,6 +639,18 @@ extension InMemoryStore: ServiceStateRepository {
     }
 }
 
+extension InMemoryStore {
+    /// Status's test for a suspended filter, as `PostgresStatusRepository` makes it, by the keys alone (a filter
+    /// no run has validated yet may hold values it would refuse): an object with keys, each of an item that
+    /// needs a plan above `plan`.
+    static func allKeysNeedAPlan(_ json: String, above plan: Int16) -> Bool {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any], !object.isEmpty
+        else { return false }
+        let required = Dictionary(MasterItem.all.map { ($0.key, $0.requiredPlan) }) { first, _ in first }
+        return object.keys.allSatisfy { key in required[key].map { $0 > max(plan, 0) } ?? false }
+    }
+}
+
 extension InMemoryStore: StatusRepository {
     public func serviceStatus(retention: Bool) throws -> ServiceStatus {
         locked {
@@ -671,8 +683,7 @@ extension InMemoryStore: StatusRepository {
                 guard let filter = filterRows[filterId], let owner = profileRows[filter.ownerId], owner.isActive,
                     invalidRows[filterId] == nil, !quarantinedFilters.contains(filterId)
                 else { return false }
-                let conditions = try? FilterConditions.decode(json: filter.conditionsJSON)
-                return conditions.map { !$0.isSuspended(forOwnerPlan: owner.plan) } ?? true
+                return !Self.allKeysNeedAPlan(filter.conditionsJSON, above: owner.plan)
             }
             let waiting = written.waiting.filter { pair, _ in stillWaits(pair) && sends(pair.filterId) }
             let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
