@@ -51,7 +51,7 @@ public struct PassOptions: Sendable {
     public init(
         stop: StopRequest = StopRequest(), unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000,
         turnKeepAliveSeconds: Double = 10, retentionBatchSize: Int = Retention.batchSize,
-        retentionMinimumBatches: Int = Retention.maxBatchesPerRun
+        retentionMinimumBatches: Int = Retention.minimumBatchesPerRun
     ) {
         self.stop = stop
         self.unitFilterLimit = max(1, unitFilterLimit)

@@ -7,16 +7,17 @@ public enum Retention {
     /// Pairs deleted per transaction: short row locks, no table lock.
     public static let batchSize = 50_000
     /// At least this many batches a run (5M pairs); a larger backlog is worked off by the next runs.
-    public static let maxBatchesPerRun = 100
+    public static let minimumBatchesPerRun = 100
     /// At most this many (50M pairs, a few minutes of deletes), however much the day recorded: a day with a large
     /// backfill or a first run beside a backlog must not make one run's sweep outlast its schedule's limit.
     public static let batchesCeiling = 1_000
 
     /// The batches a run's sweep may delete: `minimum`, or enough for twice the pairs the run recorded, whichever
-    /// is more, and not more than `ceiling` (unless `minimum` is). A day's expiring pairs are about what a day records (the pairs of the day `--retention-days`
-    /// ago, like today's), so a fixed budget would fall behind a service that records more than it a day (at
-    /// 1M x 100k a day records about 6.7M pairs, more than 5M), and the backlog would grow by the difference
-    /// every day. Twice gives room to work off a backlog (a month with the timer off) in a few runs.
+    /// is more, and not more than `ceiling` (unless `minimum` is). A day's expiring pairs are about what a day
+    /// records (the pairs of the day `--retention-days` ago, like today's), so a fixed budget would fall behind
+    /// a service that records more than it a day (at 1M x 100k a day records about 6.7M pairs, more than 5M),
+    /// and the backlog would grow by the difference every day. Twice gives room to work off a backlog (a month
+    /// with the timer off) in a few runs.
     public static func sweepBatches(
         recorded: Int, batchSize: Int, minimum: Int, ceiling: Int = batchesCeiling
     ) -> Int {
@@ -27,7 +28,7 @@ public enum Retention {
     }
 
     /// The retention a run or backfill applies: `given` (the operator's `--retention-days`), or the latest
-    /// incremental run's, or `defaultDays` for a new service. The sweep forgets every filter's pairs, whichever
+    /// run's or backfill's, or `defaultDays` for a new service. The sweep forgets every filter's pairs, whichever
     /// shard or filters the run covers: a backfill of one filter without the flag, or a shard's run by hand,
     /// must not forget a year's pairs because its default says 180.
     static func days(_ given: Int?, runs: any RunRepository) throws -> Int {
