@@ -653,6 +653,24 @@ import Testing
         #expect(sweeping.retention?.backlog == false)
     }
 
+    /// The commands' check of `--now` against the database's clock (`ClockAhead`): an hour ahead is allowed.
+    @Test func aClockWellAheadOfTheDatabasesIsRefused() throws {
+        let store = InMemoryStore(now: World.day1)
+        try ClockAhead.check(nil, against: store)
+        try ClockAhead.check(World.day1.adding(microseconds: ClockAhead.tolerance), against: store)
+        let hours = #expect(throws: ClockAhead.self) {
+            try ClockAhead.check(World.day1.adding(microseconds: 2 * 3_600_000_000 + 1), against: store)
+        }
+        #expect(
+            hours?.description.contains("is 2 h after the database's clock") == true, "\(String(describing: hours))")
+        #expect(hours?.failureKind == .usage)
+        let years = #expect(throws: ClockAhead.self) {
+            try ClockAhead.check(World.day1.adding(days: 3_653), against: store)
+        }
+        #expect(years?.description.contains("is 3653 days after") == true, "\(String(describing: years))")
+        #expect(years?.description.contains("--allow-future-now") == true)
+    }
+
     @Test func theSweepsBudgetFollowsWhatTheRunRecorded() {
         #expect(Retention.sweepBatches(recorded: 0, batchSize: 50_000, minimum: 100) == 100)
         #expect(Retention.sweepBatches(recorded: 2_500_000, batchSize: 50_000, minimum: 100) == 100)

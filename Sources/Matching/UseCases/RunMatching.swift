@@ -221,7 +221,8 @@ public struct ClockAhead: ClassifiedError, Sendable, CustomStringConvertible {
     public var failureKind: FailureKind { .usage }
     public var description: String {
         let hours = (requested.microsecondsSinceEpoch - database.microsecondsSinceEpoch) / 3_600_000_000
-        return "--now \(requested.iso8601) is \(hours) h after the database's clock (\(database.iso8601)): a run's "
+        let ahead = hours < 48 ? "\(hours) h" : "\(hours / 24) days"
+        return "--now \(requested.iso8601) is \(ahead) after the database's clock (\(database.iso8601)): a run's "
             + "digests and retention follow its clock; check the date and zone, or pass --allow-future-now to "
             + "run ahead of the database on purpose (a test world)"
     }
