@@ -16,7 +16,8 @@ struct Database {
 
     /// `applicationName`: what `pg_stat_activity.application_name` shows for this process's
     /// connections, e.g. "matcher run 2/4", so that shards can be told apart (a DATABASE_URL that sets
-    /// application_name wins).
+    /// application_name wins, and so does `PGAPPNAME`, cli.md's `PG*` variables). The connect timeout is
+    /// `--connect-timeout`, else `PGCONNECT_TIMEOUT`, else 10 s.
     init(
         _ settings: DatabaseOptions, applicationName: String = "matcher",
         environment: [String: String] = ProcessInfo.processInfo.environment
@@ -24,14 +25,22 @@ struct Database {
         let fromEnvironment = environment["DATABASE_URL"]
         conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
         var options: [String: String] = [
-            "application_name": String(applicationName.prefix(63)),
-            "connect_timeout": String(settings.connectTimeout),
             "keepalives": "1",
             "keepalives_idle": "30",
             "keepalives_interval": "10",
             "keepalives_count": "3",
             "tcp_user_timeout": "60000",
         ]
+        // Given to libpq as defaults: the connection string wins over them, and libpq reads the PG* variables
+        // only for what is not given, so these two are left out when the operator's variable is set.
+        if environment["PGAPPNAME"]?.isEmpty ?? true {
+            options["application_name"] = String(applicationName.prefix(63))
+        }
+        if let seconds = settings.connectTimeout {
+            options["connect_timeout"] = String(seconds)
+        } else if environment["PGCONNECT_TIMEOUT"]?.isEmpty ?? true {
+            options["connect_timeout"] = "10"
+        }
         // The worker's statements are many and small (a unit's rows, a probe's chunk): JIT compiling one
         // costs more than it saves. With it on, the unit's query of waiting matches crossed the JIT cost
         // thresholds as filter_matches grew and spent 60-80 ms a call compiling (docs/decisions.md).

@@ -13,8 +13,11 @@ struct DatabaseOptions: ParsableArguments {
         help: "A libpq connection string or postgresql:// URI (default: $DATABASE_URL, else libpq's PG* defaults).")
     var databaseURL: String?
 
-    @Option(help: "Seconds to wait for a connection before failing (0: wait indefinitely).")
-    var connectTimeout: Int = 10
+    @Option(
+        help:
+            "Seconds to wait for a connection before failing (0: wait indefinitely; default: $PGCONNECT_TIMEOUT, else 10)."
+    )
+    var connectTimeout: Int?
 
     @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
     var statementTimeout: Int = 300
@@ -35,7 +38,7 @@ struct DatabaseOptions: ParsableArguments {
 
     func validate() throws {
         for (flag, value, maximum) in [
-            ("--connect-timeout", connectTimeout, Self.maximumTimeout),
+            ("--connect-timeout", connectTimeout ?? 0, Self.maximumTimeout),
             ("--statement-timeout", statementTimeout, Self.maximumTimeout),
             ("--network-timeout", networkTimeout ?? 0, Self.maximumNetworkTimeout),
         ] where !(0...maximum).contains(value) {

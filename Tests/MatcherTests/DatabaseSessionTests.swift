@@ -29,6 +29,25 @@ import Testing
         #expect(name == "matcher run 1/2")
     }
 
+    /// cli.md: without a URL setting them, libpq's `PG*` variables apply. `PGAPPNAME` and `PGCONNECT_TIMEOUT`
+    /// did not: the worker always gave libpq its own name and timeout, which libpq takes over the environment.
+    /// Now they are given only when the variable is not set (`--connect-timeout` still wins over both).
+    @Test func theApplicationNameAndConnectTimeoutVariablesApply() throws {
+        func options(_ arguments: [String], _ environment: [String: String]) throws -> [String: String] {
+            Database(try DatabaseOptions.parse(arguments), applicationName: "matcher run", environment: environment)
+                .options
+        }
+        let plain = try options([], [:])
+        #expect(plain["application_name"] == "matcher run" && plain["connect_timeout"] == "10")
+        let fromEnvironment = try options([], ["PGAPPNAME": "nightly", "PGCONNECT_TIMEOUT": "3"])
+        #expect(fromEnvironment["application_name"] == nil, "libpq takes PGAPPNAME")
+        #expect(fromEnvironment["connect_timeout"] == nil, "libpq takes PGCONNECT_TIMEOUT")
+        let flag = try options(["--connect-timeout", "5"], ["PGCONNECT_TIMEOUT": "3"])
+        #expect(flag["connect_timeout"] == "5")
+        let empty = try options([], ["PGAPPNAME": "", "PGCONNECT_TIMEOUT": ""])
+        #expect(empty["application_name"] == "matcher run" && empty["connect_timeout"] == "10")
+    }
+
     /// Server settings of the operator's own (`options=` in the connection string, else `PGOPTIONS`) are added
     /// to the worker's, not put in their place: a search path given there used to cost the run its statement
     /// timeout and `jit = off`, and `PGOPTIONS` was never read. For a setting both give, the operator's wins.
