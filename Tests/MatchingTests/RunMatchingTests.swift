@@ -614,22 +614,28 @@ import Testing
     /// twice what the run recorded (here: batches of one pair, at least one batch a run).
     @Test func aRunsSweepForgetsAtLeastTwiceWhatTheRunRecorded() throws {
         let options = PassOptions(retentionBatchSize: 1, retentionMinimumBatches: 1)
-        let quiet = seeded()
-        _ = try World.run(quiet)
         let later = World.day1.adding(days: 10)
-        quiet.setClock(later)
-        let idle = try RunMatching(MatchingRepositories(store: quiet), options: options)
-            .execute(.init(now: later, retentionDays: 7))
+        /// `seeded()` after its first run (3 pairs, notified), on day 11, with `newcomers` saved.
+        func dayEleven(newcomers: [Int64]) throws -> InMemoryStore {
+            let store = seeded()
+            _ = try World.run(store)
+            store.setClock(later)
+            store.save(newcomers.map { World.profile($0) }, updatedAt: later)
+            return store
+        }
+        func run(_ store: InMemoryStore, at clock: Timestamp, retentionDays: Int) throws -> RunSummary {
+            store.setClock(clock)
+            return try RunMatching(MatchingRepositories(store: store), options: options)
+                .execute(.init(now: clock, retentionDays: retentionDays))
+        }
+
+        let idle = try run(try dayEleven(newcomers: []), at: later, retentionDays: 7)
         #expect(idle.counters.matchesWritten == 0)
         #expect(idle.counters.matchesForgotten == 1, "a run that records nothing still forgets its minimum")
         #expect(idle.retention?.backlog == true)
 
-        let busy = seeded()
-        _ = try World.run(busy)
-        busy.setClock(later)
-        busy.save([World.profile(20), World.profile(21)], updatedAt: later)
-        let summary = try RunMatching(MatchingRepositories(store: busy), options: options)
-            .execute(.init(now: later, retentionDays: 7))
+        let busy = try dayEleven(newcomers: [20, 21])
+        let summary = try run(busy, at: later, retentionDays: 7)
         #expect(summary.counters.matchesWritten == 2)
         #expect(summary.counters.matchesForgotten == 3, "budget 4: twice the 2 recorded")
         #expect(summary.retention?.backlog == false)
@@ -637,17 +643,11 @@ import Testing
 
         // The sweep is service-wide: a run that records nothing itself (another shard's, a later one the same
         // day) takes the budget of what the service recorded in the day up to its clock.
-        let sharded = seeded()
-        _ = try World.run(sharded)
-        sharded.setClock(later)
-        sharded.save([World.profile(20), World.profile(21)], updatedAt: later)
-        let keeping = try RunMatching(MatchingRepositories(store: sharded), options: options)
-            .execute(.init(now: later, retentionDays: 1_000))
+        let sharded = try dayEleven(newcomers: [20, 21])
+        let keeping = try run(sharded, at: later, retentionDays: 1_000)
         #expect(keeping.counters.matchesWritten == 2 && keeping.counters.matchesForgotten == 0)
-        let afterIt = later.adding(microseconds: Timestamp.microsecondsPerDay / 24)
-        sharded.setClock(afterIt)
-        let sweeping = try RunMatching(MatchingRepositories(store: sharded), options: options)
-            .execute(.init(now: afterIt, retentionDays: 7))
+        let sweeping = try run(
+            sharded, at: later.adding(microseconds: Timestamp.microsecondsPerDay / 24), retentionDays: 7)
         #expect(sweeping.counters.matchesWritten == 0)
         #expect(sweeping.counters.matchesForgotten == 3, "budget 4: twice the day's 2")
         #expect(sweeping.retention?.backlog == false)
