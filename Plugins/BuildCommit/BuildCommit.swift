@@ -11,7 +11,16 @@ import PackagePlugin
         let root = context.package.directoryURL
         let output = context.pluginWorkDirectoryURL.appending(path: "BuildCommit.swift")
         let git = Self.gitDirectory(root)
-        let gitState = ["HEAD", "index", "logs/HEAD", "packed-refs"].compactMap { git?.appending(path: $0) }
+        // A worktree keeps its HEAD, index and reflog in its own git directory, and the refs in the common one.
+        let common = git.flatMap { dir in
+            (try? String(contentsOf: dir.appending(path: "commondir"), encoding: .utf8)).map { text in
+                let path = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                return path.hasPrefix("/") ? URL(filePath: path) : dir.appending(path: path)
+            }
+        }
+        let gitState =
+            (["HEAD", "index", "logs/HEAD", "packed-refs"].compactMap { git?.appending(path: $0) }
+            + [common?.appending(path: "packed-refs")].compactMap { $0 })
             .filter { FileManager.default.fileExists(atPath: $0.path) }
         let sources = context.package.targets.compactMap(\.sourceModule).flatMap { $0.sourceFiles.map(\.url) }
         return [

@@ -14,9 +14,10 @@ struct DatabaseOptions: ParsableArguments {
     var databaseURL: String?
 
     @Option(
-        help:
-            "Seconds to wait for a connection before failing (0: wait indefinitely; default: $PGCONNECT_TIMEOUT, else 10)."
-    )
+        help: """
+            Seconds to wait for a connection before failing (0: wait indefinitely; default: $PGCONNECT_TIMEOUT, \
+            else 10; a connect_timeout in the connection string wins over both).
+            """)
     var connectTimeout: Int?
 
     @Option(help: "Seconds any one SQL statement may run before the server cancels it (0: no limit).")
@@ -36,6 +37,16 @@ struct DatabaseOptions: ParsableArguments {
     static let maximumTimeout = PostgresConnection.maximumTimeoutSeconds
     static let maximumNetworkTimeout = maximumTimeout - 60
 
+    /// `PGCONNECT_TIMEOUT`, which libpq takes when `--connect-timeout` is not given, is held to the flag's bounds:
+    /// libpq would wait indefinitely for a negative one, and refuse `10s` with a message about the URL.
+    static func checkConnectTimeoutVariable(_ environment: [String: String]) throws {
+        guard let text = environment["PGCONNECT_TIMEOUT"], !text.isEmpty else { return }
+        guard let seconds = Int(text), (0...maximumTimeout).contains(seconds) else {
+            throw ValidationError(
+                "PGCONNECT_TIMEOUT \(text): seconds from 0 to \(maximumTimeout) (or give --connect-timeout)")
+        }
+    }
+
     func validate() throws {
         for (flag, value, maximum) in [
             ("--connect-timeout", connectTimeout ?? 0, Self.maximumTimeout),
@@ -44,6 +55,7 @@ struct DatabaseOptions: ParsableArguments {
         ] where !(0...maximum).contains(value) {
             throw ValidationError("\(flag) \(value): seconds from 0 to \(maximum)")
         }
+        if connectTimeout == nil { try Self.checkConnectTimeoutVariable(ProcessInfo.processInfo.environment) }
         if networkTimeout == nil, statementTimeout > Self.maximumNetworkTimeout {
             throw ValidationError(
                 "--statement-timeout \(statementTimeout): above \(Self.maximumNetworkTimeout) s, also give "

@@ -1,3 +1,4 @@
+import ArgumentParser
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -46,6 +47,15 @@ import Testing
         #expect(flag["connect_timeout"] == "5")
         let empty = try options([], ["PGAPPNAME": "", "PGCONNECT_TIMEOUT": ""])
         #expect(empty["application_name"] == "matcher run" && empty["connect_timeout"] == "10")
+        // The variable is held to the flag's bounds: libpq would wait for ever on a negative one.
+        try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": "0"])
+        try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": "30"])
+        for bad in ["-5", "10s", "99999999999"] {
+            let refused = #expect(throws: ValidationError.self) {
+                try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": bad])
+            }
+            #expect(refused?.description.contains("PGCONNECT_TIMEOUT \(bad)") == true)
+        }
     }
 
     /// Server settings of the operator's own (`options=` in the connection string, else `PGOPTIONS`) are added

@@ -314,6 +314,15 @@ import Testing
         try runBoth(twin, at: day1)  // both notify profile 10
         try twin.saveProfiles([World.profile(11, communities: [3], at: day2)], at: day2)
         try runBoth(twin, at: day2)  // profile 11 waits for both weekly digests
+        // Before any run reads them: owner 1's plan lapses and filter 100's value is mistyped. Its keys are all
+        // paid items, so it is suspended whatever its values, in both stores, before a run lists it invalid.
+        let lapsed = day2.adding(microseconds: 3_600_000_000)
+        try twin.saveProfiles([World.profile(1, gender: 1, plan: Profile.Plan.free, at: lapsed)], at: lapsed)
+        try twin.saveFilters([World.filter(100, owner: 1, #"{"communities": "x"}"#, every: weekly)])
+        let unread = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        #expect(unread.digests == (try twin.memory.serviceStatus(retention: false)).digests)
+        #expect(unread.digests.matches == 1 && unread.digests.notNotifiable == 1, "only filter 200's waits")
+        try twin.saveFilters([World.filter(100, owner: 1, #"{"communities": {"anyOf": [3]}}"#, every: weekly)])
         // Owner 1's plan lapses (filter 100 is suspended); filter 200 becomes invalid.
         let day3 = day1.adding(days: 2)
         try twin.saveProfiles([World.profile(1, gender: 1, plan: Profile.Plan.free, at: day3)], at: day3)

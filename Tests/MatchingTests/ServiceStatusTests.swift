@@ -168,4 +168,19 @@ import Testing
         if let array = value as? [Any] { return array.flatMap(keys) }
         return []
     }
+
+    /// Status's rule for a suspended filter, by its keys alone (as the PostgreSQL query has it).
+    @Test func aFilterWhoseKeysAllNeedAPlanTheOwnerLacksIsSuspended() {
+        let free = Profile.Plan.free
+        #expect(InMemoryStore.allKeysNeedAPlan(#"{"communities": {"anyOf": [3]}}"#, above: free))
+        #expect(InMemoryStore.allKeysNeedAPlan(#"{"communities": "x"}"#, above: free), "values do not count")
+        #expect(InMemoryStore.allKeysNeedAPlan(#"{"communities": "x"}"#, above: -3), "below 0 is free")
+        #expect(!InMemoryStore.allKeysNeedAPlan(#"{"communities": "x"}"#, above: Profile.Plan.paid))
+        #expect(!InMemoryStore.allKeysNeedAPlan(#"{"communities": "x", "gender": {"anyOf": [2]}}"#, above: free))
+        #expect(!InMemoryStore.allKeysNeedAPlan(#"{"communities": "x", "bogus": 1}"#, above: free), "unknown key")
+        #expect(!InMemoryStore.allKeysNeedAPlan("{}", above: free), "an empty filter matches everyone")
+        #expect(!InMemoryStore.allKeysNeedAPlan("[1]", above: free))
+        #expect(!InMemoryStore.allKeysNeedAPlan("null", above: free))
+        #expect(!InMemoryStore.allKeysNeedAPlan("{", above: free))
+    }
 }

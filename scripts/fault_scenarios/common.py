@@ -390,6 +390,7 @@ class Worker:
     def _env(self, conninfo: str) -> dict:
         env = dict(os.environ, DATABASE_URL=conninfo)
         env.pop("MATCHER_FAULT", None)  # the faults come from outside; a debug build would also obey this
+        env.pop("PGAPPNAME", None)  # the scenarios find the worker's sessions by its own name ("matcher %")
         return env
 
     def run(self, name: str, db: str, *args) -> Outcome:

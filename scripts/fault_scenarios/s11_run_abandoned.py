@@ -29,7 +29,7 @@ def run_abandoned(ctx: Context) -> None:
     if ctx.server.script(db, GUARD_SQL, log=ctx.logs / "s11-guard.out").returncode != 0:
         sys.stderr.write((ctx.logs / "s11-guard.out").read_text(errors="replace"))
         raise Fatal("could not create the guard")
-    # The worker refuses a --now an hour or more after the database's clock (exit 64, nothing written)...
+    # The worker refuses a --now more than an hour after the database's clock (exit 64, nothing written)...
     st0 = ctx.m("s11-refused", db, *cfg.run_at("2036-03-01T03:00:00Z")).rc
     refused_rows = q(db, "SELECT count(*) FROM matcher_runs")
     ctx.server.wait_no_matcher(db)
