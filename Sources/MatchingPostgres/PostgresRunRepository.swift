@@ -263,12 +263,12 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     public func latestRetentionDays() throws -> Int? {
-        try connection.query(
-            """
-            SELECT retention_days FROM matcher_runs WHERE retention_days IS NOT NULL ORDER BY id DESC LIMIT 1
-            """
-        ).rows.first.flatMap { try $0.optionalInt32(0) }.map(Int.init)
+        try connection.query(Self.latestRetentionDaysSQL).rows.first.flatMap { try $0.optionalInt32(0) }.map(Int.init)
     }
+
+    /// `--retention-days` of the latest run or backfill that recorded one (also read by `matcher status`).
+    static let latestRetentionDaysSQL =
+        "SELECT retention_days FROM matcher_runs WHERE retention_days IS NOT NULL ORDER BY id DESC LIMIT 1"
 
     public func matchesRecorded(clockAfter after: Timestamp, through: Timestamp) throws -> Int {
         // A scan of matcher_runs: a few rows a day and shard, kept through the retention.

@@ -114,8 +114,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                         WHERE EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = i.filter_id AND f.deleted_at IS NULL)),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'profile'),
                        (SELECT count(*) FROM matcher_quarantine WHERE kind = 'filter'),
-                       (SELECT retention_days FROM matcher_runs WHERE retention_days IS NOT NULL
-                        ORDER BY id DESC LIMIT 1)
+                       (\(PostgresMatchingStore.latestRetentionDaysSQL))
                 """
             ).rows[0]
             let retentionDays = try setAside.optionalInt32(3).map(Int.init)

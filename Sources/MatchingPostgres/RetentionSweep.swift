@@ -286,8 +286,7 @@ private final class SweepQueue: @unchecked Sendable {
         lock.withLock {
             guard !stopped, position < tasks.count else { return nil }
             guard !stopRequested() else {
-                stopped = true
-                leftWork = true
+                stopWithBacklogLocked()
                 return nil
             }
             defer { position += 1 }
@@ -302,8 +301,7 @@ private final class SweepQueue: @unchecked Sendable {
             guard !stopped else { return false }
             pairsLeft -= pairs
             guard pairsLeft > 0, !stopRequested() else {
-                stopped = true
-                leftWork = true
+                stopWithBacklogLocked()
                 return false
             }
             return true
@@ -315,11 +313,12 @@ private final class SweepQueue: @unchecked Sendable {
 
     /// After a batch kept conflicting with another writer: the other connections stop after their batch, and
     /// the expired pairs left are the next runs' backlog.
-    func stopWithBacklog() {
-        lock.withLock {
-            stopped = true
-            leftWork = true
-        }
+    func stopWithBacklog() { lock.withLock { stopWithBacklogLocked() } }
+
+    /// `stopWithBacklog` for a caller that holds the lock.
+    private func stopWithBacklogLocked() {
+        stopped = true
+        leftWork = true
     }
 
     /// Whether expired pairs were left because the budget ran out.

@@ -77,10 +77,7 @@ struct LineLogHandler: LogHandler {
     static func logfmtValue(_ value: String) -> String {
         let needsQuotes =
             value.isEmpty
-            || value.unicodeScalars.contains {
-                $0 == " " || $0 == "=" || $0 == "\"" || $0.value < 0x20 || (0x7F...0x9F).contains($0.value)
-                    || $0 == "\u{2028}" || $0 == "\u{2029}"
-            }
+            || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || ReportRenderer.isControl($0) }
         guard needsQuotes else { return value }
         var escaped = ""
         for scalar in value.unicodeScalars {
@@ -91,9 +88,7 @@ struct LineLogHandler: LogHandler {
             case "\r": escaped += "\\r"
             case "\t": escaped += "\\t"
             default:
-                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}"
-                    || scalar == "\u{2029}"
-                {
+                if ReportRenderer.isControl(scalar) {
                     escaped += String(format: "\\u%04x", scalar.value)  // JSON's form, which logfmt readers take
                 } else {
                     escaped.unicodeScalars.append(scalar)

@@ -41,10 +41,9 @@ final class ProgressBar: @unchecked Sendable {
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
         let percent = String(format: "%3d%%", Int(fraction * 100))
         // Nothing to measure a rate by before the second update.
+        let rate = elapsed > 0 && done > 0 ? Double(done) / elapsed : nil
         let pace =
-            elapsed > 0 && done > 0
-            ? "\(String(format: "%.0f", Double(done) / elapsed))/s  ETA \(clock(Double(total - done) / (Double(done) / elapsed)))"
-            : "-/s  ETA -"
+            rate.map { "\(String(format: "%.0f", $0))/s  ETA \(clock(Double(total - done) / $0))" } ?? "-/s  ETA -"
         return "\(bar) \(percent)  \(done)/\(total) filters  \(pace)  \(matches) matches"
     }
 

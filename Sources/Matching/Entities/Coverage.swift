@@ -125,8 +125,8 @@ public struct Coverage: Sendable, Hashable, Codable {
         return true
     }
 
-    private static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
-    private static func lcm(_ a: Int, _ b: Int) -> Int { a / gcd(a, b) * b }
+    fileprivate static func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+    fileprivate static func lcm(_ a: Int, _ b: Int) -> Int { a / gcd(a, b) * b }
 }
 
 extension Shard {
@@ -135,9 +135,7 @@ extension Shard {
     /// callers keep what they would have checked).
     func meeting(_ other: Shard) -> (index: Int, count: Int)? {
         guard intersects(other) else { return nil }
-        var (a, b) = (count, other.count)
-        while b != 0 { (a, b) = (b, a % b) }
-        let lcm = count / a * other.count  // at most 32,767^2: no overflow
+        let lcm = Coverage.lcm(count, other.count)  // at most 32,767^2: no overflow
         guard lcm <= 1 << 20 else { return nil }
         var residue = index
         while residue % other.count != other.index { residue += count }  // at most other.count / gcd steps
@@ -146,9 +144,8 @@ extension Shard {
 
     /// Whether some owner belongs to both shards: `K ≡ K' (mod gcd(N, N'))`.
     public func intersects(_ other: Shard) -> Bool {
-        var (a, b) = (count, other.count)
-        while b != 0 { (a, b) = (b, a % b) }
-        return index % a == other.index % a
+        let gcd = Coverage.gcd(count, other.count)
+        return index % gcd == other.index % gcd
     }
 
     /// Whether every owner of `other` belongs to this shard: N divides N' and `K' mod N = K`.

@@ -152,8 +152,14 @@ public enum ReportRenderer {
     }
 
     private static func isUnprintable(_ scalar: Unicode.Scalar) -> Bool {
+        isControl(scalar) || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+    }
+
+    /// A character that breaks or steers a line: C0 and C1 controls, DEL, the line and paragraph separators.
+    /// (Log lines escape these too, `LineLogHandler.logfmtValue`; text reports also the bidirectional overrides.)
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069: return true
+        case 0x00...0x1F, 0x7F...0x9F, 0x2028, 0x2029: return true
         default: return false
         }
     }

@@ -149,7 +149,7 @@ public struct UnitCommitter: Sendable {
         try tx.markPassedOver(
             Self.passedOver(
                 nowWaiting, by: redecided, newDigests,
-                evaluated: { insertedNow.contains($0) ? false : newPairs.contains($0) || unit.evaluated($0) }))
+                evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)

@@ -564,8 +564,11 @@ extension InMemoryStore: RunRepository {
 
     public func run(id: Int64) throws -> RunRecord? { locked { written.runRows[id] } }
 
-    public func latestRetentionDays() throws -> Int? {
-        locked { written.runRows.values.filter { $0.retentionDays != nil }.max { $0.id < $1.id }?.retentionDays }
+    public func latestRetentionDays() throws -> Int? { locked { latestRetentionDaysLocked } }
+
+    /// `--retention-days` of the latest run or backfill that recorded one; called under the lock.
+    private var latestRetentionDaysLocked: Int? {
+        written.runRows.values.filter { $0.retentionDays != nil }.max { $0.id < $1.id }?.retentionDays
     }
 
     public func matchesRecorded(clockAfter after: Timestamp, through: Timestamp) throws -> Int {
@@ -708,8 +711,7 @@ extension InMemoryStore: StatusRepository {
                 retention: RetentionState(
                     rows: matches.count, rowsEstimated: false,
                     oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
-                    retentionDays: written.runRows.values.filter { $0.retentionDays != nil }.max { $0.id < $1.id }?
-                        .retentionDays),
+                    retentionDays: latestRetentionDaysLocked),
                 notificationPause: pause)
         }
     }
