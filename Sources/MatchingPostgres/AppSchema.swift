@@ -103,14 +103,24 @@ public enum AppSchema {
         return problems
     }
 
-    /// Throws a `MigrationError` (a configuration failure, exit 78) naming every problem.
-    public static func verify(_ connection: PostgresConnection, requireTables: Bool) throws {
+    /// Throws a `MigrationError` (a configuration failure, exit 78) naming every problem; `then` says what to
+    /// do once the columns are fixed.
+    public static func verify(
+        _ connection: PostgresConnection, requireTables: Bool, then: String = "then run matcher migrate again"
+    ) throws {
         let found = try problems(connection, requireTables: requireTables)
         guard !found.isEmpty else { return }
         throw MigrationError(
             description:
                 "the app's tables do not have the columns the worker reads: " + found.joined(separator: "; ")
                 + ". Nothing was changed. Add or retype those columns (see shared/spec/runs.md and master-items.md), "
-                + "then run matcher migrate again")
+                + then)
+    }
+
+    /// What `run`, `backfill` and `explain` check before they read: the columns as `matcher migrate` checked
+    /// them. Binary COPY carries no types and tells widths apart by length, so a column the app retyped since
+    /// (`height` to `real`: 170.0 is four bytes, read as the integer 1126825984) would be misread, not refused.
+    public static func verifyBeforeReading(_ connection: PostgresConnection) throws {
+        try verify(connection, requireTables: true, then: "then start it again")
     }
 }

@@ -51,6 +51,7 @@ struct Backfill: ParsableCommand {
             let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store(
                 writeConnections: options.writeConnections)
             try MigrationRunner.verifyCurrent(store.connection)
+            try AppSchema.verifyBeforeReading(store.connection)
             try options.checkClock(store)
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let profiles: ProfileSelection

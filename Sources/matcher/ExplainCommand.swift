@@ -36,6 +36,7 @@ struct Explain: ParsableCommand {
                 return zone
             }
             let store = try Database(database, applicationName: "matcher explain").store()
+            try AppSchema.verifyBeforeReading(store.connection)
             let result = try ExplainMatch(MatchingRepositories(store: store))
                 .execute(.init(filterId: filterId, profileId: profileId, now: now, timeZone: zone))
             printReport(.explanation(result), format)

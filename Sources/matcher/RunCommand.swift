@@ -26,6 +26,7 @@ struct Run: ParsableCommand {
                 writeConnections: options.writeConnections)
             pause.connection = store.connection
             try MigrationRunner.verifyCurrent(store.connection)
+            try AppSchema.verifyBeforeReading(store.connection)
             try options.checkClock(store)
             if let problem = try ChangeCapture.mismatch(on: store.connection) {
                 logger.warning(

@@ -136,6 +136,31 @@ import Testing
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 
+    /// A column the app retyped after `matcher migrate` checked it is refused by `run`, `backfill` and `explain`
+    /// before they read (exit 78, naming the column), not misread: binary COPY carries no types, and a
+    /// `timestamp` is eight bytes like the `timestamptz` the worker reads (a `real` four like an `integer`).
+    @Test func aColumnRetypedAfterMigrateIsRefusedBeforeARunReads() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        try connection.execute("ALTER TABLE profiles ALTER COLUMN last_login_at TYPE timestamp without time zone")
+        for arguments in [
+            ["run", "--now", "2026-03-01T03:00:00Z"], ["backfill", "--now", "2026-03-01T03:00:00Z"],
+            ["explain", "--filter", "1", "--profile", "2", "--now", "2026-03-01T03:00:00Z"],
+        ] {
+            let refused = try MatcherProcess.run(arguments, database: database.conninfo)
+            #expect(refused.status == 78, "\(arguments[0]): \(refused.stderr)")
+            #expect(
+                refused.stderr.contains(
+                    "profiles.last_login_at is timestamp without time zone; the worker reads it as timestamp with time zone"
+                ), "\(arguments[0]): \(refused.stderr)")
+        }
+        #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
+
+        try connection.execute("ALTER TABLE profiles ALTER COLUMN last_login_at TYPE timestamp with time zone")
+        let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(ran.status == 0, "\(ran.stderr)")
+    }
+
     /// A migration that would wait behind another session's lock gives up whole after `--lock-timeout` (exit 75
     /// from the command line) rather than make every later statement on that table queue behind it; run again once
     /// the lock is gone, it applies.
