@@ -62,6 +62,14 @@ struct MetricsFile {
         let previous = (try? String(contentsOfFile: path, encoding: .utf8)).map(Self.parse) ?? [:]
         let base = [("kind", kind.rawValue), ("shard", "\(shard)")]
         let labels = "kind=\"\(kind.rawValue)\",shard=\"\(shard)\""
+        // One file is one kind and shard's: replacing another's would drop the series its alerts watch, and
+        // carrying its samples over would write their kind and shard twice (a file the collector rejects).
+        if let foreign = previous.keys.sorted().first(where: { !Self.isOwn($0, labels: labels) }) {
+            throw MetricsFileError(
+                description:
+                    "\(path) holds another run's metrics (\(foreign)); give each kind and shard its own "
+                    + "--metrics-file. This run's metrics were not written, and the file was left as it was")
+        }
         func key(_ name: String, _ extra: String = "") -> String { "\(name){\(labels)\(extra)}" }
 
         // swift-prometheus formats the exposition; this file adds what a batch job needs: values carried
@@ -261,6 +269,13 @@ struct MetricsFile {
         case .locked: return ExitStatus.locked
         case .stopped: return 143
         }
+    }
+
+    /// Whether a sample key `name{kind="run",shard="0/1",...}` is of this file's kind and shard.
+    static func isOwn(_ key: String, labels: String) -> Bool {
+        guard let open = key.firstIndex(of: "{") else { return false }
+        let inner = key[key.index(after: open)...]
+        return inner.hasPrefix(labels + ",") || inner.hasPrefix(labels + "}")
     }
 
     /// The labels of a sample key `name{kind="run",shard="0/1",phase="read"}` after the base ones.

@@ -77,6 +77,31 @@ import Testing
         #expect(v["matcher_last_success_clock_timestamp_seconds{\(l)}"] == 1_772_334_000)
     }
 
+    /// A file another kind or shard wrote is left as it is: a backfill given the run's file would have dropped
+    /// the run's series (its alerts blind), and a failure after it wrote `kind` and `shard` twice on a line.
+    @Test func aFileOfAnotherKindOrShardIsLeftAsItIs() throws {
+        let path = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try MetricsFile(path: path, kind: .run, shard: .all).write(.success, summary: Self.summary())
+        let written = try String(contentsOfFile: path, encoding: .utf8)
+        for other in [
+            MetricsFile(path: path, kind: .backfill, shard: .all),
+            MetricsFile(path: path, kind: .run, shard: try Shard(index: 1, count: 4)),
+        ] {
+            for result in [MetricsFile.Result.success, .failure] {
+                let refused = #expect(throws: MetricsFileError.self) {
+                    try other.write(result, summary: result == .success ? Self.summary() : nil)
+                }
+                #expect(
+                    refused?.description.contains("its own --metrics-file") == true, "\(String(describing: refused))")
+                #expect(try String(contentsOfFile: path, encoding: .utf8) == written)
+            }
+        }
+        // The file's own kind and shard still write it.
+        try MetricsFile(path: path, kind: .run, shard: .all).write(.failure, summary: nil)
+        #expect(try Self.values(path)["matcher_runs_total{kind=\"run\",shard=\"0/1\",result=\"failure\"}"] == 1)
+    }
+
     @Test func aRunThatFoundTheLockHeldIsNotASuccess() throws {
         let path = Self.temporaryPath()
         defer { try? FileManager.default.removeItem(atPath: path) }
