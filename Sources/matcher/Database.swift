@@ -45,6 +45,14 @@ struct Database {
         // costs more than it saves. With it on, the unit's query of waiting matches crossed the JIT cost
         // thresholds as filter_matches grew and spent 60-80 ms a call compiling (docs/decisions.md).
         var serverSettings: [String] = ["-c jit=off"]
+        // The server's side of the keepalives above: a session whose host died or whose network was cut holds
+        // the run's lock until the server notices, by default about two hours on Linux, and until then every
+        // retry and the next timer run find the lock held (exit 75) instead of completing the lost run.
+        // Ignored on a Unix socket.
+        serverSettings += [
+            "-c tcp_keepalives_idle=30", "-c tcp_keepalives_interval=10", "-c tcp_keepalives_count=3",
+            "-c tcp_user_timeout=60000",
+        ]
         if settings.statementTimeout > 0 {
             serverSettings.append("-c statement_timeout=\(settings.statementTimeout * 1000)")
         }

@@ -28,6 +28,15 @@ import Testing
         #expect(statementTimeout == "45s")
         #expect(idleTimeout == "50s")
         #expect(name == "matcher run 1/2")
+        // The server's keepalives too (this test's server has only a Unix socket, where they read 0, so the
+        // session above shows only that the server takes them): a session whose host died must not keep the
+        // run's lock for the kernel's two hours.
+        let settings = Database(options).sessionOptions
+        for setting in [
+            "tcp_keepalives_idle=30", "tcp_keepalives_interval=10", "tcp_keepalives_count=3", "tcp_user_timeout=60000",
+        ] {
+            #expect(settings.contains("-c \(setting)"), "\(settings)")
+        }
     }
 
     /// cli.md: without a URL setting them, libpq's `PG*` variables apply. `PGAPPNAME` and `PGCONNECT_TIMEOUT`
