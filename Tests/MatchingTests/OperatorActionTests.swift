@@ -138,6 +138,26 @@ import Testing
         #expect(try store.coverage().entries.map { ChangeMark.Form($0.mark) } == [.snapshot("2")])
     }
 
+    /// A `--to` after the database's clock (a mistyped year) is refused before anything changes: the next run
+    /// would have taken none of the changes recorded until then, and its mark would have counted them as seen.
+    @Test func aResetToATimeAfterTheDatabasesClockIsRefused() throws {
+        let store = seeded()
+        store.failCommit(after: 0)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store) }
+        let coverage = try store.coverage()
+        let future = try store.currentTime().adding(days: 365)
+        let refused = #expect(throws: OperatorRefusal.self) {
+            try ResetProgress(MatchingRepositories(store: store)).execute(shard: .all, to: future)
+        }
+        #expect(refused?.description.contains("--to \(future.iso8601) is after the database's clock") == true)
+        #expect(refused?.failureKind == .usage)
+        #expect(try store.coverage() == coverage)
+        #expect(store.allRuns.map(\.status) == [.failed], "the interrupted run is not abandoned")
+        // The database's own time is accepted.
+        let now = try store.currentTime()
+        #expect(try ResetProgress(MatchingRepositories(store: store)).execute(shard: .all, to: now).time == now)
+    }
+
     @Test func aResetAbandonsTheShardsInterruptedRun() throws {
         let store = seeded()
         store.failCommit(after: 0)

@@ -86,6 +86,15 @@ public struct ResetProgress: Sendable {
     }
 
     public func execute(shard: Shard, to time: Timestamp) throws -> Outcome {
+        // A time after the database's clock (a mistyped year or zone) would hide every change recorded before
+        // it: the next run would take none of them, and its mark would count them as seen.
+        let now = try profiles.currentTime()
+        guard time <= now else {
+            throw OperatorRefusal(
+                "--to \(time.iso8601) is after the database's clock (\(now.iso8601)): the changes recorded until then "
+                    + "would never count as new; check the date and zone (the time `matcher status` shows for the "
+                    + "shard's progress is the usual one); nothing was changed")
+        }
         guard let lock = try runs.tryLock(kind: .run, shard: shard) else { throw RunLocked(kind: .run, shard: shard) }
         defer { lock.release() }
         var abandoned: Int64?
