@@ -203,6 +203,53 @@ import Testing
                 .rows[0].int64(0) == 1)
     }
 
+    /// A restore that brings a run interrupted mid-way: its snapshot is ahead of this server too, and it is refused
+    /// before it is completed (exit 78), not completed first. Completed, it read with the old server's snapshot
+    /// (changes another shard's reset had settled counted as seen) and recorded that snapshot as the shard's
+    /// progress. The shard's reset abandons it, and the next run is exact.
+    @Test func aRestoredInterruptedRunIsRefusedBeforeItIsCompleted() throws {
+        let day2 = ["run", "--now", ScenarioWorld.day2.iso8601, "--unit-filters", "5"]
+        var changes = ScenarioWorld(seed: 31)
+        let edited = (0..<40).map { changes.profile(Int64(1 + $0 * 7), at: ScenarioWorld.day2) }
+        let reference = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: reference.database.conninfo))
+        try reference.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: reference.database.conninfo))
+
+        let restored = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: restored.database.conninfo))
+        let dataCurrentAt = try restored.connection.query("SELECT clock_timestamp()").rows[0].timestamp(0)
+        try restored.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
+        let killed = try MatcherProcess.run(
+            day2, database: restored.database.conninfo, environment: ["MATCHER_FAULT": "unit-after-commit:2"])
+        #expect(killed.signalled && killed.status == SIGKILL, "\(killed.stderr)")
+        try FaultScenarioTests.waitUntilNoWorkerSession(restored)
+        // The restore: the recorded snapshots, the interrupted run's among them, are far ahead of this server.
+        try Self.pushProgressAhead(restored.connection)
+        try restored.connection.execute(
+            """
+            UPDATE matcher_runs SET snapshot = format('%1$s:%1$s:',
+                pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::pg_snapshot
+            WHERE status = 'running'
+            """)
+        let matchesBefore = try Rows.of(restored.connection).matches
+
+        let refused = try MatcherProcess.run(day2, database: restored.database.conninfo)
+        OperationsTests.expectOneLine(refused, status: 78, containing: "matcher progress reset --shard 0/1 --to")
+        #expect(try FaultScenarioTests.statuses(restored) == ["succeeded", "running"], "not completed")
+        #expect(try Rows.of(restored.connection).matches == matchesBefore)
+
+        let reset = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601],
+            database: restored.database.conninfo)
+        #expect(reset.status == 0, "\(reset.stderr)")
+        #expect(try FaultScenarioTests.statuses(restored) == ["succeeded", "abandoned"])
+        try FaultScenarioTests.expectSuccess(try MatcherProcess.run(day2, database: restored.database.conninfo))
+        #expect(try Rows.of(restored.connection).matches == Rows.of(reference.connection).matches)
+    }
+
     /// A dump restored into a new cluster: its change rows keep the old cluster's transaction ids, ahead of every
     /// transaction here (and of every snapshot a run takes for months). The reset settles them, so that the
     /// runs after it take only real changes; before, every run took their profiles again.

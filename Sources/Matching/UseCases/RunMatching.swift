@@ -124,6 +124,10 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
 
     /// Completes a run that an earlier process left unfinished, with its own clock, zone and windows.
     private func complete(_ run: RunRecord, timeZone: TimeZone, retentionDays: Int) throws -> RunSummary {
+        // Its marks are checked as the new run's are, before it reads: after a restore, completing it would read
+        // with the old server's snapshot (every change settled by another shard's reset counts as seen) and then
+        // record that snapshot as the shard's progress. The shard's reset abandons it.
+        try checkNotAhead(run.coverage ?? .none, upTo: run.upTo, shard: run.shard)
         var timer = PhaseTimer()
         timer.begin(.read, output)
         let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
@@ -176,10 +180,11 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
 
     /// Progress taken on a server whose transactions are behind it (a restore, a failover) would find no
     /// change for a long time: refuse, and say how to reset.
-    private func checkNotAhead(_ coverage: Coverage, shard: Shard) throws {
-        let ahead = try profiles.marksAhead(coverage.entries.map(\.mark))
+    private func checkNotAhead(_ coverage: Coverage, upTo: ChangeMark? = nil, shard: Shard) throws {
+        let ahead = try profiles.marksAhead(coverage.entries.map(\.mark) + [upTo].compactMap { $0 })
         guard !ahead.isEmpty else { return }
-        let shards = coverage.entries.filter { ahead.contains($0.mark) }.map(\.shard.description)
+        var shards = coverage.entries.filter { ahead.contains($0.mark) }.map(\.shard.description)
+        if let upTo, ahead.contains(upTo), !shards.contains(shard.description) { shards.append(shard.description) }
         throw ProgressAhead(shard: shard, shards: shards)
     }
 }
