@@ -389,14 +389,11 @@ extension PostgresMatchingStore: ProfileRepository {
     public func owners(ids: [Int64]) throws -> [Int64: FilterOwner] {
         guard !ids.isEmpty else { return [:] }
         var owners: [Int64: FilterOwner] = [:]
-        // Total over the app's odd rows: a NULL or out-of-range status is not active, a NULL plan is free, a
-        // plan beyond smallint is clamped as the profiles' read clamps it (the paid items compare plans in order).
+        // Total over the app's odd rows: a NULL status reads as 0 and one beyond smallint is clamped (neither is
+        // active; `explain` shows the value), a NULL plan is free, a plan beyond smallint is clamped as the
+        // profiles' read clamps it (the paid items compare plans in order).
         for row in try connection.query(
-            """
-            SELECT id, CASE WHEN status BETWEEN 1 AND 4 THEN status ELSE 0 END,
-                   CASE WHEN plan > 32767 THEN 32767 WHEN plan < -32768 THEN -32768 ELSE plan END
-            FROM profiles WHERE id = ANY($1)
-            """, [.int8Array(ids)]
+            "SELECT id, status, plan FROM profiles WHERE id = ANY($1)", [.int8Array(ids)]
         ).rows {
             let owner = FilterOwner(
                 id: try row.int64(0), status: Int16(clamping: try row.optionalInt64(1) ?? 0),

@@ -262,6 +262,13 @@ import Testing
         #expect(pairs == ["10/2", "10/4", "10/5", "11/2"])
         #expect(summary.counters.filtersSuspended == 0)
         #expect(summary.counters.oddValues == 3)  // profiles 1, 3 and 4
+
+        // The owner's plan changes (no change the capture takes): the next run has no candidate and still
+        // counts the owner it read, as the in-memory store does.
+        try c.execute("UPDATE profiles SET plan = 9 WHERE id = 1")
+        let next = try world.run(at: ScenarioWorld.day2)
+        #expect(next.counters.candidates == 0)
+        #expect(next.counters.oddValues == 1)
     }
 
     /// A column whose type the worker cannot read (changed after `matcher migrate` checked it): every

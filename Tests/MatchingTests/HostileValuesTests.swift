@@ -118,6 +118,22 @@ import Testing
         #expect(issues.oddFilterIds == [2, 3])
         #expect(issues.counters == RunCounters(profilesQuarantined: 1, filtersQuarantined: 1, oddValues: 4))
         #expect(RunCounters(oddValues: 9).withReadIssues(issues.counters).oddValues == 9)
+
+        // Owners with an odd plan or status are counted once each, a candidate among them once in all.
+        let owned =
+            filters.prefix(3).map {
+                SavedFilter(
+                    id: $0.id, ownerId: $0.id == 1 ? 6 : 8, conditionsJSON: "{}", createdAt: Self.now,
+                    updatedAt: Self.now)
+            } + [SavedFilter(id: 5, ownerId: 9, conditionsJSON: "{}", createdAt: Self.now, updatedAt: Self.now)]
+        let withOwners = ReadIssues(
+            candidates: candidates, filters: owned,
+            owners: [
+                6: FilterOwner(id: 6, status: 9, plan: 0), 8: FilterOwner(id: 8, status: 1, plan: 7),
+                9: FilterOwner(id: 9, status: 1, plan: 1),
+            ])
+        #expect(withOwners.oddProfileIds == [5, 6, 8])
+        #expect(withOwners.counters.oddValues == 3)
     }
 
     @Test func codeListsAreBoundedAndSearchedInLogTime() throws {

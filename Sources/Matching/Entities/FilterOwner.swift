@@ -11,4 +11,8 @@ public struct FilterOwner: Sendable, Hashable {
     }
 
     public var isActive: Bool { PairEligibility.isActive(status) }
+
+    /// A status other than 1...4 or a plan other than 0 or 1 (runs.md, "Eligibility"; docs/decisions.md,
+    /// "Plans are ordered"): the run counts the owner among its odd values, as it counts a candidate.
+    public var heldOddValues: Bool { !(1...4).contains(status) || !(0...1).contains(plan) }
 }

@@ -35,8 +35,16 @@ public struct ReadIssues: Sendable, Hashable {
                 oddFilters.append(filter.id)
             }
         }
+        // The filters' owners are profiles the pass read too: one with an odd status or plan is counted once,
+        // whether or not it is also a candidate (the capture does not watch `plan`, so an owner whose plan is
+        // odd may never be one).
+        var oddProfiles = candidates.readReport.oddIds
+        var counted = Set(oddProfiles)
+        for id in Set(filters.map(\.ownerId)).sorted() where owners[id]?.heldOddValues == true {
+            if counted.insert(id).inserted { oddProfiles.append(id) }
+        }
         self.init(
-            quarantined: quarantined, oddProfileIds: candidates.readReport.oddIds, oddFilterIds: oddFilters,
+            quarantined: quarantined, oddProfileIds: oddProfiles, oddFilterIds: oddFilters,
             filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
     }
 
