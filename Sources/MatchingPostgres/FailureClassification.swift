@@ -24,6 +24,9 @@ extension PostgresError: ClassifiedError {
                 "server does not support SSL", "certificate verify failed",
             ]
             if refused.contains(where: message.contains) { return .configuration }
+            // In any language: the server took a password (or asked for one the client lacked) and then said no.
+            // Only a role's connection limit is not a configuration error there; in English it says so.
+            if password != nil, !message.contains("too many connections") { return .configuration }
             // Could not reach the server at all. A connection lost mid-run is an ordinary failure (1):
             // the run reached the database, and its committed units are kept.
             return message.hasPrefix("could not connect") ? .unavailable : .other

@@ -127,8 +127,17 @@ public final class PostgresConnection: @unchecked Sendable {
                         + ConnectionString.withoutQuotedFragments(
                             ConnectionString.redact(reason, secrets: secrets), conninfo: conninfo)
                 }
+            let password: PostgresError.PasswordExchange? =
+                if PQconnectionNeedsPassword(connection) == 1 {
+                    .missing
+                } else if PQconnectionUsedPassword(connection) == 1 {
+                    .sent
+                } else {
+                    nil
+                }
             PQfinish(connection)
-            throw PostgresError(kind: .connection, message: ConnectionString.redact(message, secrets: secrets))
+            throw PostgresError(
+                kind: .connection, message: ConnectionString.redact(message, secrets: secrets), password: password)
         }
 
         self.connection = connection

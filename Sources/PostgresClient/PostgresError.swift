@@ -24,10 +24,22 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     public let hint: String?
     /// The server's non-localized severity ("ERROR", "FATAL", "PANIC") for server errors.
     public let severity: String?
+    /// For a failed connect: whether the server asked for a password, and whether one was sent
+    /// (`PQconnectionNeedsPassword`, `PQconnectionUsedPassword`). It does not depend on the language of the
+    /// server's messages, which a login refusal is written in before any session setting applies.
+    public let password: PasswordExchange?
+
+    public enum PasswordExchange: Sendable, Hashable {
+        /// The server asked for a password and the client had none.
+        case missing
+        /// The server asked for a password, was sent one, and the connection then failed: a wrong password,
+        /// or a refusal after it (no such database, no login or CONNECT privilege, the role's connection limit).
+        case sent
+    }
 
     public init(
         kind: Kind, sqlState: String? = nil, message: String, detail: String? = nil, hint: String? = nil,
-        severity: String? = nil
+        severity: String? = nil, password: PasswordExchange? = nil
     ) {
         self.kind = kind
         self.sqlState = sqlState
@@ -35,6 +47,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         self.detail = detail
         self.hint = hint
         self.severity = severity
+        self.password = password
     }
 
     /// One line, for example `ERROR 23505: duplicate key value violates unique constraint "t_pkey" (detail: Key (id)=(1) already exists.)`.

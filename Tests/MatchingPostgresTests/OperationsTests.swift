@@ -124,6 +124,52 @@ import Testing
         }
     }
 
+    /// A refused password is a configuration error (78) in the server's language too: a login refusal is written
+    /// before any session setting applies, so a server with `lc_messages = 'ja_JP.UTF-8'` says it in Japanese,
+    /// which no English words match, and it was exit 69 (unreachable, retried) until someone read the log.
+    /// libpq says whether the server asked for a password and whether one was sent. `scripts/pg` makes the
+    /// private server ask `matcher_password_probe` for one.
+    @Test func aRefusedPasswordIsAConfigurationErrorInAnyLanguage() throws {
+        let admin = try TestDatabase.adminConninfo
+        let setup = try PostgresConnection(admin)
+        defer {
+            _ = try? setup.execute("DROP ROLE IF EXISTS matcher_password_probe")
+            setup.close()
+        }
+        try setup.execute("DROP ROLE IF EXISTS matcher_password_probe")
+        try setup.execute("CREATE ROLE matcher_password_probe LOGIN PASSWORD 'the-right-one'")
+        func attempt(_ password: String?) throws -> PostgresError? {
+            var overriding = ["user": "matcher_password_probe", "passfile": "/dev/null"]
+            if let password { overriding["password"] = password }
+            let conninfo = try PostgresConnection.conninfo(admin, overriding: overriding)
+            do {
+                try PostgresConnection(conninfo).close()
+                return nil
+            } catch let error as PostgresError {
+                return error
+            }
+        }
+        #expect(try attempt("the-right-one") == nil, "the server asks the probe role for its password")
+        let japanese =
+            "could not connect to host=/run/postgresql port=5432 dbname=matcher user=matcher_worker: "
+            + "connection to server failed: 致命的エラー:  ユーザー\"matcher_worker\"のパスワード認証に失敗しました"
+        for (password, exchange) in [("a-wrong-one", PostgresError.PasswordExchange.sent), (nil, .missing)] {
+            let refused = try #require(try attempt(password), "refused")
+            #expect(refused.password == exchange, "\(refused)")
+            #expect(refused.failureKind == .configuration, "\(refused)")
+            let inJapanese = PostgresError(kind: .connection, message: japanese, password: exchange)
+            #expect(inJapanese.failureKind == .configuration)
+        }
+        // Without libpq's word, the same Japanese line reads as a server not reached; and a role's connection
+        // limit, after the password, stays a reason to retry.
+        #expect(PostgresError(kind: .connection, message: japanese).failureKind == .unavailable)
+        let limit = PostgresError(
+            kind: .connection,
+            message: "could not connect to host=/x port=5432 dbname=matcher user=matcher_worker: FATAL:  too many "
+                + "connections for role \"matcher_worker\"", password: .sent)
+        #expect(limit.failureKind == .unavailable)
+    }
+
     /// `matcher explain` exits 0 whether the pair matches or not (cli.md), and a filter that does not exist is
     /// one line that says so and what to check.
     @Test func explainExitsZeroEitherWayAndNamesAMissingFilter() throws {
