@@ -319,6 +319,18 @@ extension PostgresMatchingStore: ProfileRepository {
         }
     }
 
+    /// How many change rows are from another server's transactions (see `settleChangesAhead`), up to `limit`:
+    /// one range read of the `changed_by` index, empty on a server that was never restored into.
+    public func changesAhead(limit: Int = 100_000) throws -> Int {
+        Int(
+            try connection.query(
+                """
+                SELECT count(*) FROM (SELECT 1 FROM matcher_profile_changes
+                    WHERE changed_by >= pg_snapshot_xmax(pg_current_snapshot()) LIMIT $1) AS ahead
+                """, [.int8(Int64(limit))]
+            ).rows[0].int64(0))
+    }
+
     /// A change row whose `changed_by` is at or past the next transaction id this server will assign was not
     /// written here (an in-progress transaction's id is below it, and its rows are not visible anyway): it came
     /// with a `pg_dump` restored into a new cluster, whose ids start again from a few hundred. Such a row gets

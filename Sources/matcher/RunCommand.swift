@@ -32,6 +32,19 @@ struct Run: ParsableCommand {
                 logger.warning(
                     "the change capture does not fit the app's triggers", metadata: ["problem": "\(problem)"])
             }
+            // A dump restored into a server whose transactions are behind the dump's, but not behind the runs'
+            // progress (no run refuses): until the server's transactions pass them, every run takes these
+            // profiles again. The reset settles them.
+            let ahead = try store.changesAhead()
+            if ahead > 0 {
+                logger.warning(
+                    """
+                    profile changes from another server's transactions (a restored dump?): every run takes them \
+                    again until this server's transactions pass them; settle them with matcher progress reset \
+                    --shard K/N --to <time the data was current> (docs/runbook.md)
+                    """,
+                    metadata: ["changes": "\(ahead)\(ahead >= 100_000 ? " or more" : "")"])
+            }
             let trap = SignalTrap.stoppingAtUnitBoundaries(of: store)
             let useCase = RunMatching(
                 MatchingRepositories(store: store), engine: options.engine.engine,

@@ -292,6 +292,36 @@ import Testing
         #expect(try lastCandidates() == 0)
     }
 
+    /// A dump restored into a server whose transactions are behind the dump's change rows but not behind the
+    /// runs' progress: no run refuses, and every run takes those profiles again until the server's transactions
+    /// pass them. Each run says so (a warning naming the reset), and the reset settles them.
+    @Test func changeRowsAheadOfTheServerAreNamedByEveryRunUntilSettled() throws {
+        let day2 = ["run", "--now", ScenarioWorld.day2.iso8601, "--unit-filters", "5"]
+        let world = try FaultScenarioTests.world()
+        try FaultScenarioTests.expectSuccess(
+            try MatcherProcess.run(FaultScenarioTests.run, database: world.database.conninfo))
+        let dataCurrentAt = try world.connection.query("SELECT clock_timestamp()").rows[0].timestamp(0)
+        let moved = try world.connection.query(
+            """
+            UPDATE matcher_profile_changes SET changed_by = (changed_by::text::bigint + 1000000)::text::xid8
+            WHERE profile_id <= 30 AND changed_by IS NOT NULL
+            """
+        ).affectedRows
+        #expect(moved == 30)
+        let warned = try MatcherProcess.run(day2, database: world.database.conninfo)
+        #expect(warned.status == 0, "\(warned.stderr)")
+        #expect(warned.stderr.contains("from another server's transactions"), "\(warned.stderr)")
+        #expect(warned.stderr.contains("changes=30"), "\(warned.stderr)")
+        #expect(warned.stderr.contains("matcher progress reset"), "\(warned.stderr)")
+
+        let reset = try MatcherProcess.run(
+            ["progress", "reset", "--shard", "0/1", "--to", dataCurrentAt.iso8601], database: world.database.conninfo)
+        #expect(reset.status == 0, "\(reset.stderr)")
+        let quiet = try MatcherProcess.run(day2, database: world.database.conninfo)
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        #expect(!quiet.stderr.contains("from another server's transactions"), "\(quiet.stderr)")
+    }
+
     // MARK: - 11. A run that cannot be completed: abandoned, then the next run is exact
 
     @Test func aRunThatCannotBeCompletedIsAbandonedAndTheNextRunIsExact() throws {
