@@ -348,6 +348,10 @@ struct LoggingRunOutput: RunOutputHandler {
                 metadata: [
                     "run_id": "\(runId)", "shard": "\(shard)",
                 ])
+        case .interruptedBackfillAbandoned(let runId):
+            logger.notice(
+                "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",
+                metadata: ["run_id": "\(runId)"])
         case .finished(let s):
             bar?.finish()
             let c = s.counters

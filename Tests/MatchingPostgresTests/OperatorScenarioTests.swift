@@ -224,7 +224,9 @@ import Testing
         try restored.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2)
         let killed = try MatcherProcess.run(
             day2, database: restored.database.conninfo, environment: ["MATCHER_FAULT": "unit-after-commit:2"])
-        #expect(killed.signalled && killed.status == SIGKILL, "\(killed.stderr)")
+        #expect(
+            killed.signalled && killed.status == SIGKILL,
+            "\(killed.status) \(killed.stdout) \(killed.stderr.suffix(600))")
         try FaultScenarioTests.waitUntilNoWorkerSession(restored)
         // The restore: the recorded snapshots, the interrupted run's among them, are far ahead of this server.
         try Self.pushProgressAhead(restored.connection)
@@ -320,6 +322,30 @@ import Testing
         let quiet = try MatcherProcess.run(day2, database: world.database.conninfo)
         #expect(quiet.status == 0, "\(quiet.stderr)")
         #expect(!quiet.stderr.contains("from another server's transactions"), "\(quiet.stderr)")
+    }
+
+    /// A killed backfill is resumed only by the same backfill, and only while it is the shard's latest: once a
+    /// backfill of another selection starts, nothing could complete it. It is abandoned then (the log says so),
+    /// where it stayed `running` for ever, never swept, and named in `matcher status`.
+    @Test func aKilledBackfillOfAnotherSelectionIsAbandonedWhenTheNextStarts() throws {
+        let world = try FaultScenarioTests.world()
+        let killed = try MatcherProcess.run(
+            ["backfill", "--now", ScenarioWorld.day1.iso8601, "--unit-filters", "5", "--filter"]
+                + (1001...1020).map(String.init),
+            database: world.database.conninfo, environment: ["MATCHER_FAULT": "unit-after-commit:1"])
+        #expect(
+            killed.signalled && killed.status == SIGKILL,
+            "\(killed.status) \(killed.stdout) \(killed.stderr.suffix(600))")
+        try FaultScenarioTests.waitUntilNoWorkerSession(world)
+        #expect(try FaultScenarioTests.statuses(world) == ["running"])
+
+        let other = try MatcherProcess.run(
+            ["backfill", "--now", ScenarioWorld.day1.iso8601, "--filter", "1021", "1022"],
+            database: world.database.conninfo
+        )
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(other.stderr.contains("interrupted backfill of another selection abandoned"), "\(other.stderr)")
+        #expect(try FaultScenarioTests.statuses(world) == ["abandoned", "succeeded"])
     }
 
     // MARK: - 11. A run that cannot be completed: abandoned, then the next run is exact

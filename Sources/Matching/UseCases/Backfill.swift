@@ -93,12 +93,10 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let retentionDays = try Retention.days(input.retentionDays, runs: runs)
         // The same selection, interrupted: resumed at its own clock (which also closes an open-ended window of
         // changed profiles where it did) and in its own zone.
-        let interrupted =
-            input.dryRun
-            ? nil
-            : try runs.interruptedRun(kind: .backfill, shard: input.shard).flatMap {
-                Self.sameParameters($0.parameters, input.parameters) ? $0 : nil
-            }
+        let latestInterrupted = input.dryRun ? nil : try runs.interruptedRun(kind: .backfill, shard: input.shard)
+        let interrupted = latestInterrupted.flatMap {
+            Self.sameParameters($0.parameters, input.parameters) ? $0 : nil
+        }
         if interrupted == nil {  // a resumed one keeps its own zone; a new one, before it reads anything
             try TimeZoneChanged.check(
                 try runs.coverage().inUse(by: input.shard), shard: input.shard, kind: .backfill,
@@ -146,6 +144,12 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 found: outcome.matchesFound, timer: timer)
         }
 
+        // Another selection's backfill, killed (`running`, and this process holds the shard's backfill lock): once
+        // this one starts, none resumes it. What it committed stays; a failed one keeps its status.
+        if let stale = latestInterrupted, interrupted == nil, stale.status == .running {
+            try runs.abandon(runId: stale.id)
+            output.handle(.interruptedBackfillAbandoned(runId: stale.id))
+        }
         let run = try runs.start(
             NewRun(
                 kind: .backfill, shard: input.shard, clock: now, maxPerFilter: input.maxPerFilter,

@@ -21,6 +21,9 @@ public enum RunEvent: Sendable {
     case forgotten(RetentionOutcome)
     /// An interrupted run of another shard layout was abandoned: this run covers its owners.
     case superseded(runId: Int64, shard: Shard)
+    /// The shard's interrupted backfill had other parameters and was abandoned: a backfill resumes only the
+    /// latest of its shard, so once this one starts no backfill could complete it (it stayed `running` for ever).
+    case interruptedBackfillAbandoned(runId: Int64)
     case finished(RunSummary)
 }
 
