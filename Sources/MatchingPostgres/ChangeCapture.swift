@@ -3,7 +3,10 @@ import PostgresClient
 
 /// The change capture on `profiles` (runs.md, "Incremental run"), derived from the MasterItem catalogue.
 ///
-/// - An insert records its profiles, once per statement (a transition table: cheap for bulk loads).
+/// - An insert records its profile, row by row. An upsert that takes its update path (a login written as
+///   `INSERT ... ON CONFLICT (id) DO UPDATE SET last_login_at = now()`) inserts no row and calls nothing; a
+///   statement-level trigger was called by every such statement, with nothing to record, and cost an upsert
+///   login 12-14 % of its throughput (`scripts/bench-login-tps --upsert`).
 /// - A delete records its profiles the same way: a unit of work that re-checks the status of profiles changed
 ///   since its run read them (`PostgresUnitTransaction.profileFacts`) sees a profile whose row is gone.
 /// - An update records a profile only when a column that matching reads changed: the columns of the
@@ -67,7 +70,7 @@ public enum ChangeCapture {
         }
         let now = "pg_catalog.pg_current_xact_id(), pg_catalog.clock_timestamp()"
         return """
-            \(recorder("matcher_record_inserted_profiles", from: "SELECT r.id, \(now) FROM inserted_rows r"))
+            \(recorder("matcher_record_inserted_profiles", from: "SELECT NEW.id, \(now)"))
 
             \(recorder(
                 "matcher_record_changed_profile",
@@ -83,8 +86,7 @@ public enum ChangeCapture {
             DROP TRIGGER IF EXISTS matcher_profiles_changed ON \(s).profiles;
             DROP TRIGGER IF EXISTS matcher_profiles_deleted ON \(s).profiles;
             CREATE TRIGGER matcher_profiles_inserted AFTER INSERT ON \(s).profiles
-                REFERENCING NEW TABLE AS inserted_rows
-                FOR EACH STATEMENT EXECUTE FUNCTION \(s).matcher_record_inserted_profiles();
+                FOR EACH ROW EXECUTE FUNCTION \(s).matcher_record_inserted_profiles();
             CREATE TRIGGER matcher_profiles_changed AFTER UPDATE\(everyUpdate ? "" : " OF " + columns.joined(separator: ", ")) ON \(s).profiles
                 FOR EACH ROW WHEN (\(changed))
                 EXECUTE FUNCTION \(s).matcher_record_changed_profile();

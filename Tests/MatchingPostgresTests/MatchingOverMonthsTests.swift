@@ -58,6 +58,46 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// A login written as an upsert (`INSERT ... ON CONFLICT (id) DO UPDATE SET last_login_at = ...`, the row's own
+    /// values proposed) calls no capture function: the insert trigger is a row trigger, and such a statement
+    /// inserts no row. As a statement trigger it was called by every one (0.86-0.88 of an upsert login's
+    /// throughput, `scripts/bench-login-tps --upsert`). A real insert is still recorded, once per row.
+    @Test func aLoginWrittenAsAnUpsertCallsNoCaptureFunction() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        try twin.runBoth(at: ScenarioWorld.day1)
+        let c = twin.connection
+        try c.execute("SET track_functions = 'all'")
+        func calls() throws -> Int64 {
+            try c.query(
+                """
+                SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_xact_user_functions
+                WHERE funcname IN ('matcher_record_inserted_profiles', 'matcher_record_changed_profile')
+                """
+            ).rows[0].int64(0)
+        }
+        let changes = { try c.query("SELECT count(*) FROM matcher_profile_changes").rows[0].int64(0) }
+        let before = try changes()
+        try c.execute("BEGIN")
+        try c.query(
+            """
+            INSERT INTO profiles SELECT * FROM profiles WHERE id >= 10
+            ON CONFLICT (id) DO UPDATE SET last_login_at = $1
+            """, [.timestamptz(ScenarioWorld.day2)])
+        let loginCalls = try calls()
+        try c.execute(
+            """
+            CREATE TEMP TABLE signups ON COMMIT DROP AS SELECT * FROM profiles WHERE id BETWEEN 10 AND 12;
+            UPDATE signups SET id = id + 1000;
+            INSERT INTO profiles SELECT * FROM signups
+            """)
+        let insertCalls = try calls()
+        try c.execute("COMMIT")
+        #expect(loginCalls == 0)
+        #expect(insertCalls == 3)
+        #expect(try changes() == before + 3)
+    }
+
     /// Found by review in session 23: the capture fired only for updates that named a watched column, so a
     /// value the app's own `BEFORE` trigger derives went unrecorded; and an update of `id` recorded only the
     /// new id, so a run's unit still took the old one for active. Without such triggers the capture stays
