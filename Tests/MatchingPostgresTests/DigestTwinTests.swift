@@ -242,6 +242,40 @@ import Testing
         try expectSameRows(twin, "a status no smallint holds")
     }
 
+    /// A waiting match whose profile can no longer be read (here: a column retyped, which the commands refuse
+    /// before they read and the use case meets) is left out of the digest, and the run counts and lists the row
+    /// as it does its candidates': before, the digest shrank with no trace.
+    @Test func anUnreadableWaitingProfileIsCountedAndListed() throws {
+        let twin = try Twin()
+        try Self.weeklyFilterOfOneWoman(twin)
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        try runBoth(twin, at: day1)
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        // The capture's trigger names the column: dropped for the change of type (which makes no candidate), and
+        // installed again.
+        try twin.connection.execute(
+            """
+            DROP TRIGGER matcher_profiles_changed ON profiles;
+            ALTER TABLE profiles ALTER COLUMN height_cm TYPE text USING height_cm::text;
+            UPDATE profiles SET height_cm = '170' WHERE id = 11
+            """)
+        try twin.connection.execute(ChangeCapture.installSQL(schema: "public"))
+        let day8 = day1.adding(days: 7)
+        let pg = try RunMatching(MatchingRepositories(store: twin.postgres)).execute(.init(now: day8))
+        #expect(pg.counters.candidates == 0)
+        #expect(pg.counters.notificationsWritten == 0 && pg.counters.digestsHeldBack == 1)
+        #expect(pg.counters.profilesQuarantined == 1)
+        let listed = try twin.connection.query("SELECT kind, row_id, reason FROM matcher_quarantine").rows
+        #expect(listed.count == 1)
+        #expect(try listed.first?.string(0) == "profile" && listed.first?.optionalInt64(1) == 11)
+        #expect(try listed.first?.string(2).contains("height_cm") == true)
+        let recorded = try twin.connection.query(
+            "SELECT profiles_quarantined FROM matcher_runs ORDER BY id DESC LIMIT 1"
+        ).rows[0].int32(0)
+        #expect(recorded == 1)
+    }
+
     /// Blocks with a NULL side (the app dropped the table's key) block no one. The run's read of blocks took a
     /// NULL as profile 0, and the units' lookups (the digests' owners) failed on it, and the run with them.
     @Test func aBlockWithANullSideBlocksNoOne() throws {

@@ -134,6 +134,19 @@ import Testing
             ])
         #expect(withOwners.oddProfileIds == [5, 6, 8])
         #expect(withOwners.counters.oddValues == 3)
+
+        // The waiting matches' profiles, read for the digests: what the candidates' read met is not counted twice.
+        let waiting = ReadReport(
+            oddIds: [5, 7, 7],
+            quarantined: [
+                QuarantinedRow(kind: .profile, rowId: 9, reason: "x"),
+                QuarantinedRow(kind: .profile, rowId: 12, reason: "height_cm: text"),
+            ])
+        let merged = issues.including(waiting, read: [5, 7])
+        #expect(merged.oddProfileIds == [5, 6, 7])
+        #expect(merged.quarantined.compactMap(\.rowId) == [9, 4, 12])
+        #expect(merged.profileIdsRead == [5, 5, 7])
+        #expect(merged.counters == RunCounters(profilesQuarantined: 2, filtersQuarantined: 1, oddValues: 5))
     }
 
     @Test func codeListsAreBoundedAndSearchedInLogTime() throws {

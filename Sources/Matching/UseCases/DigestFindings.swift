@@ -13,6 +13,10 @@ struct DigestFindings: Sendable {
     var unqualifiedWaiting: Set<MatchPair> = []
     /// Among the run's new pairs and the qualifying waiting matches, those found mutual.
     let mutual: Set<MatchPair>
+    /// What reading the waiting matches' profiles met (odd values, quarantined rows), and the ids it read:
+    /// the run counts and lists them as it does its candidates' (`ReadIssues.including`).
+    var waitingRead: ReadReport = .empty
+    var waitingProfileIds: [Int64] = []
 
     static func gather(
         prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
@@ -22,6 +26,8 @@ struct DigestFindings: Sendable {
         var blocks = candidateBlocks
         var qualifying: Set<MatchPair>?
         var unqualified: Set<MatchPair> = []
+        var waitingRead = ReadReport.empty
+        var waitingProfileIds: [Int64] = []
         if plan.writesNotifications {
             // Only the filters a digest may be due for at the run's clock: a weekly filter's list (with the
             // matches its digests passed over, kept until the retention) is read on its digest's day, not daily.
@@ -37,6 +43,8 @@ struct DigestFindings: Sendable {
             if !waiting.pairs.isEmpty {
                 blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))
             }
+            waitingRead = waiting.profiles.readReport
+            waitingProfileIds = waiting.profiles.ids
             let kept = Self.qualifying(waiting, prepared: prepared, blocks: blocks, clock: plan.clock)
             unqualified = Set(waiting.pairs.lazy.filter { !kept.contains($0) })
             qualifying = kept
@@ -47,7 +55,8 @@ struct DigestFindings: Sendable {
             knownIneligible: Set(chosen.map(\.id)).subtracting(prepared.coveredSince), candidates: candidates)
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared)
         return DigestFindings(
-            qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: try finder.find(pairs))
+            qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: try finder.find(pairs),
+            waitingRead: waitingRead, waitingProfileIds: waitingProfileIds)
     }
 
     /// The waiting pairs whose profile is still a candidate of the filter as it is now: the profile exists

@@ -101,7 +101,10 @@ struct MatchingPass {
         try stopIfRequested(plan)
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
-        try runs.recordReadIssues(readIssues, runId: run.id)
+        // The waiting matches' profiles were read too: their odd and unreadable rows count like the candidates'.
+        let allIssues = readIssues.including(findings.waitingRead, read: findings.waitingProfileIds)
+        for row in allIssues.quarantined.dropFirst(readIssues.quarantined.count) { output.handle(.quarantined(row)) }
+        try runs.recordReadIssues(allIssues, runId: run.id)
         let writer = UnitWriter(
             output: output, stop: options.stop, turnKeepAliveSeconds: options.turnKeepAliveSeconds, run: run,
             plan: plan,

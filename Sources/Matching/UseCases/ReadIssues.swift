@@ -48,6 +48,22 @@ public struct ReadIssues: Sendable, Hashable {
             filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
     }
 
+    /// These issues and another read's of profiles (the waiting matches' for the digests): an odd or quarantined
+    /// profile counted once, whichever read met it first.
+    public func including(_ report: ReadReport, read ids: [Int64]) -> ReadIssues {
+        let odd = Set(oddProfileIds)
+        let listed = Set(quarantined.compactMap { $0.kind == .profile ? $0.rowId : nil })
+        var seen = Set<Int64>()
+        let newOdd = report.oddIds.filter { !odd.contains($0) && seen.insert($0).inserted }
+        let newQuarantined = report.quarantined.filter { row in
+            guard let id = row.rowId else { return true }
+            return !listed.contains(id) && seen.insert(id).inserted
+        }
+        return ReadIssues(
+            quarantined: quarantined + newQuarantined, oddProfileIds: oddProfileIds + newOdd,
+            oddFilterIds: oddFilterIds, filterIdsRead: filterIdsRead, profileIdsRead: profileIdsRead + ids)
+    }
+
     /// The counts for `RunCounters`.
     public var counters: RunCounters {
         RunCounters(
