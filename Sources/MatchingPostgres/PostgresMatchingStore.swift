@@ -407,9 +407,10 @@ extension PostgresMatchingStore: ProfileRepository {
         for row in try connection.query(
             "SELECT id, status, plan FROM profiles WHERE id = ANY($1)", [.int8Array(ids)]
         ).rows {
+            let status = try row.optionalInt64(1), plan = try row.optionalInt64(2)
             let owner = FilterOwner(
-                id: try row.int64(0), status: Int16(clamping: try row.optionalInt64(1) ?? 0),
-                plan: Int16(clamping: try row.optionalInt64(2) ?? 0))
+                id: try row.int64(0), status: Int16(clamping: status ?? 0), plan: Int16(clamping: plan ?? 0),
+                readNull: status == nil || plan == nil)
             owners[owner.id] = owner
         }
         return owners

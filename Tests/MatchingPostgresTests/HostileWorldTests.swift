@@ -269,6 +269,12 @@ import Testing
         let next = try world.run(at: ScenarioWorld.day2)
         #expect(next.counters.candidates == 0)
         #expect(next.counters.oddValues == 1)
+        // A NULL plan (the app dropped NOT NULL) reads as free, and is odd like a candidate's.
+        try c.execute(
+            "ALTER TABLE profiles ALTER COLUMN plan DROP NOT NULL; UPDATE profiles SET plan = NULL WHERE id = 1")
+        let third = try world.run(at: ScenarioWorld.day2.adding(days: 1))
+        #expect(third.counters.oddValues == 1)
+        #expect(third.counters.filtersSuspended == 0)
     }
 
     /// A column whose type the worker cannot read (changed after `matcher migrate` checked it): every
