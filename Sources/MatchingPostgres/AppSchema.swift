@@ -72,8 +72,15 @@ public enum AppSchema {
     /// them. A table that does not exist is a problem only when `requireTables` (after the migrations,
     /// which create missing tables).
     public static func problems(_ connection: PostgresConnection, requireTables: Bool) throws -> [String] {
+        try problems(connection, requireTables: requireTables, checking: required)
+    }
+
+    static func problems(
+        _ connection: PostgresConnection, requireTables: Bool,
+        checking tables: [(table: String, columns: [(String, TypeFamily)])]
+    ) throws -> [String] {
         var problems: [String] = []
-        for (table, columns) in required {
+        for (table, columns) in tables {
             let rows = try connection.query(
                 """
                 SELECT a.attname::text, format_type(a.atttypid, NULL)
@@ -103,12 +110,33 @@ public enum AppSchema {
         return problems
     }
 
+    /// The columns a run reads with binary COPY, which carries no types (`PostgresMatchingStore.profileColumns`
+    /// and the blocks): the rest are read as typed results, which quarantine a row of another type and name it,
+    /// or compared in SQL, which casts.
+    static var readByCopy: [(table: String, columns: [(String, TypeFamily)])] {
+        let profileColumns = Set(["id", "status", "plan"] + MasterItem.all.map(\.column))
+        return required.compactMap { table, columns in
+            switch table {
+            case "profiles": (table, columns.filter { profileColumns.contains($0.0) })
+            case "blocks": (table, columns)
+            default: nil
+            }
+        }
+    }
+
     /// Throws a `MigrationError` (a configuration failure, exit 78) naming every problem; `then` says what to
     /// do once the columns are fixed.
     public static func verify(
         _ connection: PostgresConnection, requireTables: Bool, then: String = "then run matcher migrate again"
     ) throws {
-        let found = try problems(connection, requireTables: requireTables)
+        try verify(connection, requireTables: requireTables, then: then, checking: required)
+    }
+
+    static func verify(
+        _ connection: PostgresConnection, requireTables: Bool, then: String,
+        checking tables: [(table: String, columns: [(String, TypeFamily)])]
+    ) throws {
+        let found = try problems(connection, requireTables: requireTables, checking: tables)
         guard !found.isEmpty else { return }
         throw MigrationError(
             description:
@@ -117,10 +145,12 @@ public enum AppSchema {
                 + then)
     }
 
-    /// What `run`, `backfill` and `explain` check before they read: the columns as `matcher migrate` checked
-    /// them. Binary COPY carries no types and tells widths apart by length, so a column the app retyped since
-    /// (`height` to `real`: 170.0 is four bytes, read as the integer 1126825984) would be misread, not refused.
+    /// What `run`, `backfill` and `explain` check before they read: the columns they read with binary COPY, as
+    /// `matcher migrate` checked them. Binary COPY carries no types and tells widths apart by length, so a column
+    /// the app retyped since (`height_cm` to `real`: 170.0 is four bytes, read as the integer 1126825984) would
+    /// be misread, not refused. Checked before the read's transaction: a type changed in between is still
+    /// read as before (three catalog queries do not take the tables' locks).
     public static func verifyBeforeReading(_ connection: PostgresConnection) throws {
-        try verify(connection, requireTables: true, then: "then start it again")
+        try verify(connection, requireTables: true, then: "then start it again", checking: readByCopy)
     }
 }

@@ -24,9 +24,14 @@ extension PostgresError: ClassifiedError {
                 "server does not support SSL", "certificate verify failed",
             ]
             if refused.contains(where: message.contains) { return .configuration }
-            // In any language: the server took a password (or asked for one the client lacked) and then said no.
-            // Only a role's connection limit is not a configuration error there; in English it says so.
-            if password != nil, !message.contains("too many connections") { return .configuration }
+            // The server asked for a password the client lacked: in any language, a configuration error.
+            if password == .missing { return .configuration }
+            // It took one and then said no in a language other than English (its refusals are written before any
+            // session setting applies), whose words the list above cannot read: most likely the password, or a
+            // refusal after it (no such database, no login or CONNECT privilege), all configuration. A transient
+            // refusal after the password (the reserved connection slots, a shutdown) reads the same; in English
+            // the words above and below tell them apart, as before.
+            if password == .sent, reasonIsLocalized { return .configuration }
             // Could not reach the server at all. A connection lost mid-run is an ordinary failure (1):
             // the run reached the database, and its committed units are kept.
             return message.hasPrefix("could not connect") ? .unavailable : .other

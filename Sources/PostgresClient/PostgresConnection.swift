@@ -137,7 +137,8 @@ public final class PostgresConnection: @unchecked Sendable {
                 }
             PQfinish(connection)
             throw PostgresError(
-                kind: .connection, message: ConnectionString.redact(message, secrets: secrets), password: password)
+                kind: .connection, message: ConnectionString.redact(message, secrets: secrets), password: password,
+                reasonIsLocalized: reason.unicodeScalars.contains { !$0.isASCII })
         }
 
         self.connection = connection

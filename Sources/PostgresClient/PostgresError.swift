@@ -28,6 +28,9 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
     /// (`PQconnectionNeedsPassword`, `PQconnectionUsedPassword`). It does not depend on the language of the
     /// server's messages, which a login refusal is written in before any session setting applies.
     public let password: PasswordExchange?
+    /// For a failed connect: whether libpq's words hold a character outside ASCII, as a server whose
+    /// `lc_messages` is not English writes its refusals.
+    public let reasonIsLocalized: Bool
 
     public enum PasswordExchange: Sendable, Hashable {
         /// The server asked for a password and the client had none.
@@ -39,7 +42,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
 
     public init(
         kind: Kind, sqlState: String? = nil, message: String, detail: String? = nil, hint: String? = nil,
-        severity: String? = nil, password: PasswordExchange? = nil
+        severity: String? = nil, password: PasswordExchange? = nil, reasonIsLocalized: Bool = false
     ) {
         self.kind = kind
         self.sqlState = sqlState
@@ -48,6 +51,7 @@ public struct PostgresError: Error, CustomStringConvertible, Sendable {
         self.hint = hint
         self.severity = severity
         self.password = password
+        self.reasonIsLocalized = reasonIsLocalized
     }
 
     /// One line, for example `ERROR 23505: duplicate key value violates unique constraint "t_pkey" (detail: Key (id)=(1) already exists.)`.

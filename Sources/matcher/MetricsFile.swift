@@ -68,7 +68,8 @@ struct MetricsFile {
             throw MetricsFileError(
                 description:
                     "\(path) holds another run's metrics (\(foreign)); give each kind and shard its own "
-                    + "--metrics-file. This run's metrics were not written, and the file was left as it was")
+                    + "--metrics-file. This run's metrics were not written, and the file was left as it was; if the "
+                    + "file is this command's own (another kind or shard wrote it by mistake), remove it")
         }
         func key(_ name: String, _ extra: String = "") -> String { "\(name){\(labels)\(extra)}" }
 
