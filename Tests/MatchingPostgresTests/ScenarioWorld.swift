@@ -145,20 +145,22 @@ enum Rows {
     static func of(_ connection: PostgresConnection) throws -> (matches: [String], notifications: [String]) {
         let matches = try connection.query(
             """
-            SELECT m.filter_id, m.profile_id, m.matched_at, n.filter_id, n.created_at
+            SELECT m.filter_id, m.profile_id, m.matched_at, n.filter_id, n.created_at, m.mutual, m.silent
             FROM filter_matches m LEFT JOIN notifications n ON n.id = m.notification_id
             ORDER BY m.filter_id, m.profile_id
             """
         ).rows.map { r in
             let note = try r.optionalInt64(3).map { "\($0)@\(try r.timestamp(4))" } ?? "no"
             return "\(try r.int64(0))/\(try r.int64(1)) at \(try r.timestamp(2)) notified \(note)"
+                + "\(try r.bool(5) ? " mutual" : "")\(try r.bool(6) ? " silent" : "")"
         }
         let notifications = try connection.query(
             """
-            SELECT recipient_id, filter_id, match_count, profile_ids, created_at FROM notifications
+            SELECT recipient_id, filter_id, match_count, profile_ids, created_at, mutual_count FROM notifications
             """
         ).rows.map { r in
             "\(try r.int64(0)) \(try r.int64(1)) \(try r.int32(2)) \(try r.int64Array(3)) \(try r.timestamp(4))"
+                + " mutual \(try r.int32(5))"
         }.sorted()
         return (matches, notifications)
     }
@@ -166,12 +168,14 @@ enum Rows {
     static func of(_ store: InMemoryStore) -> (matches: [String], notifications: [String]) {
         let notes = store.allNotifications
         let byId = Dictionary(uniqueKeysWithValues: notes.map { ($0.id, $0) })
+        let silent = store.silentPairs
         let matches = store.allMatches.map { m in
             let note = m.notificationId.flatMap { byId[$0] }.map { "\($0.filterId)@\($0.createdAt)" } ?? "no"
             return "\(m.filterId)/\(m.profileId) at \(m.matchedAt) notified \(note)"
+                + "\(m.mutual ? " mutual" : "")\(silent.contains(m.pair) ? " silent" : "")"
         }
         let notifications = notes.map {
-            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)"
+            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt) mutual \($0.mutualCount)"
         }.sorted()
         return (matches, notifications)
     }

@@ -58,11 +58,13 @@ public enum World {
     public static func rows(_ store: InMemoryStore) -> (matches: [String], notifications: [String]) {
         let notes = store.allNotifications
         let byId = Dictionary(uniqueKeysWithValues: notes.map { ($0.id, $0) })
+        let silent = store.silentPairs
         let matches = store.allMatches.map { m in
             "\(m.filterId)/\(m.profileId) at \(m.matchedAt) notified \(m.notificationId.flatMap { byId[$0] }.map { "\($0.filterId)@\($0.createdAt)" } ?? "no")"
+                + "\(m.mutual ? " mutual" : "")\(silent.contains(m.pair) ? " silent" : "")"
         }
         let notifications = notes.map {
-            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt)"
+            "\($0.recipientId) \($0.filterId) \($0.matchCount) \($0.profileIds) \($0.createdAt) mutual \($0.mutualCount)"
         }.sorted()
         return (matches, notifications)
     }
