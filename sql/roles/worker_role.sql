@@ -34,8 +34,7 @@
 --                matcher_bulk_matches
 --   read, insert, update   matcher_service_state (the notification pause: runs read
 --                it; on-call pauses and resumes with the job's own credentials)
---   CONNECT and TEMPORARY on the database (a run with many changed profiles sends
---   their ids to a temporary table), USAGE on the schema.
+--   CONNECT on the database (no run creates a temporary table), USAGE on the schema.
 -- Not granted because `matcher run` does not use it: matcher_schema_migrations
 -- (read by `matcher migrate`, which runs as the owner).
 -- What it may not: CREATE in the schema or database, DDL of any kind,
@@ -76,7 +75,7 @@ SELECT format('DO $refuse$ BEGIN RAISE EXCEPTION %L; END $refuse$',
 \gexec
 
 -- Database and schema.
-SELECT format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO %I', current_database(), :'worker_role')
+SELECT format('GRANT CONNECT ON DATABASE %I TO %I', current_database(), :'worker_role')
 \gexec
 SELECT format('REVOKE CREATE ON SCHEMA %I FROM %I', :'schema', :'worker_role')
 \gexec
