@@ -276,6 +276,29 @@ import Testing
         #expect(recorded == 1)
     }
 
+    /// runs.md's digest on PostgreSQL: `match_count` every unnotified match, `profile_ids` the 10 latest logins
+    /// (ties by the smallest id), written out, and the same as the in-memory twin's.
+    @Test func aDigestOfFifteenShowsTheTenLatestLogins() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        let hoursAgo: [Int64: Int] = [
+            20: 9, 21: 3, 22: 14, 23: 1, 24: 11, 25: 6, 26: 2, 27: 2, 28: 15, 29: 8, 30: 4, 31: 13, 32: 5, 33: 12,
+            34: 7,
+        ]
+        try twin.saveProfiles(
+            [Self.profile(1, gender: 1, at: day1)]
+                + hoursAgo.keys.sorted().map { World.profile($0, loginHoursAgo: hoursAgo[$0]!, at: day1) }, at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1)])
+        let runs = try runBoth(twin, at: day1)
+        #expect(runs.postgres.counters.notificationsWritten == 1)
+        let row = try #require(
+            try twin.connection.query("SELECT match_count, profile_ids FROM notifications WHERE filter_id = 100").rows
+                .first)
+        #expect(try row.int32(0) == 15)
+        #expect(try row.int64Array(1) == [23, 26, 27, 21, 30, 32, 25, 34, 29, 20])
+        try expectSameRows(twin, "a digest of fifteen")
+    }
+
     /// Blocks with a NULL side (the app dropped the table's key) block no one. The run's read of blocks took a
     /// NULL as profile 0, and the units' lookups (the digests' owners) failed on it, and the run with them.
     @Test func aBlockWithANullSideBlocksNoOne() throws {

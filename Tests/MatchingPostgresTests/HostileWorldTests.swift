@@ -193,6 +193,14 @@ import Testing
             "SELECT count(*) FROM notifications WHERE filter_id >= $1", [.int8(Self.hostileFilterBase)]
         ).rows[0].int64(0)
         #expect(digests >= 4)
+        // The filter whose owner has no profile row is not evaluated (runs.md): it matches everyone otherwise.
+        let ownerless = try hostile.connection.query(
+            """
+            SELECT (SELECT count(*) FROM filter_matches WHERE filter_id = $1)
+                 + (SELECT count(*) FROM notifications WHERE filter_id = $1)
+            """, [.int8(Self.hostileFilterBase + 9)]
+        ).rows[0].int64(0)
+        #expect(ownerless == 0)
 
         // Day 2: ordinary changes in both, new hostile rows; the '2147483647 days' filter is due again
         // never, the negative ones at once: nothing traps, nothing differs for the ordinary filters.

@@ -66,7 +66,7 @@ import Testing
         written.update { $0.append(rest) }
         let message = text
         #expect(process.terminationReason == .exit)
-        #expect(process.terminationStatus == 130 || process.terminationStatus == 143)
+        #expect(process.terminationStatus == 143, "SIGTERM: 143")
         #expect(message.contains("stopped at a unit-of-work boundary"), "\(message)")
 
         // The units in flight, one per write connection (10 filters each), were committed: nothing half-written.
@@ -74,7 +74,9 @@ import Testing
         #expect(run.count == 1)
         #expect(try run[0].string(0) == "failed")
         let committedFilters = try stopped.connection.query("SELECT count(DISTINCT filter_id) FROM filter_matches").rows
-        #expect(try committedFilters[0].int64(0) <= 10 * Int64(PostgresMatchingStore.defaultWriteConnections))
+        let committed = try committedFilters[0].int64(0)
+        #expect(committed > 0, "the units in flight committed")
+        #expect(committed <= 10 * Int64(PostgresMatchingStore.defaultWriteConnections))
 
         // The next run completes the interrupted one: the rows equal one clean run's.
         let next = try MatcherProcess.run(arguments, database: stopped.database.conninfo)

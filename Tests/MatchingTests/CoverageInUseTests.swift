@@ -32,9 +32,9 @@ import Testing
         // Each owner's newest entry is the same with or without the entries not in use.
         for owner in Int64(0)..<5_000 where owner % 1_000 == 0 {
             let all = coverage.relevant(to: try Shard(index: 0, count: 1_000))
-            #expect(
-                all.entries[all.entryIndex(forOwner: owner) ?? 0] == used.entries[used.entryIndex(forOwner: owner) ?? 0]
-            )
+            let inAll = try #require(all.entryIndex(forOwner: owner), "owner \(owner)")
+            let inUse = try #require(used.entryIndex(forOwner: owner), "owner \(owner)")
+            #expect(all.entries[inAll] == used.entries[inUse])
         }
     }
 }

@@ -22,6 +22,28 @@ import Testing
         return store
     }
 
+    /// runs.md: `match_count` = the unnotified matches, `profile_ids` = up to 10 of them in the same order (the
+    /// latest `last_login_at` first, then the smallest id). Expected values written out, not derived.
+    @Test func aDigestCountsEveryMatchAndShowsTheTenLatestLogins() throws {
+        let store = InMemoryStore(now: World.day1)
+        // 15 women: ids 20...34, logged in 1...15 hours ago in a shuffled order; 26 and 27 at the same hour.
+        let hoursAgo: [Int64: Int] = [
+            20: 9, 21: 3, 22: 14, 23: 1, 24: 11, 25: 6, 26: 2, 27: 2, 28: 15, 29: 8, 30: 4, 31: 13, 32: 5, 33: 12,
+            34: 7,
+        ]
+        store.save(
+            [World.profile(1, gender: 1)]
+                + hoursAgo.keys.sorted().map { World.profile($0, loginHoursAgo: hoursAgo[$0]!) })
+        store.save([World.filter(100, owner: 1)])
+        let summary = try World.run(store)
+        #expect(summary.counters.matchesWritten == 15)
+        let note = try #require(store.allNotifications.first)
+        #expect(store.allNotifications.count == 1)
+        #expect(note.matchCount == 15)
+        #expect(note.profileIds == [23, 26, 27, 21, 30, 32, 25, 34, 29, 20])
+        #expect(store.allMatches.allSatisfy { $0.notificationId == note.id }, "all 15 are notified, 10 shown")
+    }
+
     @Test func firstRunConsidersEveryProfileAndWritesCappedMatchesAndOneNotification() throws {
         let store = seeded()
         let summary = try World.run(store, maxPerFilter: 100)
@@ -110,17 +132,15 @@ import Testing
             found += try World.run(store, now: World.day2, shard: try Shard(index: k, count: 10)).counters
                 .matchesWritten
         }
-        // Profile 41's matches, once: as many as one unsharded run would record for it.
+        // Profile 41's matches, once: row for row what two unsharded runs record (the same world, the same
+        // change, no shards at all).
         let reference = manyFilters()
-        for k in 0..<100 { _ = try World.run(reference, shard: try Shard(index: k, count: 100)) }
+        _ = try World.run(reference)
         reference.save([World.profile(41, loginHoursAgo: 1, at: World.day2)])
-        let once = try World.run(reference, now: World.day2, shard: try Shard(index: 0, count: 10))
-        var expected = once.counters.matchesWritten
-        for k in 1..<10 {
-            expected += try World.run(reference, now: World.day2, shard: try Shard(index: k, count: 10))
-                .counters.matchesWritten
-        }
+        let expected = try World.run(reference, now: World.day2).counters.matchesWritten
         #expect(found > 0 && found == expected)
+        #expect(World.rows(store).matches.sorted() == World.rows(reference).matches.sorted())
+        #expect(World.rows(store).notifications == World.rows(reference).notifications)
         let unsharded = try World.run(store, now: World.day2.adding(days: 1))
         #expect(unsharded.counters.candidates == 0 && unsharded.counters.matchesWritten == 0)
     }
