@@ -354,6 +354,35 @@ import Testing
         #expect(try store.notifications(filterId: 100).first?.profileIds == [12])
     }
 
+    /// filter-language.md: a suspended filter "sends no digest until the owner pays again". A match waiting for the
+    /// weekly digest when the plan lapses is neither sent nor forgotten on the digest's day; once the owner pays,
+    /// the next run sends it.
+    @Test func aSuspendedFiltersWaitingMatchIsSentOnlyOnceTheOwnerPaysAgain() throws {
+        let store = InMemoryStore(now: World.day1)
+        let weekly = NotifyInterval(months: 0, days: 7, microseconds: 0)
+        store.save([World.profile(1, gender: 1, plan: Profile.Plan.paid), World.profile(10, communities: [3])])
+        store.save([World.filter(100, owner: 1, #"{"communities": {"anyOf": [3]}}"#, every: weekly)])
+        _ = try run(store, World.day1)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10]])
+        // Day 2: a new match waits for the weekly digest; day 3: the plan lapses.
+        store.save([World.profile(12, communities: [3], at: World.day2)])
+        _ = try run(store, World.day2)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 12)])
+        store.save([World.profile(1, gender: 1, plan: Profile.Plan.free, at: World.day1.adding(days: 2))])
+        // Day 8, the digest's day: suspended, so nothing is sent and the match keeps waiting.
+        let due = try run(store, World.day1.adding(days: 7))
+        #expect(due.counters.filtersSuspended == 1)
+        #expect(due.counters.notificationsWritten == 0)
+        #expect(try store.notifications(filterId: 100).count == 1)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 12)])
+        // Day 9: the owner pays again; the run sends the waiting match.
+        store.save([World.profile(1, gender: 1, plan: Profile.Plan.paid, at: World.day1.adding(days: 8))])
+        let paid = try run(store, World.day1.adding(days: 8))
+        #expect(paid.counters.filtersSuspended == 0)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10], [12]])
+        #expect(store.waitingPairs.isEmpty)
+    }
+
     // MARK: 4. Mutual matches
 
     @Test func aPairIsMutualWhenTheMatchedProfilesFilterWantsTheOwner() throws {
