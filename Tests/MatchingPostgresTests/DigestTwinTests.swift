@@ -66,6 +66,14 @@ import Testing
         ])
     }
 
+    /// `weeklyFilterOfOneWoman`, run on day 1; woman 11 matches on day 2 and waits for the weekly digest.
+    func womanElevenWaitsForTheWeeklyDigest(_ twin: Twin) throws {
+        try Self.weeklyFilterOfOneWoman(twin)
+        try runBoth(twin, at: ScenarioWorld.day1)
+        try twin.saveProfiles([Self.profile(11, gender: 2, at: ScenarioWorld.day2)], at: ScenarioWorld.day2)
+        try runBoth(twin, at: ScenarioWorld.day2)
+    }
+
     @discardableResult
     func runBoth(
         _ twin: Twin, at clock: Timestamp, retentionDays: Int? = nil, hook: ((Bool) throws -> Void)? = nil
@@ -205,20 +213,15 @@ import Testing
         try expectSameRows(twin, "hourly")
     }
 
-    /// A weekly filter's only waiting match can never qualify again (the profile turned 33): its digest is held
-    /// back, which passes the match over on both stores: no digest waits (status), and retention forgets it.
     /// A waiting match whose profile the app has given a status no smallint holds (the column widened to
     /// integer): not active (runs.md, Eligibility), so out of the digest, and the run goes on. The unit's read of
     /// its waiting matches decoded the status as a smallint and failed, at the same unit on every run after.
     @Test func aWaitingMatchWhoseStatusNoSmallintHoldsIsLeftOutAndTheRunGoesOn() throws {
         let twin = try Twin()
-        try Self.weeklyFilterOfOneWoman(twin)
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
-        try runBoth(twin, at: day1)
-        // Woman 11 matches on day 2 and waits for the weekly digest; then the app gives her status 70000 (32767,
-        // also outside 1...4, in the in-memory twin, whose status is a smallint).
-        try twin.saveProfiles([Self.profile(11, gender: 2, at: day2)], at: day2)
-        try runBoth(twin, at: day2)
+        // Woman 11 waits for the weekly digest; then the app gives her status 70000 (32767, also outside 1...4, in
+        // the in-memory twin, whose status is a smallint).
+        try womanElevenWaitsForTheWeeklyDigest(twin)
         let odd = Profile.make(
             id: 11, status: 32_767, lastLoginAt: day2, createdAt: day2.adding(days: -30), ["gender": .code(2)])
         try twin.saveProfiles([odd], at: day2.adding(microseconds: 3_600_000_000))
@@ -247,11 +250,8 @@ import Testing
     /// as it does its candidates': before, the digest shrank with no trace.
     @Test func anUnreadableWaitingProfileIsCountedAndListed() throws {
         let twin = try Twin()
-        try Self.weeklyFilterOfOneWoman(twin)
-        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
-        try runBoth(twin, at: day1)
-        try twin.saveProfiles([Self.profile(11, gender: 2, at: day2)], at: day2)
-        try runBoth(twin, at: day2)
+        let day1 = ScenarioWorld.day1
+        try womanElevenWaitsForTheWeeklyDigest(twin)
         // The capture's trigger names the column: dropped for the change of type (which makes no candidate), and
         // installed again.
         try twin.connection.execute(
@@ -315,6 +315,8 @@ import Testing
         try expectSameRows(twin, "blocks with a NULL side")
     }
 
+    /// A weekly filter's only waiting match can never qualify again (the profile turned 33): its digest is held
+    /// back, which passes the match over on both stores: no digest waits (status), and retention forgets it.
     @Test func aHeldBackDigestPassesItsMatchesOver() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
