@@ -67,10 +67,29 @@ import Testing
         let dry = try World.run(store, dryRun: true)
         #expect(dry.dryRun && dry.matchesFound == 3)
         #expect(store.allMatches.isEmpty)
-        // And while a dry run works, the real run takes the lock as usual.
+        // And while a dry run works, the lock stays free for the real run: taken from inside the dry run's
+        // evaluation (its output handler), it is granted.
         held.release()
+        let probe = LockProbe(store)
+        _ = try World.run(store, dryRun: true, output: probe)
+        #expect(probe.wasGranted, "a dry run leaves the shard's lock free")
         let real = try World.run(store)
         #expect(real.counters.matchesWritten == 3)
+    }
+
+    /// Takes (and releases) the shard's run lock when the evaluate phase starts, and says whether it was granted.
+    final class LockProbe: RunOutputHandler, @unchecked Sendable {
+        let store: InMemoryStore
+        private let lock = NSLock()
+        private var granted = false
+        init(_ store: InMemoryStore) { self.store = store }
+        var wasGranted: Bool { lock.withLock { granted } }
+        func handle(_ event: RunEvent) {
+            guard case .phaseStarted(.evaluate) = event, let held = try? store.tryLock(kind: .run, shard: .all)
+            else { return }
+            held.release()
+            lock.withLock { granted = true }
+        }
     }
 
     @Test func aRunInAnotherTimeZoneThanTheShardsIsRefusedUnlessTheOperatorSaysSo() throws {
