@@ -149,7 +149,7 @@ public enum AppSchema {
     /// `matcher migrate` checked them. Binary COPY carries no types and tells widths apart by length, so a column
     /// the app retyped since (`height_cm` to `real`: 170.0 is four bytes, read as the integer 1126825984) would
     /// be misread, not refused. Checked before the read's transaction: a type changed in between is still
-    /// read as before (three catalog queries do not take the tables' locks).
+    /// read as before (two catalog queries, which take no lock on the tables).
     public static func verifyBeforeReading(_ connection: PostgresConnection) throws {
         try verify(connection, requireTables: true, then: "then start it again", checking: readByCopy)
     }
