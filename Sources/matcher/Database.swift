@@ -24,13 +24,14 @@ struct Database {
     ) {
         let fromEnvironment = environment["DATABASE_URL"]
         conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
-        var options: [String: String] = [
-            "keepalives": "1",
-            "keepalives_idle": "30",
-            "keepalives_interval": "10",
-            "keepalives_count": "3",
-            "tcp_user_timeout": "60000",
+        // TCP keepalives and user timeout, the same on both ends: the client's (libpq keywords) fail a run behind
+        // a silent network; the server's (session settings, below) free the run's lock when its host died.
+        let tcp = [
+            ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
+            ("tcp_user_timeout", "60000"),
         ]
+        var options = Dictionary(uniqueKeysWithValues: tcp)
+        options["keepalives"] = "1"
         // Given to libpq as defaults: the connection string wins over them, and libpq reads the PG* variables
         // only for what is not given, so these two are left out when the operator's variable is set.
         if environment["PGAPPNAME"]?.isEmpty ?? true {
@@ -48,11 +49,10 @@ struct Database {
         // The server's side of the keepalives above: a session whose host died or whose network was cut holds
         // the run's lock until the server notices, by default about two hours on Linux, and until then every
         // retry and the next timer run find the lock held (exit 75) instead of completing the lost run.
-        // Ignored on a Unix socket.
-        serverSettings += [
-            "-c tcp_keepalives_idle=30", "-c tcp_keepalives_interval=10", "-c tcp_keepalives_count=3",
-            "-c tcp_user_timeout=60000",
-        ]
+        // Ignored on a Unix socket. (The server's names: `tcp_`-prefixed keepalives.)
+        serverSettings += tcp.map { key, value in
+            "-c \(key.hasPrefix("tcp_") ? key : "tcp_" + key)=\(value)"
+        }
         if settings.statementTimeout > 0 {
             serverSettings.append("-c statement_timeout=\(settings.statementTimeout * 1000)")
         }

@@ -122,16 +122,21 @@ import Testing
         _ = database
     }
 
+    /// An invalid index of `filter_matches` named `name`, as an interrupted `REINDEX ... CONCURRENTLY` leaves one: a
+    /// unique build on `filter_id` alone fails part way (many pairs a filter).
+    static func plantInvalidIndex(_ name: String, on connection: PostgresConnection) throws {
+        let failed = Result {
+            try connection.execute("CREATE UNIQUE INDEX CONCURRENTLY \(name) ON filter_matches (filter_id)")
+        }
+        #expect(throws: PostgresError.self) { try failed.get() }
+    }
+
     @Test func whatAnInterruptedRebuildLeftIsDroppedFirst() throws {
         let (database, connection) = try thinnedKey()
         defer { connection.close() }
         // An index build that failed part way leaves an invalid index, as a REINDEX CONCURRENTLY cancelled
         // after its first phase does (under the same name pattern).
-        let failed = Result {
-            try connection.execute(
-                "CREATE UNIQUE INDEX CONCURRENTLY filter_matches_pkey_ccnew ON filter_matches (filter_id)")
-        }
-        #expect(throws: PostgresError.self) { try failed.get() }
+        try Self.plantInvalidIndex("filter_matches_pkey_ccnew", on: connection)
         let upkeep = PrimaryKeyUpkeep(connection: connection)
         #expect(try upkeep.leftovers() == ["filter_matches_pkey_ccnew"])
         // `matcher status` names it, since every insert pays for it until it is dropped.
@@ -152,11 +157,7 @@ import Testing
     @Test func theOldKeyAnInterruptedSwapLeftIsDroppedAndTheFillfactorReset() throws {
         let (database, connection) = try thinnedKey()
         defer { connection.close() }
-        let failed = Result {
-            try connection.execute(
-                "CREATE UNIQUE INDEX CONCURRENTLY filter_matches_pkey_ccold ON filter_matches (filter_id)")
-        }
-        #expect(throws: PostgresError.self) { try failed.get() }
+        try Self.plantInvalidIndex("filter_matches_pkey_ccold", on: connection)
         try connection.execute("ALTER INDEX filter_matches_pkey SET (fillfactor = 70)")
         let upkeep = PrimaryKeyUpkeep(connection: connection)
         #expect(try upkeep.leftovers() == ["filter_matches_pkey_ccold"])
