@@ -595,9 +595,9 @@ extension PostgresMatchingStore: BlockRepository {
 // MARK: - Matches and notifications
 
 extension PostgresMatchingStore: MatchRepository {
-    public func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
+    public func recordedPairs(among pairs: [MatchPair], forgottenBefore cutoff: Timestamp?) throws -> RecordedPairs {
         var recorded = Set<MatchPair>()
-        guard !pairs.isEmpty else { return recorded }
+        guard !pairs.isEmpty else { return RecordedPairs(kept: recorded) }
         let sorted = pairs.sorted()
         // Probes go by filter-id range: one index descent says whether a range holds any pair at all
         // (on a first run none does), and otherwise each pair is one primary-key probe. The descent is
@@ -628,7 +628,20 @@ extension PostgresMatchingStore: MatchRepository {
                 recorded.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
         }
-        return recorded
+        // Of those, the ones forgotten at the run's clock: recorded before the cutoff, no digest keeping them.
+        guard let cutoff, !recorded.isEmpty else { return RecordedPairs(kept: recorded) }
+        let found = recorded.sorted()
+        var expired = Set<MatchPair>()
+        for start in stride(from: 0, to: found.count, by: Self.probeChunk) {
+            let chunk = found[start..<min(start + Self.probeChunk, found.count)]
+            for row in try connection.query(
+                RetentionSQL.expiredAmong,
+                [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId)), .timestamptz(cutoff)]
+            ).rows {
+                expired.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
+            }
+        }
+        return RecordedPairs(kept: recorded.subtracting(expired), expired: expired)
     }
 
     static let probeChunk = 50_000

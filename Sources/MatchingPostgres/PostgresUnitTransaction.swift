@@ -12,15 +12,28 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
     /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
-    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> Set<Int64> {
         guard !filterIds.isEmpty else { return [] }
         return Set(
             try tx.query(
                 """
                 SELECT u.id FROM unnest($1::bigint[]) AS u(id)
-                WHERE EXISTS (SELECT 1 FROM matcher_waiting_matches w WHERE w.filter_id = u.id)
-                """, [.int8Array(filterIds)]
+                WHERE EXISTS (SELECT 1 FROM matcher_waiting_matches w WHERE w.filter_id = u.id
+                              AND \(Self.notForgotten))
+                """, [.int8Array(filterIds), cutoff.map { .timestamptz($0) } ?? .null]
             ).rows.map { try $0.int64(0) })
+    }
+
+    /// Entry `w` is not forgotten at the clock ($2, the cutoff; NULL: none is): a digest passed it over and it
+    /// was recorded before the cutoff, so the sweep forgets it, whether it has yet or not.
+    private static let notForgotten =
+        "NOT (w.passed_over AND w.matched_at < coalesce($2::timestamptz, '-infinity'))"
+
+    func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws {
+        guard !pairs.isEmpty else { return }
+        try tx.query(
+            RetentionSQL.forgetExpiredPairs,
+            [.int8Array(pairs.map(\.filterId)), .int8Array(pairs.map(\.profileId)), .timestamptz(cutoff)])
     }
 
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
@@ -79,7 +92,9 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// block stands between profile and owner. Three reads, none a probe per waiting match: the waiting
     /// list by its key, each distinct profile once (a digest day's waiting matches share their profiles:
     /// 6.8M new pairs a day at 1M x 100k come from 28.5k candidates), and the owners' blocks.
-    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
+    func waitingMatches(
+        _ filters: [NotificationCandidateFilter], forgottenBefore cutoff: Timestamp?
+    ) throws -> [WaitingMatch] {
         guard !filters.isEmpty else { return [] }
         let filterIds = filters.map(\.filter.id)
         var pairs: [MatchPair] = []
@@ -89,7 +104,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             SELECT w.filter_id, w.profile_id, w.passed_over
             FROM unnest($1::bigint[]) AS u(filter_id) JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
-            """, [.int8Array(filterIds)]
+              AND \(Self.notForgotten)
+            """, [.int8Array(filterIds), cutoff.map { .timestamptz($0) } ?? .null]
         ).rows {
             let pair = MatchPair(filterId: try row.int64(0), profileId: try row.int64(1))
             pairs.append(pair)

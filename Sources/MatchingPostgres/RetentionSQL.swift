@@ -60,6 +60,51 @@ enum RetentionSQL {
     /// back, has read it and passed it over (`UnitTransaction.markPassedOver`).
     static let stillWaits = "NOT w.passed_over"
 
+    /// Whether recorded pair `m` waits for a digest, so that the sweep keeps it past the retention: the rule of
+    /// `notKept` for one pair, through the list's key. For the pairs a run finds recorded before the cutoff
+    /// (`expiredAmong`, `forgetExpiredPairs`).
+    static let waitsForDigest = """
+        (m.notification_id IS NULL AND NOT m.silent AND EXISTS (
+            SELECT 1 FROM matcher_waiting_matches w
+            \(waitingJoins)
+            WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id AND w.matched_at = m.matched_at
+              AND \(stillWaits)))
+        """
+
+    /// Among pairs ($1 filter ids, $2 profile ids, each recorded), those recorded before the cutoff ($3) that
+    /// no digest keeps: forgotten at the run's clock, swept or not. A key probe a pair (`OFFSET 0` keeps it a
+    /// probe, not a join over the table); only the pairs a run found recorded are asked about, the day's few
+    /// re-matches.
+    static let expiredAmong = """
+        SELECT x.filter_id, x.profile_id
+        FROM (SELECT unnest($1::bigint[]) AS filter_id, unnest($2::bigint[]) AS profile_id) AS u
+        CROSS JOIN LATERAL (
+            SELECT m.filter_id, m.profile_id FROM filter_matches m
+            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id AND m.matched_at < $3
+              AND NOT \(waitsForDigest)
+            OFFSET 0) AS x
+        """
+
+    /// Forgets pairs ($1, $2) recorded before the cutoff ($3) that no digest keeps, as the sweep does, with their
+    /// list entries: a unit's pairs that the run found so (`UnitTransaction.forgetExpired`), before it records
+    /// them again. By `ctid` after a key probe each: a row changed meanwhile is left, and the insert meets it.
+    static let forgetExpiredPairs = """
+        WITH doomed AS (
+            SELECT x.row_id
+            FROM (SELECT unnest($1::bigint[]) AS filter_id, unnest($2::bigint[]) AS profile_id) AS u
+            CROSS JOIN LATERAL (
+                SELECT m.ctid AS row_id FROM filter_matches m
+                WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id AND m.matched_at < $3
+                  AND NOT \(waitsForDigest)
+                OFFSET 0) AS x
+        ), gone AS (
+            DELETE FROM filter_matches WHERE ctid = ANY (ARRAY(SELECT row_id FROM doomed))
+            RETURNING filter_id, profile_id
+        )
+        DELETE FROM matcher_waiting_matches w
+        WHERE (w.filter_id, w.profile_id) IN (SELECT filter_id, profile_id FROM gone)
+        """
+
     /// The entries of the waiting list at clock $1 and filter ids $2...`last` that wait for a digest: the pairs
     /// a batch keeps. `last` is an expression over the statement's CTEs.
     private static func kept(last: String) -> String {

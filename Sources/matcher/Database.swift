@@ -1,6 +1,15 @@
 import Foundation
+import Matching
 import MatchingPostgres
 import PostgresClient
+
+/// A database setting from the environment that cannot be used as given (`PGCONNECT_TIMEOUT`, the password
+/// file): a configuration error (exit 78), named with the problem. The command line's own flags are checked
+/// when they are parsed (64); these come from the unit's environment file or credentials.
+struct DatabaseSettingError: ClassifiedError, CustomStringConvertible {
+    let description: String
+    var failureKind: FailureKind { .configuration }
+}
 
 /// Opens connections as configured, with deadlines so that a silent network fails the run instead of
 /// hanging it: connect_timeout, TCP keepalives and user timeout, and a statement_timeout.
@@ -21,7 +30,7 @@ struct Database {
     init(
         _ settings: DatabaseOptions, applicationName: String = "matcher",
         environment: [String: String] = ProcessInfo.processInfo.environment
-    ) {
+    ) throws {
         let fromEnvironment = environment["DATABASE_URL"]
         conninfo = settings.databaseURL ?? (fromEnvironment?.isEmpty == false ? fromEnvironment : nil)
         // TCP keepalives and user timeout, the same on both ends: the client's (libpq keywords) fail a run behind
@@ -41,6 +50,8 @@ struct Database {
             options["connect_timeout"] = String(seconds)
         } else if environment["PGCONNECT_TIMEOUT"]?.isEmpty ?? true {
             options["connect_timeout"] = "10"
+        } else {
+            try DatabaseOptions.checkConnectTimeoutVariable(environment)
         }
         // The worker's statements are many and small (a unit's rows, a probe's chunk): JIT compiling one
         // costs more than it saves. With it on, the unit's query of waiting matches crossed the JIT cost
@@ -66,19 +77,38 @@ struct Database {
         sessionOptions = (serverSettings + [operators].compactMap { $0 }.filter { !$0.isEmpty }).joined(separator: " ")
         // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
         // so it is never in the environment, the command line or a log.
-        if let password = Database.passwordFromFile() { options["password"] = password }
+        if let password = try Database.passwordFromFile(environment) { options["password"] = password }
         self.options = options
     }
 
-    static func passwordFromFile() -> String? {
-        let env = ProcessInfo.processInfo.environment
-        var paths: [String] = []
-        if let file = env["MATCHER_DATABASE_PASSWORD_FILE"], !file.isEmpty { paths.append(file) }
-        if let dir = env["CREDENTIALS_DIRECTORY"], !dir.isEmpty { paths.append(dir + "/database-password") }
-        for path in paths {
-            if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-                return text.trimmingCharacters(in: .newlines)
+    /// The password in `MATCHER_DATABASE_PASSWORD_FILE`, else in systemd's credential `database-password`
+    /// (`LoadCredential=`), else nil. A file the variable names but this process cannot read is a
+    /// configuration error naming the file and why: read as "no password", it was a refused login that never
+    /// said which file (a password file left root's own), or a login by another rule (`~/.pgpass`, `trust`).
+    /// A credentials folder without that credential is a unit that loads others, and no error.
+    static func passwordFromFile(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> String? {
+        if let file = environment["MATCHER_DATABASE_PASSWORD_FILE"], !file.isEmpty {
+            do {
+                return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
+            } catch {
+                var isFolder: ObjCBool = false
+                let reason =
+                    !FileManager.default.fileExists(atPath: file, isDirectory: &isFolder)
+                    ? "no such file"
+                    : isFolder.boolValue
+                        ? "a folder, not a file"
+                        : !FileManager.default.isReadableFile(atPath: file) ? "permission denied" : "not UTF-8 text"
+                throw DatabaseSettingError(
+                    description: "MATCHER_DATABASE_PASSWORD_FILE \(file) cannot be read (\(reason)): give the "
+                        + "worker's user read access, or unset the variable")
             }
+        }
+        if let dir = environment["CREDENTIALS_DIRECTORY"], !dir.isEmpty,
+            let text = try? String(contentsOfFile: dir + "/database-password", encoding: .utf8)
+        {
+            return text.trimmingCharacters(in: .newlines)
         }
         return nil
     }

@@ -38,12 +38,15 @@ struct DatabaseOptions: ParsableArguments {
     static let maximumNetworkTimeout = maximumTimeout - 60
 
     /// `PGCONNECT_TIMEOUT`, which libpq takes when `--connect-timeout` is not given, is held to the flag's bounds:
-    /// libpq would wait indefinitely for a negative one, and refuse `10s` with a message about the URL.
+    /// libpq would wait indefinitely for a negative one, and refuse `10s` with a message about the URL. Checked
+    /// when the command connects (`Database`), as configuration (78): it comes from the environment, not the
+    /// command line.
     static func checkConnectTimeoutVariable(_ environment: [String: String]) throws {
         guard let text = environment["PGCONNECT_TIMEOUT"], !text.isEmpty else { return }
         guard let seconds = Int(text), (0...maximumTimeout).contains(seconds) else {
-            throw ValidationError(
-                "PGCONNECT_TIMEOUT \(text): seconds from 0 to \(maximumTimeout) (or give --connect-timeout)")
+            throw DatabaseSettingError(
+                description:
+                    "PGCONNECT_TIMEOUT \(text): seconds from 0 to \(maximumTimeout) (or give --connect-timeout)")
         }
     }
 
@@ -55,7 +58,6 @@ struct DatabaseOptions: ParsableArguments {
         ] where !(0...maximum).contains(value) {
             throw ValidationError("\(flag) \(value): seconds from 0 to \(maximum)")
         }
-        if connectTimeout == nil { try Self.checkConnectTimeoutVariable(ProcessInfo.processInfo.environment) }
         if networkTimeout == nil, statementTimeout > Self.maximumNetworkTimeout {
             throw ValidationError(
                 "--statement-timeout \(statementTimeout): above \(Self.maximumNetworkTimeout) s, also give "

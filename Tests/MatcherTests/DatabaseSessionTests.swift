@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -31,7 +32,7 @@ import Testing
         // The server's keepalives too (this test's server has only a Unix socket, where they read 0, so the
         // session above shows only that the server takes them): a session whose host died must not keep the
         // run's lock for the kernel's two hours.
-        let settings = Database(options).sessionOptions
+        let settings = try Database(options).sessionOptions
         for setting in [
             "tcp_keepalives_idle=30", "tcp_keepalives_interval=10", "tcp_keepalives_count=3", "tcp_user_timeout=60000",
         ] {
@@ -44,8 +45,9 @@ import Testing
     /// Now they are given only when the variable is not set (`--connect-timeout` still wins over both).
     @Test func theApplicationNameAndConnectTimeoutVariablesApply() throws {
         func options(_ arguments: [String], _ environment: [String: String]) throws -> [String: String] {
-            Database(try DatabaseOptions.parse(arguments), applicationName: "matcher run", environment: environment)
-                .options
+            try Database(
+                try DatabaseOptions.parse(arguments), applicationName: "matcher run", environment: environment
+            ).options
         }
         let plain = try options([], [:])
         #expect(plain["application_name"] == "matcher run" && plain["connect_timeout"] == "10")
@@ -56,14 +58,47 @@ import Testing
         #expect(flag["connect_timeout"] == "5")
         let empty = try options([], ["PGAPPNAME": "", "PGCONNECT_TIMEOUT": ""])
         #expect(empty["application_name"] == "matcher run" && empty["connect_timeout"] == "10")
-        // The variable is held to the flag's bounds: libpq would wait for ever on a negative one.
-        try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": "0"])
-        try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": "30"])
+        // The variable is held to the flag's bounds: libpq would wait for ever on a negative one. It comes from
+        // the environment (a unit's environment file), so a bad one is configuration (78), not usage (64), and
+        // the command line parses: the failure reaches the metrics file like any other.
+        _ = try options([], ["PGCONNECT_TIMEOUT": "0"])
+        _ = try options([], ["PGCONNECT_TIMEOUT": "30"])
         for bad in ["-5", "10s", "99999999999"] {
-            let refused = #expect(throws: ValidationError.self) {
-                try DatabaseOptions.checkConnectTimeoutVariable(["PGCONNECT_TIMEOUT": bad])
+            let refused = #expect(throws: DatabaseSettingError.self) {
+                _ = try options([], ["PGCONNECT_TIMEOUT": bad])
             }
             #expect(refused?.description.contains("PGCONNECT_TIMEOUT \(bad)") == true)
+            #expect(refused.map { failureKind(of: $0) } == .configuration)
+            // The flag wins over the variable, bad or not.
+            #expect(try options(["--connect-timeout", "5"], ["PGCONNECT_TIMEOUT": bad])["connect_timeout"] == "5")
+        }
+    }
+
+    /// `MATCHER_DATABASE_PASSWORD_FILE` names the password's file. One this process cannot read was taken as "no
+    /// password": the login was refused with advice that never named the file, or another rule let it in.
+    /// Now it is configuration (78), naming the file and why. systemd's credentials folder may hold other
+    /// credentials only: no `database-password` there is no password, not an error.
+    @Test func anUnreadablePasswordFileIsAConfigurationErrorNamingIt() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("matcher-password-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("database-password").path
+        try "s3cret\n".write(toFile: file, atomically: true, encoding: .utf8)
+        func password(_ environment: [String: String]) throws -> String? {
+            try Database(try DatabaseOptions.parse([]), environment: environment).options["password"]
+        }
+        #expect(try password(["MATCHER_DATABASE_PASSWORD_FILE": file]) == "s3cret")
+        #expect(try password(["CREDENTIALS_DIRECTORY": folder.path]) == "s3cret")
+        #expect(try password(["CREDENTIALS_DIRECTORY": folder.path + "/elsewhere"]) == nil)
+        #expect(try password([:]) == nil)
+        for (path, reason) in [(folder.path + "/missing", "no such file"), (folder.path, "a folder, not a file")] {
+            let refused = #expect(throws: DatabaseSettingError.self) {
+                _ = try password(["MATCHER_DATABASE_PASSWORD_FILE": path, "CREDENTIALS_DIRECTORY": folder.path])
+            }
+            let description = refused?.description ?? ""
+            #expect(description.contains("MATCHER_DATABASE_PASSWORD_FILE \(path)"), "\(description)")
+            #expect(description.contains(reason), "\(description)")
+            #expect(refused.map { failureKind(of: $0) } == .configuration)
         }
     }
 

@@ -20,7 +20,9 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         self.commitsLeft = commitsBeforeFailure
     }
 
-    func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> { try base.recordedPairs(among: pairs) }
+    func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
+        try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
+    }
     func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] { try base.lastNotified(filterIds: filterIds) }
     func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
         try base.waitingProfiles(filterIds: filterIds)

@@ -422,6 +422,69 @@ import Testing
         #expect(entries == [3, 3, 3])
     }
 
+    /// Found by review in session 26: on the day a pair expires, whether it still counted as recorded depended on
+    /// whether some run's retention sweep had already forgotten it. Shards run one after another (or together)
+    /// sweep between one another's probes, an unsharded run after its own: a profile that changed on the day its
+    /// old pair with a filter expired was a new match under shards and not under one run, and a passed-over
+    /// waiting entry expiring that day was counted by one layout's digest and not the other's. A pair older than
+    /// the retention at the run's clock now counts as forgotten wherever it is, swept or not.
+    @Test func shardsEqualOneRunOnTheDaysPairsExpire() throws {
+        let sharded = try Twin()
+        let plain = try Twin()
+        var world = ScenarioWorld(seed: 11)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        for twin in [sharded, plain] {
+            try twin.load(day1)
+            twin.memory.save(day1.profiles, updatedAt: ScenarioWorld.day1)
+            twin.memory.save(day1.filters)
+            for b in day1.blocks { twin.memory.block(b.blockerId, b.blockedId) }
+        }
+        let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
+        var changes = ScenarioWorld(seed: 12)
+        var reMatched = 0  // pairs of the unsharded history recorded again on the day they expired
+        for day in 0..<9 {
+            let clock = ScenarioWorld.day1.adding(days: day)
+            if day > 0 {
+                // Edits that often keep the profile's values (a new match of the same filters days later).
+                let ids = Set((0..<60).map { (_: Int) -> Int64 in Int64(1 + changes.random.next(300)) })
+                let edited = ids.sorted().map { changes.profile($0, at: clock) }
+                for twin in [sharded, plain] { try twin.saveProfiles(edited, at: clock) }
+            }
+            func pairs(_ twin: Twin, _ condition: String) throws -> Set<String> {
+                Set(
+                    try twin.connection.query(
+                        "SELECT filter_id || ':' || profile_id FROM filter_matches WHERE \(condition)",
+                        [.timestamptz(clock)]
+                    ).rows.map { try $0.string(0) })
+            }
+            let expiring = try pairs(plain, "matched_at < $1 - interval '2 days'")
+            for twin in [sharded, plain] { twin.memory.setClock(clock) }
+            for shard in layout {
+                for repositories in [MatchingRepositories(store: sharded.postgres), .init(store: sharded.memory)] {
+                    _ = try RunMatching(repositories).execute(.init(now: clock, shard: shard, retentionDays: 2))
+                }
+            }
+            for repositories in [MatchingRepositories(store: plain.postgres), .init(store: plain.memory)] {
+                _ = try RunMatching(repositories).execute(.init(now: clock, retentionDays: 2))
+            }
+            // Each store's sharded history against its unsharded one, and the two stores against each other; the
+            // rows that differ, not the whole tables (hundreds of rows).
+            let plainRows = try Rows.of(plain.connection)
+            for (label, rows) in [
+                ("PostgreSQL, sharded", try Rows.of(sharded.connection)),
+                ("in memory, sharded", Rows.of(sharded.memory)),
+                ("in memory", Rows.of(plain.memory)),
+            ] {
+                let matches = Set(rows.matches).symmetricDifference(plainRows.matches).sorted()
+                let notifications = Set(rows.notifications).symmetricDifference(plainRows.notifications).sorted()
+                #expect(matches.isEmpty, "\(label), day \(day + 1): \(matches)")
+                #expect(notifications.isEmpty, "\(label), day \(day + 1): \(notifications)")
+            }
+            reMatched += try pairs(plain, "matched_at = $1").intersection(expiring).count
+        }
+        #expect(reMatched > 0, "some pair expired on the day its profile matched again")
+    }
+
     /// The widest history a run reads: 64 shards, each its own change window, then one unsharded run, whose read
     /// marks each candidate with all 64 bits (the last is the sign bit of the mask).
     @Test func sixtyFourShardsThenOneUnshardedRunReadEveryWindow() throws {

@@ -141,12 +141,12 @@ import Testing
         }
         let recorded = [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)]
         #expect(
-            try twin.postgres.recordedPairs(among: many + recorded)
+            try twin.postgres.recordedPairs(among: many + recorded, forgottenBefore: nil).kept
                 == [MatchPair(filterId: 10, profileId: 3), MatchPair(filterId: 10, profileId: 4)])
         #expect(
-            try twin.postgres.recordedPairs(among: [MatchPair(filterId: 10, profileId: 2)])
+            try twin.postgres.recordedPairs(among: [MatchPair(filterId: 10, profileId: 2)], forgottenBefore: nil).kept
                 == [MatchPair(filterId: 10, profileId: 2)])
-        #expect(try twin.postgres.recordedPairs(among: []).isEmpty)
+        #expect(try twin.postgres.recordedPairs(among: [], forgottenBefore: nil).kept.isEmpty)
     }
 
     /// The blocks of some profiles, looked up by them (a table much larger than the ids: by index probes, or by

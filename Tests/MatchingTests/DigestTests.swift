@@ -147,8 +147,8 @@ import Testing
         func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
             try base.lastNotified(filterIds: filterIds)
         }
-        func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
-            try base.recordedPairs(among: pairs)
+        func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
+            try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
         }
         func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
             try base.withUnitTransaction(body)
@@ -270,8 +270,10 @@ import Testing
         let day10 = World.day1.adding(days: 9)
         store.setClock(day10)
         let later = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day10, retentionDays: 7))
-        // Forgotten with profile 10's match, notified on day 1.
-        #expect(later.counters.digestsHeldBack == 1 && later.counters.matchesForgotten == 2)
+        // Forgotten with profile 10's match, notified on day 1. Passed over and recorded before the cutoff, it is
+        // forgotten at this clock before the sweep deletes it: no digest reads it again (so none is held back),
+        // as in a layout where another shard's sweep ran first.
+        #expect(later.counters.digestsHeldBack == 0 && later.counters.matchesForgotten == 2)
         #expect(store.waitingPairs.isEmpty && World.pairs(store).isEmpty)
     }
 

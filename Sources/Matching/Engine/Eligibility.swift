@@ -68,17 +68,24 @@ struct EligibilityFacts<Blocks: BlockLookup> {
     let owner: FilterOwner?
     let conditions: Result<FilterConditions, FilterValidationError>
     let blocks: Blocks
+    /// Why the profile (nil) could not be read, when that is why it is missing: a run quarantines such a row.
+    let profileUnreadable: UnreadableProfile?
 
     init(
         profile: Profile?, filter: SavedFilter, owner: FilterOwner?,
-        conditions: Result<FilterConditions, FilterValidationError>, blocks: Blocks
+        conditions: Result<FilterConditions, FilterValidationError>, blocks: Blocks,
+        profileUnreadable: UnreadableProfile? = nil
     ) {
         self.profile = profile
         self.filter = filter
         self.owner = owner?.id == filter.ownerId ? owner : nil
         self.conditions = conditions
         self.blocks = blocks
+        self.profileUnreadable = profile == nil ? profileUnreadable : nil
     }
+
+    /// What stands for a missing profile in a detail: not found, or its row's reading failure.
+    private var noProfile: String { profileUnreadable?.description ?? "profile not found" }
 
     /// Whether `rule` holds. A missing profile or owner fails every rule about it.
     func passes(_ rule: EligibilityRule) -> Bool {
@@ -110,7 +117,7 @@ struct EligibilityFacts<Blocks: BlockLookup> {
     func detail(_ rule: EligibilityRule) -> String {
         switch rule {
         case .profileActive:
-            guard let profile else { return "profile not found" }
+            guard let profile else { return noProfile }
             return "profile \(profile.id) status \(Profile.Status.describe(profile.status))"
         case .ownerActive:
             guard let owner else { return "owner \(filter.ownerId) not found" }
@@ -133,12 +140,12 @@ struct EligibilityFacts<Blocks: BlockLookup> {
                 : "every condition needs a plan the owner (\(Profile.Plan.describe(owner?.plan ?? Profile.Plan.free))) "
                     + "lacks: suspended, it matches nothing until the owner pays again"
         case .notTheOwner:
-            guard let profile else { return "profile not found" }
+            guard let profile else { return noProfile }
             return profile.id == filter.ownerId
                 ? "profile \(profile.id) is the filter's owner"
                 : "profile \(profile.id), owner \(filter.ownerId)"
         case .noBlockEitherWay:
-            guard let profile else { return "profile not found" }
+            guard let profile else { return noProfile }
             return blocks.blocksEitherWay(profile.id, filter.ownerId)
                 ? "profile \(profile.id) and owner \(filter.ownerId) are blocked (one way or both)"
                 : "no block between profile \(profile.id) and owner \(filter.ownerId)"

@@ -44,12 +44,14 @@ public enum ReferenceEvaluator {
     /// the profile's value and the outcome. `explain(...).matches == matches(...)` always.
     /// A missing profile (nil) fails the checks about it, and every condition that counts; a missing
     /// owner fails its check, and paid conditions show as not on the plan (as for a free owner).
+    /// `profileUnreadable`: why the profile's row could not be read (runs quarantine it), when it could not.
     public static func explain(
         _ profile: Profile?, _ filter: SavedFilter, owner: FilterOwner?, blocks: some BlockLookup,
-        clock: EvaluationClock
+        clock: EvaluationClock, profileUnreadable: UnreadableProfile? = nil
     ) -> Explanation {
         let facts = EligibilityFacts(
-            profile: profile, filter: filter, owner: owner, conditions: decode(filter), blocks: blocks)
+            profile: profile, filter: filter, owner: owner, conditions: decode(filter), blocks: blocks,
+            profileUnreadable: profileUnreadable)
         let checks = EligibilityRule.allCases.map { rule in
             Explanation.Check(name: rule.rawValue, passed: facts.passes(rule), detail: facts.detail(rule))
         }

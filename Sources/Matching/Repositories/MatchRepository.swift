@@ -56,14 +56,23 @@ public struct WorkUnit: Sendable {
     /// recorded in bulk, which a store may keep track of for retention by clock and filter rather than pair by
     /// pair (`UnitTransaction.insertMatches`).
     public let bulk: Bool
+    /// The run's clock minus its retention: a pair recorded before it, and not waiting for a digest, is
+    /// forgotten at the clock (nil: none is).
+    public let forgottenBefore: Timestamp?
+    /// The run's new pairs that its probe found recorded but forgotten at the clock (`RecordedPairs.expired`):
+    /// the unit forgets those rows before recording the pairs again. The run's whole set, shared by its units.
+    public let expired: Set<MatchPair>
 
     public init(
         runId: Int64, clock: EvaluationClock, lastFilterId: Int64, matches: [FilterResult],
         notify: [NotificationCandidateFilter]?, filterCounters: RunCounters,
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
         qualifyingWaiting: Set<MatchPair>? = nil, unqualifiedWaiting: Set<MatchPair> = [],
-        mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false
+        mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false,
+        forgottenBefore: Timestamp? = nil, expired: Set<MatchPair> = []
     ) {
+        self.forgottenBefore = forgottenBefore
+        self.expired = expired
         self.unqualifiedWaiting = unqualifiedWaiting
         self.bulk = bulk
         self.readAt = readAt
@@ -189,15 +198,28 @@ public protocol UnitTransaction {
     /// idle to the server (PostgreSQL ends a session idle in a transaction after
     /// `idle_in_transaction_session_timeout`).
     func keepAlive() throws
-    /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent).
-    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64>
+    /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent), leaving out the
+    /// entries forgotten at the clock (`WaitingMatch.isForgotten`: passed over and recorded before
+    /// `forgottenBefore`, swept or not).
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore: Timestamp?) throws -> Set<Int64>
     /// The filters' last notification times, read without a lock (a hint: `lockNotificationStates` decides).
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// Locks the filters' notification state in id order, so that no other writer decides their digests
     /// until this transaction ends; returns their last notification times.
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
-    /// The filters' waiting matches with the facts eligibility needs, as they stand now.
-    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch]
+    /// The filters' waiting matches with the facts eligibility needs, as they stand now, leaving out the entries
+    /// forgotten at the clock: passed over by an earlier digest and recorded before `forgottenBefore`. The
+    /// retention sweep deletes those; whether it has yet, in this run or another shard's, must not change a
+    /// digest.
+    func waitingMatches(
+        _ filters: [NotificationCandidateFilter], forgottenBefore: Timestamp?
+    ) throws
+        -> [WaitingMatch]
+    /// Forgets `pairs` (recorded, and found by the run's probe past the retention: `RecordedPairs.expired`) as the
+    /// retention sweep would: each row still recorded before `cutoff` and not waiting for a digest goes, with its
+    /// waiting-list entry, so that the unit can record the pair again. A row recorded again meanwhile, or kept
+    /// by a digest it still waits for, stays (and the insert then meets it as any recorded pair).
+    func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws
     /// The status of `profileIds` (sorted, each once) and the blocks involving `ownerIds` (the owners of the
     /// filters they matched: a block between an owner and a profile has the owner on one side), as they stand
     /// now. With `readAt`, a snapshot in which every one of the profiles was active (a run's read, where they
@@ -273,9 +295,25 @@ public struct RetentionOutcome: Sendable, Hashable {
     }
 }
 
+/// What a probe of recorded pairs found (`MatchRepository.recordedPairs`).
+public struct RecordedPairs: Sendable, Equatable {
+    /// Recorded, and kept at the run's clock: not new.
+    public let kept: Set<MatchPair>
+    /// Recorded before the retention's cutoff and not waiting for a digest: forgotten at the run's clock,
+    /// whether or not a retention sweep (this run's, or another shard's that ran first) has deleted the row
+    /// yet, so new again (runs.md: "a forgotten pair may match again").
+    public let expired: Set<MatchPair>
+
+    public init(kept: Set<MatchPair>, expired: Set<MatchPair> = []) {
+        self.kept = kept
+        self.expired = expired
+    }
+}
+
 public protocol MatchRepository: Sendable {
-    /// Among `pairs`, those already recorded. Costs what `pairs` costs, whatever the history holds.
-    func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair>
+    /// Among `pairs`, those already recorded, as kept or expired at `forgottenBefore` (the run's clock minus its
+    /// retention; nil: every recorded pair is kept). Costs what `pairs` costs, whatever the history holds.
+    func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs
     /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
     /// their profiles (a profile without a row is absent). Costs what the waiting matches cost.
     func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles

@@ -123,7 +123,8 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                         run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: resumedZone),
                         shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
                         writesNotifications: interrupted.writesNotifications,
-                        resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all),
+                        resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all,
+                        retentionDays: interrupted.retentionDays ?? retentionDays),
                     candidates: candidates, timings: &timer)
             }
         }
@@ -136,7 +137,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 .init(
                     run: nil, clock: clock, shard: input.shard, selection: input.filters,
                     maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                    resumeAfterFilter: nil, windows: .all),
+                    resumeAfterFilter: nil, windows: .all, retentionDays: retentionDays),
                 candidates: candidates, timings: &timer)
             return pass.summarize(
                 runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
@@ -163,7 +164,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 .init(
                     run: run, clock: clock, shard: input.shard, selection: input.filters,
                     maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                    resumeAfterFilter: nil, windows: .all),
+                    resumeAfterFilter: nil, windows: .all, retentionDays: retentionDays),
                 candidates: candidates, timings: &timer)
         }
     }

@@ -56,12 +56,21 @@ public struct ExplainMatch: Sendable {
         guard let filter = try filters.filter(id: input.filterId) else {
             throw FilterNotFound(filterId: input.filterId)
         }
-        let profile = try profiles.profile(id: input.profileId)
+        // A row a run cannot read is quarantined and matches nothing (runs.md "Eligibility"): explain says so,
+        // with the column and the problem, as its answer, not as a failure of the command.
+        let profile: Profile?
+        var unreadable: UnreadableProfile?
+        do {
+            profile = try profiles.profile(id: input.profileId)
+        } catch let error as UnreadableProfile {
+            (profile, unreadable) = (nil, error)
+        }
         let owner = try profiles.owners(ids: [filter.ownerId])[filter.ownerId]
         let blockSet = try blocks.blocks(involving: [filter.ownerId, input.profileId])
         let zone = try input.timeZone ?? runsZone(forOwner: filter.ownerId) ?? .tokyo
         let clock = EvaluationClock(now: try input.now ?? profiles.currentTime(), timeZone: zone)
-        let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: blockSet, clock: clock)
+        let explanation = ReferenceEvaluator.explain(
+            profile, filter, owner: owner, blocks: blockSet, clock: clock, profileUnreadable: unreadable)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
         return Result(
             filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,

@@ -27,6 +27,12 @@ struct MatchingPass {
         let resumeAfterFilter: Int64?
         /// Which candidates each filter considers; `.all` for a backfill.
         let windows: ChangeWindows
+        /// `--retention-days` as the run applies it: a pair recorded more than this before the clock is
+        /// forgotten at the clock (runs.md), whether or not a sweep has deleted it yet.
+        let retentionDays: Int
+
+        /// The clock minus the retention (`Retention.cutoff`).
+        var forgottenBefore: Timestamp { Retention.cutoff(clock: clock.now, retentionDays: retentionDays) }
     }
 
     struct Outcome {
@@ -79,7 +85,10 @@ struct MatchingPass {
         let evaluation = WindowedEvaluation(
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
-        let results = try NewPairSelection(evaluation: evaluation, probers: connections).select(prepared)
+        let selection = try NewPairSelection(
+            evaluation: evaluation, probers: connections, forgottenBefore: plan.forgottenBefore
+        ).select(prepared)
+        let results = selection.results
         timings.end(.evaluate, output)
         let found = results.values.reduce(0) { $0 + $1.count }
 
@@ -109,7 +118,7 @@ struct MatchingPass {
             output: output, stop: options.stop, turnKeepAliveSeconds: options.turnKeepAliveSeconds, run: run,
             plan: plan,
             lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
-            findings: findings)
+            findings: findings, expired: selection.expired)
         var units: [UnitWriter.Pending] = []
         var unit = UnitWriter.Pending()
         for filter in chosen {
@@ -175,7 +184,7 @@ extension MatchingPass {
     /// (`Retention.sweepBatches`: the sweep is service-wide and one shard's run may do it for all); a backlog
     /// beyond that is left to the next runs rather than growing one.
     private func forgetExpired(clock: Timestamp, retentionDays: Int, recorded: Int) throws -> RetentionOutcome? {
-        let cutoff = clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
+        let cutoff = Retention.cutoff(clock: clock, retentionDays: retentionDays)
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
         let recorded = max(recorded, day)

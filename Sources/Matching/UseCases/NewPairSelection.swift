@@ -1,3 +1,4 @@
+import Chronology
 import Foundation
 
 /// The engine over each change window's candidates.
@@ -24,21 +25,35 @@ struct WindowedEvaluation {
 /// Keeps, for each filter, its first `limit` candidates whose pair is not recorded yet (runs.md: "a pair not
 /// already in filter_matches"). Only the pairs the engine chose are probed, so the cost follows the day's
 /// work, never the history; a filter that loses chosen pairs to the probe while more candidates qualify is
-/// evaluated again without them, until its answer holds only new pairs.
+/// evaluated again without them, until its answer holds only new pairs. A pair recorded before the retention's
+/// cutoff (`forgottenBefore`) and not waiting for a digest is forgotten at the run's clock, whether a sweep has
+/// deleted it yet or not: it is new, and listed in `Selection.expired` for the units to forget first.
 struct NewPairSelection {
     let evaluation: WindowedEvaluation
     /// The connections the probe asks on at once (`MatchRepository.withUnitWriters`).
     let probers: [any MatchRepository]
+    /// The run's clock minus its retention (nil: nothing recorded is forgotten).
+    let forgottenBefore: Timestamp?
     /// Pairs per probe: memory stays small however many pairs a run chooses.
     var probeChunk = 50_000
 
-    func select(_ prepared: PreparedFilters) throws -> [Int64: [Int64]] {
+    struct Selection {
+        /// Each filter's new pairs' profile ids, in the cap's order.
+        let results: [Int64: [Int64]]
+        /// Among them, the pairs recorded but forgotten at the clock.
+        let expired: Set<MatchPair>
+    }
+
+    func select(_ prepared: PreparedFilters) throws -> Selection {
         var results = evaluation.evaluate(prepared.byWindow)
         var recorded = Set<MatchPair>()  // found recorded so far: the day's re-matches, few
+        var expired = Set<MatchPair>()  // found recorded but forgotten at the clock: new, fewer still
         var probed: [Int64: [Int64]] = [:]  // for filters evaluated again: what was probed already, ascending
         var toCheck = results.keys.sorted()
         while !toCheck.isEmpty {
-            let found = try probe(toCheck, results, probed)
+            let answer = try probe(toCheck, results, probed)
+            expired.formUnion(answer.expired)
+            let found = answer.kept
             guard !found.isEmpty else { break }
             recorded.formUnion(found)
             var again: [Int: [PreparedFilter]] = [:]
@@ -56,7 +71,7 @@ struct NewPairSelection {
             results.merge(refilled) { _, new in new }
             toCheck = refilled.keys.sorted()
         }
-        return results
+        return Selection(results: results, expired: expired)
     }
 
     /// `probed` (ascending) with `ids` added, ascending, each once. A sorted array, not a `Set`: a filter
@@ -77,22 +92,31 @@ struct NewPairSelection {
     private func probe(
         _ filterIds: [Int64], _ results: [Int64: [Int64]], _ probed: [Int64: [Int64]]
     ) throws
-        -> Set<MatchPair>
+        -> RecordedPairs
     {
         let chunks = PairChunks(filterIds: filterIds, results: results, probed: probed, size: probeChunk)
-        let found = ResultSlots<Set<MatchPair>>(count: probers.count)
+        let found = ResultSlots<RecordedPairs>(count: probers.count)
         let probers = self.probers
+        let cutoff = forgottenBefore
         try SlotThreads.run(probers.count) { slot in
-            var recorded = Set<MatchPair>()
+            var kept = Set<MatchPair>()
+            var expired = Set<MatchPair>()
             do {
-                while let chunk = chunks.next() { recorded.formUnion(try probers[slot].recordedPairs(among: chunk)) }
+                while let chunk = chunks.next() {
+                    let answer = try probers[slot].recordedPairs(among: chunk, forgottenBefore: cutoff)
+                    kept.formUnion(answer.kept)
+                    expired.formUnion(answer.expired)
+                }
             } catch {
                 chunks.stop()  // the run fails with this error: the other connections stop after their chunk
                 throw error
             }
-            found.set(slot, recorded)
+            found.set(slot, RecordedPairs(kept: kept, expired: expired))
         }
-        return found.values().reduce(into: Set<MatchPair>()) { $0.formUnion($1) }
+        let all = found.values()
+        return RecordedPairs(
+            kept: all.reduce(into: Set<MatchPair>()) { $0.formUnion($1.kept) },
+            expired: all.reduce(into: Set<MatchPair>()) { $0.formUnion($1.expired) })
     }
 }
 

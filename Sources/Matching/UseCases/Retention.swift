@@ -1,3 +1,5 @@
+import Chronology
+
 /// Retention's defaults and bounds (runs.md, cli.md `--retention-days`).
 public enum Retention {
     /// A new service's retention. Later, a run or backfill without `--retention-days` keeps the retention of the
@@ -25,6 +27,11 @@ public enum Retention {
         let (twice, overflow) = max(0, recorded).multipliedReportingOverflow(by: 2)
         let needed = overflow ? Int.max / size : twice / size + (twice % size == 0 ? 0 : 1)
         return max(max(1, minimum), min(needed, ceiling))
+    }
+
+    /// The instant before which a recorded pair is forgotten at `clock`: `retentionDays` days earlier.
+    public static func cutoff(clock: Timestamp, retentionDays: Int) -> Timestamp {
+        clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
     }
 
     /// The retention a run or backfill applies: `given` (the operator's `--retention-days`), or the latest

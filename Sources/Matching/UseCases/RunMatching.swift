@@ -93,7 +93,7 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
             MatchingPass.Plan(
                 run: run, clock: clock, shard: input.shard, selection: .all,
                 maxPerFilter: input.maxPerFilter, writesNotifications: true, resumeAfterFilter: nil,
-                windows: windows)
+                windows: windows, retentionDays: retentionDays)
         }
 
         if input.dryRun {
@@ -145,7 +145,8 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                 .init(
                     run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
                     selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
-                    resumeAfterFilter: run.resumeAfterFilter, windows: windows),
+                    resumeAfterFilter: run.resumeAfterFilter, windows: windows,
+                    retentionDays: run.retentionDays ?? retentionDays),
                 candidates: CandidateProfiles(
                     changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt), timings: &timer)
         }

@@ -41,6 +41,14 @@ public struct UnitCommitter: Sendable {
     private func write(_ unit: WorkUnit, _ tx: any UnitTransaction) throws -> WorkUnitOutcome {
         let now = unit.clock.now
         let pairs = unit.pairs
+        // Pairs recorded before the retention's cutoff are forgotten at this clock, swept or not: the rows of the
+        // unit's pairs that the run found so go first, as the sweep would take them, and the pairs are recorded
+        // again. So a layout whose sweep ran before this unit (another shard's) and one whose sweep comes after
+        // write the same rows.
+        if let cutoff = unit.forgottenBefore, !unit.expired.isEmpty {
+            let expired = pairs.filter { unit.expired.contains($0) }
+            if !expired.isEmpty { try tx.forgetExpired(expired, before: cutoff) }
+        }
         let notifyOn = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
         // A match waits for a digest only when its filter notifies: one recorded while `notify` is off (or
         // silently, by a backfill) never enters a digest, even if notify is turned on later.
@@ -58,7 +66,9 @@ public struct UnitCommitter: Sendable {
             NotificationPlanner.isDue($0.filter, lastNotifiedAt: states[$0.filter.id], clock: unit.clock)
         }
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
-        let withWaiting = due.isEmpty ? [] : try tx.filtersWithWaitingMatches(due.map(\.filter.id))
+        let withWaiting =
+            due.isEmpty
+            ? [] : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgottenBefore: unit.forgottenBefore)
         let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
@@ -79,7 +89,7 @@ public struct UnitCommitter: Sendable {
         // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
         // the lock, for the filters that are due); written once, already marked.
         try tx.savepoint()
-        let waiting = try tx.waitingMatches(deciding)
+        let waiting = try tx.waitingMatches(deciding, forgottenBefore: unit.forgottenBefore)
         let dueUnderLock = deciding.filter {
             NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
         }
@@ -131,7 +141,7 @@ public struct UnitCommitter: Sendable {
         let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
         let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
-        let nowWaiting = try tx.waitingMatches(deciding)
+        let nowWaiting = try tx.waitingMatches(deciding, forgottenBefore: unit.forgottenBefore)
         // Read back from the table, the unit's new matches are waiting ones like the others.
         let newPairs = Set(pairs)
         let redecided = planner.decide(

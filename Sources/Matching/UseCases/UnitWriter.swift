@@ -39,6 +39,8 @@ final class UnitWriter: @unchecked Sendable {
     private let readAt: ChangeMark?
     private let filtersTotal: Int
     private let findings: DigestFindings
+    /// The run's new pairs found recorded but forgotten at its clock (`NewPairSelection.Selection.expired`).
+    private let expired: Set<MatchPair>
     private let committer = UnitCommitter()
     /// Guarded by the commit order's lock once writing starts.
     private(set) var written = RunCounters.zero
@@ -47,8 +49,9 @@ final class UnitWriter: @unchecked Sendable {
     init(
         output: any RunOutputHandler, stop: StopRequest, turnKeepAliveSeconds: Double, run: RunRecord,
         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
-        findings: DigestFindings
+        findings: DigestFindings, expired: Set<MatchPair> = []
     ) {
+        self.expired = expired
         self.turnKeepAliveSeconds = turnKeepAliveSeconds
         self.readAt = readAt
         self.findings = findings
@@ -128,7 +131,8 @@ final class UnitWriter: @unchecked Sendable {
                 lastLoginAt: lastLogins, silent: !plan.writesNotifications,
                 qualifyingWaiting: findings.qualifyingWaiting, unqualifiedWaiting: findings.unqualifiedWaiting,
                 mutual: findings.mutual, readAt: readAt,
-                bulk: plan.windows.everyProfileForEveryFilter),
+                bulk: plan.windows.everyProfileForEveryFilter, forgottenBefore: plan.forgottenBefore,
+                expired: expired),
             to: writer,
             beforeAdvance: { keepAlive in
                 holding = false

@@ -245,8 +245,20 @@ extension InMemoryStore: BlockRepository {
 }
 
 extension InMemoryStore: MatchRepository {
-    public func recordedPairs(among pairs: [MatchPair]) throws -> Set<MatchPair> {
-        locked { Set(pairs.filter { written.matchRows[$0] != nil }) }
+    public func recordedPairs(among pairs: [MatchPair], forgottenBefore cutoff: Timestamp?) throws -> RecordedPairs {
+        locked {
+            var kept = Set<MatchPair>()
+            var expired = Set<MatchPair>()
+            for pair in pairs {
+                guard let row = written.matchRows[pair] else { continue }
+                if let cutoff, row.matchedAt < cutoff, !stillWaits(pair) {
+                    expired.insert(pair)
+                } else {
+                    kept.insert(pair)
+                }
+            }
+            return RecordedPairs(kept: kept, expired: expired)
+        }
     }
 
     public func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
@@ -293,9 +305,15 @@ extension InMemoryStore: MatchRepository {
     /// owner has a profile that is not deleted, and no digest decision has read it and passed it over. Called
     /// under the store's lock.
     private func stillWaits(_ pair: MatchPair) -> Bool {
+        Self.stillWaits(pair, written, filters: filterRows, profiles: profileRows)
+    }
+
+    static func stillWaits(
+        _ pair: MatchPair, _ written: Written, filters: [Int64: SavedFilter], profiles: [Int64: Profile]
+    ) -> Bool {
         guard written.waiting[pair] != nil, !written.passedOver.contains(pair),
-            let filter = filterRows[pair.filterId], !filter.isDeleted, filter.notify,
-            let owner = profileRows[filter.ownerId], owner.status != Profile.Status.deleted
+            let filter = filters[pair.filterId], !filter.isDeleted, filter.notify,
+            let owner = profiles[filter.ownerId], owner.status != Profile.Status.deleted
         else { return false }
         return true
     }
@@ -362,9 +380,29 @@ final class InMemoryUnitTransaction: UnitTransaction {
 
     func notificationsPaused() throws -> Bool { paused }
 
-    func filtersWithWaitingMatches(_ filterIds: [Int64]) throws -> Set<Int64> {
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> Set<Int64> {
         let wanted = Set(filterIds)
-        return Set(written.waiting.keys.map(\.filterId).filter(wanted.contains))
+        return Set(
+            written.waiting.keys.filter { wanted.contains($0.filterId) && !isForgotten($0, cutoff) }.map(\.filterId))
+    }
+
+    /// A listed match a digest passed over, recorded before `cutoff`: forgotten at the clock, swept or not
+    /// (`RetentionSQL.stillWaits`: only entries no digest passed over are kept past the retention).
+    private func isForgotten(_ pair: MatchPair, _ cutoff: Timestamp?) -> Bool {
+        guard let cutoff, let listedAt = written.waiting[pair] else { return false }
+        return listedAt < cutoff && written.passedOver.contains(pair)
+    }
+
+    func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws {
+        for pair in pairs {
+            guard let row = written.matchRows[pair], row.matchedAt < cutoff,
+                !InMemoryStore.stillWaits(pair, written, filters: filters, profiles: profiles)
+            else { continue }
+            written.matchRows[pair] = nil
+            written.silentPairs.remove(pair)
+            written.waiting[pair] = nil
+            written.passedOver.remove(pair)
+        }
     }
 
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
@@ -375,10 +413,12 @@ final class InMemoryUnitTransaction: UnitTransaction {
         written.lastNotifiedAt.filter { filterIds.contains($0.key) }
     }
 
-    func waitingMatches(_ filters: [NotificationCandidateFilter]) throws -> [WaitingMatch] {
+    func waitingMatches(
+        _ filters: [NotificationCandidateFilter], forgottenBefore cutoff: Timestamp?
+    ) throws -> [WaitingMatch] {
         let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
         return written.waiting.keys.sorted().compactMap { pair in
-            guard let owner = owners[pair.filterId] else { return nil }
+            guard let owner = owners[pair.filterId], !isForgotten(pair, cutoff) else { return nil }
             let profile = profiles[pair.profileId]
             let blocked =
                 blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
