@@ -628,20 +628,21 @@ extension PostgresMatchingStore: MatchRepository {
                 recorded.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
         }
-        // Of those, the ones forgotten at the run's clock: recorded before the cutoff, no digest keeping them.
+        // Of those, the ones kept at the run's clock (recorded since the cutoff, or waiting for a digest); the others
+        // are forgotten at the clock, whether a sweep has deleted them yet or does so between the two statements.
         guard let cutoff, !recorded.isEmpty else { return RecordedPairs(kept: recorded) }
         let found = recorded.sorted()
-        var expired = Set<MatchPair>()
+        var kept = Set<MatchPair>()
         for start in stride(from: 0, to: found.count, by: Self.probeChunk) {
             let chunk = found[start..<min(start + Self.probeChunk, found.count)]
             for row in try connection.query(
-                RetentionSQL.expiredAmong,
+                RetentionSQL.keptAmong,
                 [.int8Array(chunk.map(\.filterId)), .int8Array(chunk.map(\.profileId)), .timestamptz(cutoff)]
             ).rows {
-                expired.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
+                kept.insert(MatchPair(filterId: try row.int64(0), profileId: try row.int64(1)))
             }
         }
-        return RecordedPairs(kept: recorded.subtracting(expired), expired: expired)
+        return RecordedPairs(kept: kept, expired: recorded.subtracting(kept))
     }
 
     static let probeChunk = 50_000

@@ -62,7 +62,7 @@ enum RetentionSQL {
 
     /// Whether recorded pair `m` waits for a digest, so that the sweep keeps it past the retention: the rule of
     /// `notKept` for one pair, through the list's key. For the pairs a run finds recorded before the cutoff
-    /// (`expiredAmong`, `forgetExpiredPairs`).
+    /// (`keptAmong`, `forgetExpiredPairs`).
     static let waitsForDigest = """
         (m.notification_id IS NULL AND NOT m.silent AND EXISTS (
             SELECT 1 FROM matcher_waiting_matches w
@@ -71,17 +71,19 @@ enum RetentionSQL {
               AND \(stillWaits)))
         """
 
-    /// Among pairs ($1 filter ids, $2 profile ids, each recorded), those recorded before the cutoff ($3) that
-    /// no digest keeps: forgotten at the run's clock, swept or not. A key probe a pair (`OFFSET 0` keeps it a
-    /// probe, not a join over the table); only the pairs a run found recorded are asked about, the day's few
-    /// re-matches.
-    static let expiredAmong = """
+    /// Among pairs ($1 filter ids, $2 profile ids, each just found recorded), those still recorded and kept at the
+    /// run's clock: recorded at or after the cutoff ($3), or waiting for a digest. The rest are forgotten at the
+    /// clock, swept or not, including a row a sweep deleted since the first probe (its own statement, its own
+    /// snapshot): asking for the kept ones makes that pair new, as it is. A key probe a pair (`OFFSET 0` keeps
+    /// it a probe, not a join over the table); only the pairs a run found recorded are asked about, the day's
+    /// few re-matches.
+    static let keptAmong = """
         SELECT x.filter_id, x.profile_id
         FROM (SELECT unnest($1::bigint[]) AS filter_id, unnest($2::bigint[]) AS profile_id) AS u
         CROSS JOIN LATERAL (
             SELECT m.filter_id, m.profile_id FROM filter_matches m
-            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id AND m.matched_at < $3
-              AND NOT \(waitsForDigest)
+            WHERE m.filter_id = u.filter_id AND m.profile_id = u.profile_id
+              AND (m.matched_at >= $3 OR \(waitsForDigest))
             OFFSET 0) AS x
         """
 

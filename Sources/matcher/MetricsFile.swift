@@ -163,7 +163,8 @@ struct MetricsFile {
             ),
             ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
             (
-                "matcher_run_matches_forgotten", "Pairs past retention the last successful run forgot.",
+                "matcher_run_matches_forgotten",
+                "Pairs past retention the last successful run's sweep forgot (not those its units forgot to record them again).",
                 c.matchesForgotten
             ),
             (

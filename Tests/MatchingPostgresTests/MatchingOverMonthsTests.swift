@@ -485,6 +485,55 @@ import Testing
         #expect(reMatched > 0, "some pair expired on the day its profile matched again")
     }
 
+    /// Found by review in session 26: shards started together take their clocks seconds apart, and each run
+    /// sweeps service-wide by its own cutoff. A shard with a later clock deleted pairs that a shard with an
+    /// earlier one still counted as recorded, if its sweep came first, and the earlier shard recorded them again:
+    /// what a shard wrote depended on the order the shards finished. A sweep now stays an hour behind its
+    /// run's cutoff, so the same shards with the same clocks write the same rows in either order.
+    @Test func shardsWithClocksSecondsApartWriteTheSameRowsInAnyOrder() throws {
+        let forward = try Twin()
+        let backward = try Twin()
+        var world = ScenarioWorld(seed: 13)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        for twin in [forward, backward] {
+            try twin.load(day1)
+            twin.memory.save(day1.profiles, updatedAt: ScenarioWorld.day1)
+            twin.memory.save(day1.filters)
+            for b in day1.blocks { twin.memory.block(b.blockerId, b.blockedId) }
+        }
+        let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
+        var changes = ScenarioWorld(seed: 14)
+        for day in 0..<8 {
+            let clock = ScenarioWorld.day1.adding(days: day)
+            if day > 0 {
+                let ids = Set((0..<60).map { (_: Int) -> Int64 in Int64(1 + changes.random.next(300)) })
+                let edited = ids.sorted().map { changes.profile($0, at: clock) }
+                for twin in [forward, backward] { try twin.saveProfiles(edited, at: clock) }
+            }
+            // Shard k's clock is 10k seconds after the day's; `backward` runs the latest clock (and its sweep) first.
+            for (twin, order) in [(forward, layout), (backward, Array(layout.reversed()))] {
+                for shard in order {
+                    let shardClock = clock.adding(microseconds: Int64(shard.index) * 10_000_000)
+                    twin.memory.setClock(shardClock)
+                    for repositories in [MatchingRepositories(store: twin.postgres), .init(store: twin.memory)] {
+                        _ = try RunMatching(repositories)
+                            .execute(.init(now: shardClock, shard: shard, retentionDays: 2))
+                    }
+                }
+            }
+            let reference = try Rows.of(forward.connection)
+            for (label, rows) in [
+                ("PostgreSQL, backward", try Rows.of(backward.connection)),
+                ("in memory, forward", Rows.of(forward.memory)), ("in memory, backward", Rows.of(backward.memory)),
+            ] {
+                let matches = Set(rows.matches).symmetricDifference(reference.matches).sorted()
+                let notifications = Set(rows.notifications).symmetricDifference(reference.notifications).sorted()
+                #expect(matches.isEmpty, "\(label), day \(day + 1): \(matches)")
+                #expect(notifications.isEmpty, "\(label), day \(day + 1): \(notifications)")
+            }
+        }
+    }
+
     /// The widest history a run reads: 64 shards, each its own change window, then one unsharded run, whose read
     /// marks each candidate with all 64 bits (the last is the sign bit of the mask).
     @Test func sixtyFourShardsThenOneUnshardedRunReadEveryWindow() throws {

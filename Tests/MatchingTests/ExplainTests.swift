@@ -230,4 +230,26 @@ import Testing
         let json = ReportRenderer.render(.explanation(result), as: .json)
         #expect(!json.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
     }
+
+    /// Review of session 26: a pair recorded past the retention is forgotten at the run's clock, swept or not, and
+    /// a run records it again if it matches; `explain` said only "already recorded". It now says so, by the
+    /// runs' own rule (the latest run's retention; a pair waiting for a digest is kept).
+    @Test func aPairPastTheRetentionIsExplainedAsForgotten() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([
+            SavedFilter(
+                id: 100, ownerId: 1, name: "f", conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notify: false, createdAt: World.day1, updatedAt: World.day1)
+        ])
+        _ = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day1, retentionDays: 7))
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        let early = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1.adding(days: 7)))
+        #expect(early.recorded?.matchedAt == World.day1)
+        #expect(!early.recordedForgotten, "seven days: at the cutoff, not before it")
+        let late = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1.adding(days: 8)))
+        #expect(late.recordedForgotten && late.retentionDays == 7)
+        let text = ReportRenderer.render(.explanation(late), as: .text)
+        #expect(text.contains("forgotten at this clock (past the 7-day retention"), "\(text)")
+    }
 }

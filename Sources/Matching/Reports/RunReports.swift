@@ -81,7 +81,13 @@ extension Report {
             ReportField("run_date", "Run date", .text("\(result.clock.runDate) (\(result.clock.timeZone.identifier))")),
             ReportField(
                 "already_recorded", "Already recorded",
-                result.recorded.map { .text("matched at \($0.matchedAt.iso8601)") } ?? .text("no")),
+                result.recorded.map { match in
+                    .text(
+                        "matched at \(match.matchedAt.iso8601)"
+                            + (result.recordedForgotten
+                                ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
+                                    + "waiting for a digest): a run records it again if it matches" : ""))
+                } ?? .text("no")),
             ReportField("mutual", "Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
         ]
         let checks = e.eligibility.map { check -> [ReportValue] in

@@ -29,6 +29,10 @@ public struct ExplainMatch: Sendable {
         public let explanation: Explanation
         /// The pair as already recorded in `filter_matches`, if it is.
         public let recorded: FilterMatch?
+        /// The retention days a run applies (the latest run's, else the default), and whether the recorded pair is
+        /// past it at the clock and not waiting for a digest: forgotten, so a run records it again if it matches.
+        public let retentionDays: Int
+        public let recordedForgotten: Bool
         /// runs.md "Mutual matches": the profile's first filter (by id) that the filter's owner satisfies at
         /// the clock (both active, no block either way, that filter not deleted, valid, not suspended, the
         /// profile's plan applied); nil when there is none (not mutual).
@@ -72,9 +76,17 @@ public struct ExplainMatch: Sendable {
         let explanation = ReferenceEvaluator.explain(
             profile, filter, owner: owner, blocks: blockSet, clock: clock, profileUnreadable: unreadable)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
+        let retentionDays = try Retention.days(nil, runs: repositories.runs)
+        let forgotten =
+            try recorded.map { match in
+                try matches.recordedPairs(
+                    among: [match.pair],
+                    forgottenBefore: Retention.cutoff(clock: clock.now, retentionDays: retentionDays)
+                ).expired.contains(match.pair)
+            } ?? false
         return Result(
             filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
-            explanation: explanation, recorded: recorded,
+            explanation: explanation, recorded: recorded, retentionDays: retentionDays, recordedForgotten: forgotten,
             mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
     }
 

@@ -184,7 +184,11 @@ extension MatchingPass {
     /// (`Retention.sweepBatches`: the sweep is service-wide and one shard's run may do it for all); a backlog
     /// beyond that is left to the next runs rather than growing one.
     private func forgetExpired(clock: Timestamp, retentionDays: Int, recorded: Int) throws -> RetentionOutcome? {
+        // An hour behind the run's own cutoff: shards started together take their clocks seconds apart, and a
+        // sweep must not delete what another shard, by its clock, still counts as recorded. What lies between
+        // is forgotten at the clock all the same (the probe's `expired`) and swept by the next run.
         let cutoff = Retention.cutoff(clock: clock, retentionDays: retentionDays)
+            .adding(microseconds: -Retention.sweepLagMicroseconds)
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
         let recorded = max(recorded, day)

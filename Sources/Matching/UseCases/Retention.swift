@@ -29,6 +29,12 @@ public enum Retention {
         return max(max(1, minimum), min(needed, ceiling))
     }
 
+    /// How far a sweep's cutoff stays behind its run's (`MatchingPass.forgetExpired`): more than the seconds
+    /// between the clocks of shards started together, so that no shard's sweep deletes a pair another, by its
+    /// own clock, still counts as recorded. A pair in between is forgotten at each run's clock all the same
+    /// (`RecordedPairs.expired`); the table holds it until the next day's sweep.
+    public static let sweepLagMicroseconds: Int64 = 3_600_000_000
+
     /// The instant before which a recorded pair is forgotten at `clock`: `retentionDays` days earlier.
     public static func cutoff(clock: Timestamp, retentionDays: Int) -> Timestamp {
         clock.adding(microseconds: -Int64(clamping: retentionDays) &* Timestamp.microsecondsPerDay)
