@@ -652,13 +652,20 @@ extension PostgresMatchingStore: MatchRepository {
         try PostgresUnitTransaction(tx: connection).notificationStates(filterIds)
     }
 
-    public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+    public func waitingProfiles(filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> WaitingProfiles {
         guard !filterIds.isEmpty else { return WaitingProfiles(pairs: [], profiles: .empty) }
         // One snapshot for the pairs and their profiles; each profile read once, however many pairs it has.
         return try connection.transaction(isolation: .repeatableRead) { tx in
-            try setLocal(tx, [("matcher.waiting_filters", Self.arrayText(filterIds))])
+            // COPY takes no parameters: the filters and the cutoff come as settings of the transaction.
+            try setLocal(
+                tx,
+                [
+                    ("matcher.waiting_filters", Self.arrayText(filterIds)),
+                    ("matcher.waiting_cutoff", cutoff?.iso8601 ?? "-infinity"),
+                ])
             let waiting =
                 "\(Self.idList("matcher.waiting_filters")) JOIN matcher_waiting_matches w ON w.filter_id = u.id"
+                + " AND NOT (w.passed_over AND w.matched_at < current_setting('matcher.waiting_cutoff')::timestamptz)"
             var pairs: [MatchPair] = []
             try tx.copyOut("COPY (SELECT w.filter_id, w.profile_id FROM \(waiting)) TO STDOUT (FORMAT binary)") { row in
                 pairs.append(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))

@@ -24,8 +24,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             ).rows.map { try $0.int64(0) })
     }
 
-    /// Entry `w` is not forgotten at the clock ($2, the cutoff; NULL: none is): a digest passed it over and it
-    /// was recorded before the cutoff, so the sweep forgets it, whether it has yet or not.
+    /// Entry `w` is kept at the clock unless a digest passed it over and it was recorded before the cutoff ($2;
+    /// NULL: no cutoff): such an entry is forgotten at the clock, whether the sweep has deleted it yet or not.
     private static let notForgotten =
         "NOT (w.passed_over AND w.matched_at < coalesce($2::timestamptz, '-infinity'))"
 

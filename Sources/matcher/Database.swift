@@ -93,13 +93,18 @@ struct Database {
             do {
                 return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
             } catch {
-                var isFolder: ObjCBool = false
-                let reason =
-                    !FileManager.default.fileExists(atPath: file, isDirectory: &isFolder)
-                    ? "no such file"
-                    : isFolder.boolValue
-                        ? "a folder, not a file"
-                        : !FileManager.default.isReadableFile(atPath: file) ? "permission denied" : "not UTF-8 text"
+                // Why, from the system: a file in a folder the worker cannot enter is "permission denied", not
+                // "no such file" as a look at the path from outside says.
+                let reason: String
+                let descriptor = open(file, O_RDONLY)
+                if descriptor < 0 {
+                    reason = String(cString: strerror(errno)).lowercased()
+                } else {
+                    close(descriptor)
+                    var isFolder: ObjCBool = false
+                    _ = FileManager.default.fileExists(atPath: file, isDirectory: &isFolder)
+                    reason = isFolder.boolValue ? "a folder, not a file" : "not UTF-8 text"
+                }
                 throw DatabaseSettingError(
                     description: "MATCHER_DATABASE_PASSWORD_FILE \(file) cannot be read (\(reason)): give the "
                         + "worker's user read access, or unset the variable")

@@ -91,7 +91,12 @@ import Testing
         #expect(try password(["CREDENTIALS_DIRECTORY": folder.path]) == "s3cret")
         #expect(try password(["CREDENTIALS_DIRECTORY": folder.path + "/elsewhere"]) == nil)
         #expect(try password([:]) == nil)
-        for (path, reason) in [(folder.path + "/missing", "no such file"), (folder.path, "a folder, not a file")] {
+        let binary = folder.appendingPathComponent("binary").path
+        #expect(FileManager.default.createFile(atPath: binary, contents: Data([0xFF, 0xFE, 0x00])))
+        for (path, reason) in [
+            (folder.path + "/missing", "no such file"), (folder.path, "a folder, not a file"),
+            (binary, "not UTF-8 text"),
+        ] {
             let refused = #expect(throws: DatabaseSettingError.self) {
                 _ = try password(["MATCHER_DATABASE_PASSWORD_FILE": path, "CREDENTIALS_DIRECTORY": folder.path])
             }

@@ -503,12 +503,24 @@ import Testing
         }
         let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
         var changes = ScenarioWorld(seed: 14)
+        // Pairs between the shards' cutoffs (recorded two days before, within the 30 s the clocks span) whose
+        // profile changed that day: what a later-clocked shard's sweep deleted before the pair's own shard
+        // probed it. Without them the test would hold with or without the lag.
+        var betweenCutoffs = 0
         for day in 0..<8 {
             let clock = ScenarioWorld.day1.adding(days: day)
             if day > 0 {
                 let ids = Set((0..<60).map { (_: Int) -> Int64 in Int64(1 + changes.random.next(300)) })
                 let edited = ids.sorted().map { changes.profile($0, at: clock) }
                 for twin in [forward, backward] { try twin.saveProfiles(edited, at: clock) }
+                betweenCutoffs += Int(
+                    try forward.connection.query(
+                        """
+                        SELECT count(*) FROM filter_matches
+                        WHERE matched_at >= $1 - interval '2 days' AND matched_at < $1 - interval '2 days' + interval '30 s'
+                          AND profile_id = ANY($2)
+                        """, [.timestamptz(clock), .int8Array(ids.sorted())]
+                    ).rows[0].int64(0))
             }
             // Shard k's clock is 10k seconds after the day's; `backward` runs the latest clock (and its sweep) first.
             for (twin, order) in [(forward, layout), (backward, Array(layout.reversed()))] {
@@ -532,6 +544,7 @@ import Testing
                 #expect(notifications.isEmpty, "\(label), day \(day + 1): \(notifications)")
             }
         }
+        #expect(betweenCutoffs > 0)
     }
 
     /// The widest history a run reads: 64 shards, each its own change window, then one unsharded run, whose read

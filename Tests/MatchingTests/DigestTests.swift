@@ -138,11 +138,11 @@ import Testing
             return asked
         }
 
-        func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+        func waitingProfiles(filterIds: [Int64], forgottenBefore: Timestamp?) throws -> WaitingProfiles {
             lock.lock()
             asked.formUnion(filterIds)
             lock.unlock()
-            return try base.waitingProfiles(filterIds: filterIds)
+            return try base.waitingProfiles(filterIds: filterIds, forgottenBefore: forgottenBefore)
         }
         func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
             try base.lastNotified(filterIds: filterIds)

@@ -240,7 +240,10 @@ import Testing
         store.save([
             SavedFilter(
                 id: 100, ownerId: 1, name: "f", conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
-                notify: false, createdAt: World.day1, updatedAt: World.day1)
+                notify: false, createdAt: World.day1, updatedAt: World.day1),
+            SavedFilter(
+                id: 200, ownerId: 1, name: "monthly", conditionsJSON: #"{"gender": {"anyOf": [2]}}"#,
+                notifyEvery: NotifyInterval(days: 30), createdAt: World.day1, updatedAt: World.day1),
         ])
         _ = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day1, retentionDays: 7))
         let explain = ExplainMatch(MatchingRepositories(store: store))
@@ -251,5 +254,15 @@ import Testing
         #expect(late.recordedForgotten && late.retentionDays == 7)
         let text = ReportRenderer.render(.explanation(late), as: .text)
         #expect(text.contains("forgotten at this clock (past the 7-day retention"), "\(text)")
+
+        // A pair as old that waits for its digest (a monthly filter, its digest on day 1, a new match on day 2)
+        // is kept past the retention, by explain as by the sweep.
+        store.setClock(World.day2)
+        store.save([World.profile(11, at: World.day2)])
+        _ = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day2, retentionDays: 7))
+        #expect(store.waitingPairs.contains(MatchPair(filterId: 200, profileId: 11)))
+        let waiting = try explain.execute(.init(filterId: 200, profileId: 11, now: World.day2.adding(days: 8)))
+        #expect(waiting.recorded?.matchedAt == World.day2)
+        #expect(!waiting.recordedForgotten, "it waits for the filter's digest")
     }
 }

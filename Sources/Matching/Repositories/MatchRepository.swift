@@ -199,8 +199,8 @@ public protocol UnitTransaction {
     /// `idle_in_transaction_session_timeout`).
     func keepAlive() throws
     /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent), leaving out the
-    /// entries forgotten at the clock (`WaitingMatch.isForgotten`: passed over and recorded before
-    /// `forgottenBefore`, swept or not).
+    /// entries forgotten at the clock (passed over by a digest and recorded before `forgottenBefore`, swept or
+    /// not: `waitingMatches`).
     func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore: Timestamp?) throws -> Set<Int64>
     /// The filters' last notification times, read without a lock (a hint: `lockNotificationStates` decides).
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
@@ -308,6 +308,13 @@ public struct RecordedPairs: Sendable, Equatable {
         self.kept = kept
         self.expired = expired
     }
+
+    public static let none = RecordedPairs(kept: [])
+
+    /// Both probes' findings (of disjoint pairs).
+    public func union(_ other: RecordedPairs) -> RecordedPairs {
+        RecordedPairs(kept: kept.union(other.kept), expired: expired.union(other.expired))
+    }
 }
 
 public protocol MatchRepository: Sendable {
@@ -315,8 +322,9 @@ public protocol MatchRepository: Sendable {
     /// retention; nil: every recorded pair is kept). Costs what `pairs` costs, whatever the history holds.
     func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs
     /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
-    /// their profiles (a profile without a row is absent). Costs what the waiting matches cost.
-    func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles
+    /// their profiles (a profile without a row is absent), leaving out the entries forgotten at the clock as
+    /// `UnitTransaction.waitingMatches` does. Costs what the waiting matches cost.
+    func waitingProfiles(filterIds: [Int64], forgottenBefore: Timestamp?) throws -> WaitingProfiles
     /// When each of `filterIds` last had a digest, as recorded (a filter without a recorded time is absent),
     /// read without a lock. A unit reads the time again under its lock, and it can only have moved later, so
     /// a filter not due by this reading is not due in any unit of the run.

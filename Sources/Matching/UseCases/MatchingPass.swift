@@ -179,7 +179,7 @@ extension MatchingPass {
             retention: retention, completed: completed)
     }
 
-    /// The retention sweep (runs.md): pairs recorded more than `retentionDays` before the run's clock,
+    /// The retention sweep (runs.md): pairs recorded more than `retentionDays` and an hour before the run's clock,
     /// in bounded batches, at least twice as many as the service recorded in the day up to the clock
     /// (`Retention.sweepBatches`: the sweep is service-wide and one shard's run may do it for all); a backlog
     /// beyond that is left to the next runs rather than growing one.

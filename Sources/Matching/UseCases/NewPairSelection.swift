@@ -99,24 +99,18 @@ struct NewPairSelection {
         let probers = self.probers
         let cutoff = forgottenBefore
         try SlotThreads.run(probers.count) { slot in
-            var kept = Set<MatchPair>()
-            var expired = Set<MatchPair>()
+            var recorded = RecordedPairs.none
             do {
                 while let chunk = chunks.next() {
-                    let answer = try probers[slot].recordedPairs(among: chunk, forgottenBefore: cutoff)
-                    kept.formUnion(answer.kept)
-                    expired.formUnion(answer.expired)
+                    recorded = recorded.union(try probers[slot].recordedPairs(among: chunk, forgottenBefore: cutoff))
                 }
             } catch {
                 chunks.stop()  // the run fails with this error: the other connections stop after their chunk
                 throw error
             }
-            found.set(slot, RecordedPairs(kept: kept, expired: expired))
+            found.set(slot, recorded)
         }
-        let all = found.values()
-        return RecordedPairs(
-            kept: all.reduce(into: Set<MatchPair>()) { $0.formUnion($1.kept) },
-            expired: all.reduce(into: Set<MatchPair>()) { $0.formUnion($1.expired) })
+        return found.values().reduce(RecordedPairs.none) { $0.union($1) }
     }
 }
 

@@ -41,6 +41,21 @@ public final class InMemoryStore: @unchecked Sendable {
         var passedOver: Set<MatchPair> = []
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
+
+        /// Forgets a recorded pair: its row, and its entry on the waiting list.
+        mutating func forget(_ pair: MatchPair) {
+            matchRows[pair] = nil
+            silentPairs.remove(pair)
+            waiting[pair] = nil
+            passedOver.remove(pair)
+        }
+
+        /// A listed match a digest passed over, recorded before `cutoff`: forgotten at the clock, swept or not
+        /// (the sweep keeps past the retention only the entries no digest passed over).
+        func isForgottenEntry(_ pair: MatchPair, before cutoff: Timestamp?) -> Bool {
+            guard let cutoff, let listedAt = waiting[pair] else { return false }
+            return listedAt < cutoff && passedOver.contains(pair)
+        }
     }
     private var quarantineRows: [QuarantinedRow] = []
 
@@ -250,12 +265,8 @@ extension InMemoryStore: MatchRepository {
             var kept = Set<MatchPair>()
             var expired = Set<MatchPair>()
             for pair in pairs {
-                guard let row = written.matchRows[pair] else { continue }
-                if let cutoff, row.matchedAt < cutoff, !stillWaits(pair) {
-                    expired.insert(pair)
-                } else {
-                    kept.insert(pair)
-                }
+                guard written.matchRows[pair] != nil else { continue }
+                if let cutoff, isExpired(pair, before: cutoff) { expired.insert(pair) } else { kept.insert(pair) }
             }
             return RecordedPairs(kept: kept, expired: expired)
         }
@@ -266,10 +277,12 @@ extension InMemoryStore: MatchRepository {
         return locked { written.lastNotifiedAt.filter { wanted.contains($0.key) } }
     }
 
-    public func waitingProfiles(filterIds: [Int64]) throws -> WaitingProfiles {
+    public func waitingProfiles(filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> WaitingProfiles {
         let wanted = Set(filterIds)
         return locked {
-            let pairs = written.waiting.keys.filter { wanted.contains($0.filterId) }.sorted()
+            let pairs = written.waiting.keys.filter {
+                wanted.contains($0.filterId) && !written.isForgottenEntry($0, before: cutoff)
+            }.sorted()
             let profiles = Set(pairs.map(\.profileId)).sorted().compactMap { profileRows[$0] }
             return WaitingProfiles(pairs: pairs, profiles: ProfileColumns(profiles))
         }
@@ -304,8 +317,19 @@ extension InMemoryStore: MatchRepository {
     /// Whether a listed match still waits for a digest (`RetentionSQL.stillWaits`): its filter notifies, its
     /// owner has a profile that is not deleted, and no digest decision has read it and passed it over. Called
     /// under the store's lock.
-    private func stillWaits(_ pair: MatchPair) -> Bool {
-        Self.stillWaits(pair, written, filters: filterRows, profiles: profileRows)
+    private func isExpired(_ pair: MatchPair, before cutoff: Timestamp) -> Bool {
+        Self.isExpired(pair, before: cutoff, written, filters: filterRows, profiles: profileRows)
+    }
+
+    /// Whether recorded `pair` is forgotten at a clock whose cutoff is `cutoff`: recorded before it and not
+    /// waiting for a digest (`RetentionSQL.waitsForDigest`). The sweep, the run's probe and a unit's
+    /// `forgetExpired` all ask this.
+    static func isExpired(
+        _ pair: MatchPair, before cutoff: Timestamp, _ written: Written, filters: [Int64: SavedFilter],
+        profiles: [Int64: Profile]
+    ) -> Bool {
+        guard let row = written.matchRows[pair], row.matchedAt < cutoff else { return false }
+        return !stillWaits(pair, written, filters: filters, profiles: profiles)
     }
 
     static func stillWaits(
@@ -329,13 +353,9 @@ extension InMemoryStore: MatchRepository {
         return locked {
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
-            for (pair, match) in written.matchRows.sorted(by: { $0.key < $1.key }) where match.matchedAt < cutoff {
-                if stillWaits(pair) { continue }
+            for pair in written.matchRows.keys.sorted() where isExpired(pair, before: cutoff) {
                 guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
-                written.matchRows[pair] = nil
-                written.silentPairs.remove(pair)
-                written.waiting[pair] = nil
-                written.passedOver.remove(pair)
+                written.forget(pair)
                 forgotten += 1
             }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
@@ -383,25 +403,16 @@ final class InMemoryUnitTransaction: UnitTransaction {
     func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> Set<Int64> {
         let wanted = Set(filterIds)
         return Set(
-            written.waiting.keys.filter { wanted.contains($0.filterId) && !isForgotten($0, cutoff) }.map(\.filterId))
-    }
-
-    /// A listed match a digest passed over, recorded before `cutoff`: forgotten at the clock, swept or not
-    /// (`RetentionSQL.stillWaits`: only entries no digest passed over are kept past the retention).
-    private func isForgotten(_ pair: MatchPair, _ cutoff: Timestamp?) -> Bool {
-        guard let cutoff, let listedAt = written.waiting[pair] else { return false }
-        return listedAt < cutoff && written.passedOver.contains(pair)
+            written.waiting.keys.filter {
+                wanted.contains($0.filterId) && !written.isForgottenEntry($0, before: cutoff)
+            }
+            .map(\.filterId))
     }
 
     func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws {
-        for pair in pairs {
-            guard let row = written.matchRows[pair], row.matchedAt < cutoff,
-                !InMemoryStore.stillWaits(pair, written, filters: filters, profiles: profiles)
-            else { continue }
-            written.matchRows[pair] = nil
-            written.silentPairs.remove(pair)
-            written.waiting[pair] = nil
-            written.passedOver.remove(pair)
+        for pair in pairs
+        where InMemoryStore.isExpired(pair, before: cutoff, written, filters: filters, profiles: profiles) {
+            written.forget(pair)
         }
     }
 
@@ -418,7 +429,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
     ) throws -> [WaitingMatch] {
         let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
         return written.waiting.keys.sorted().compactMap { pair in
-            guard let owner = owners[pair.filterId], !isForgotten(pair, cutoff) else { return nil }
+            guard let owner = owners[pair.filterId], !written.isForgottenEntry(pair, before: cutoff) else { return nil }
             let profile = profiles[pair.profileId]
             let blocked =
                 blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
@@ -728,7 +739,9 @@ extension InMemoryStore: StatusRepository {
                 else { return false }
                 return !Self.allKeysNeedAPlan(filter.conditionsJSON, above: owner.plan)
             }
-            let waiting = written.waiting.filter { pair, _ in stillWaits(pair) && sends(pair.filterId) }
+            let waiting = written.waiting.filter { pair, _ in
+                Self.stillWaits(pair, written, filters: filterRows, profiles: profileRows) && sends(pair.filterId)
+            }
             let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
             let dueSince = Dictionary(grouping: waiting, by: \.key.filterId).compactMap { filterId, entries in
                 filterRows[filterId].map { filter in
