@@ -433,12 +433,7 @@ import Testing
         let plain = try Twin()
         var world = ScenarioWorld(seed: 11)
         let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [sharded, plain] {
-            try twin.load(day1)
-            twin.memory.save(day1.profiles, updatedAt: ScenarioWorld.day1)
-            twin.memory.save(day1.filters)
-            for b in day1.blocks { twin.memory.block(b.blockerId, b.blockedId) }
-        }
+        for twin in [sharded, plain] { try twin.loadBoth(day1) }
         let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
         var changes = ScenarioWorld(seed: 12)
         var reMatched = 0  // pairs of the unsharded history recorded again on the day they expired
@@ -475,8 +470,7 @@ import Testing
                 ("in memory, sharded", Rows.of(sharded.memory)),
                 ("in memory", Rows.of(plain.memory)),
             ] {
-                let matches = Set(rows.matches).symmetricDifference(plainRows.matches).sorted()
-                let notifications = Set(rows.notifications).symmetricDifference(plainRows.notifications).sorted()
+                let (matches, notifications) = Rows.differences(rows, from: plainRows)
                 #expect(matches.isEmpty, "\(label), day \(day + 1): \(matches)")
                 #expect(notifications.isEmpty, "\(label), day \(day + 1): \(notifications)")
             }
@@ -495,12 +489,7 @@ import Testing
         let backward = try Twin()
         var world = ScenarioWorld(seed: 13)
         let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [forward, backward] {
-            try twin.load(day1)
-            twin.memory.save(day1.profiles, updatedAt: ScenarioWorld.day1)
-            twin.memory.save(day1.filters)
-            for b in day1.blocks { twin.memory.block(b.blockerId, b.blockedId) }
-        }
+        for twin in [forward, backward] { try twin.loadBoth(day1) }
         let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
         var changes = ScenarioWorld(seed: 14)
         // Pairs between the shards' cutoffs (recorded two days before, within the 30 s the clocks span) whose
@@ -538,8 +527,7 @@ import Testing
                 ("PostgreSQL, backward", try Rows.of(backward.connection)),
                 ("in memory, forward", Rows.of(forward.memory)), ("in memory, backward", Rows.of(backward.memory)),
             ] {
-                let matches = Set(rows.matches).symmetricDifference(reference.matches).sorted()
-                let notifications = Set(rows.notifications).symmetricDifference(reference.notifications).sorted()
+                let (matches, notifications) = Rows.differences(rows, from: reference)
                 #expect(matches.isEmpty, "\(label), day \(day + 1): \(matches)")
                 #expect(notifications.isEmpty, "\(label), day \(day + 1): \(notifications)")
             }

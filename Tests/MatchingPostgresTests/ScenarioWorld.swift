@@ -106,6 +106,14 @@ struct Twin {
         try writer.insertBlocks(world.blocks)
     }
 
+    /// Writes a world into both stores, as of day 1.
+    func loadBoth(_ world: (profiles: [Profile], filters: [SavedFilter], blocks: [Block])) throws {
+        try load(world)
+        memory.save(world.profiles, updatedAt: ScenarioWorld.day1)
+        memory.save(world.filters)
+        for b in world.blocks { memory.block(b.blockerId, b.blockedId) }
+    }
+
     func saveProfiles(_ profiles: [Profile], at clock: Timestamp) throws {
         try writer.upsertProfiles(profiles, updatedAt: clock)
         memory.save(profiles, updatedAt: clock)
@@ -142,6 +150,17 @@ struct Twin {
 
 /// Rows of filter_matches and notifications in a store-independent text form (no generated ids).
 enum Rows {
+    /// The rows in one history and not the other, either way: what a failed comparison shows, not whole tables.
+    static func differences(
+        _ rows: (matches: [String], notifications: [String]),
+        from reference: (matches: [String], notifications: [String])
+    ) -> (matches: [String], notifications: [String]) {
+        (
+            Set(rows.matches).symmetricDifference(reference.matches).sorted(),
+            Set(rows.notifications).symmetricDifference(reference.notifications).sorted()
+        )
+    }
+
     static func of(_ connection: PostgresConnection) throws -> (matches: [String], notifications: [String]) {
         let matches = try connection.query(
             """
