@@ -232,10 +232,11 @@ enum RetentionSQL {
             WHERE w.matched_at = b.matched_at AND w.filter_id = b.filter_id AND w.profile_id = ANY (b.profile_ids)
               AND (w.filter_id, w.profile_id, w.matched_at) NOT IN (SELECT filter_id, profile_id, matched_at FROM kept)
         ), still AS (
+            -- Only a row whose pairs changed: one that only keeps waiting pairs is not written again every run.
             UPDATE matcher_bulk_matches l SET profile_ids = k.ids
             FROM (SELECT filter_id, matched_at, array_agg(profile_id ORDER BY profile_id) AS ids
                   FROM kept GROUP BY filter_id, matched_at) k
-            WHERE l.filter_id = k.filter_id AND l.matched_at = k.matched_at
+            WHERE l.filter_id = k.filter_id AND l.matched_at = k.matched_at AND l.profile_ids IS DISTINCT FROM k.ids
         ), listed_gone AS (
             DELETE FROM matcher_bulk_matches l USING batch b
             WHERE l.filter_id = b.filter_id AND l.matched_at = b.matched_at

@@ -339,6 +339,29 @@ import Testing
         #expect(try count("SELECT count(*) FROM filter_matches") == 0)
     }
 
+    /// Found by review in session 26: a bulk list row that keeps pairs waiting past the retention (here: the
+    /// first run's matches, recorded while notifications were paused) was rewritten by every run's sweep, the
+    /// same ids again, a new row version a run for as long as they wait. It is written only when it changes.
+    @Test func aBulkListRowThatStillWaitsIsNotRewrittenByEverySweep() throws {
+        let twin = try Twin()
+        _ = try Self.world(twin)
+        _ = try PostgresServiceState(connection: twin.connection).pauseNotifications(by: "test", reason: "outage")
+        _ = try RunMatching(MatchingRepositories(store: twin.postgres)).execute(.init(now: ScenarioWorld.day1))
+        let listed = "SELECT count(*) FROM matcher_bulk_matches CROSS JOIN LATERAL unnest(profile_ids)"
+        let versions = "SELECT string_agg(xmin::text, ',' ORDER BY filter_id) FROM matcher_bulk_matches"
+        let waiting = try twin.connection.query(listed).rows[0].int64(0)
+        #expect(waiting > 0)
+        var seen: [String] = []
+        for day in [4, 5, 6] {  // past the retention of 2 days from day 4 on
+            let run = try RunMatching(MatchingRepositories(store: twin.postgres))
+                .execute(.init(now: ScenarioWorld.day1.adding(days: day - 1), retentionDays: 2))
+            #expect(run.counters.matchesForgotten == 0, "they wait for a digest")
+            #expect(try twin.connection.query(listed).rows[0].int64(0) == waiting)
+            seen.append(try twin.connection.query(versions).rows[0].string(0))
+        }
+        #expect(Set(seen).count == 1, "\(seen)")
+    }
+
     /// A waiting match that its digest passed over (the profile was hidden meanwhile) waits no longer: once
     /// expired it is forgotten with the notified ones, and its entry leaves the waiting list with it.
     @Test func aWaitingMatchItsDigestPassedOverIsForgottenWithItsListEntry() throws {
