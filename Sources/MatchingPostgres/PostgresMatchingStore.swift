@@ -665,7 +665,8 @@ extension PostgresMatchingStore: MatchRepository {
                 ])
             let waiting =
                 "\(Self.idList("matcher.waiting_filters")) JOIN matcher_waiting_matches w ON w.filter_id = u.id"
-                + " AND NOT (w.passed_over AND w.matched_at < current_setting('matcher.waiting_cutoff')::timestamptz)"
+                + " AND NOT "
+                + RetentionSQL.entryForgotten(before: "current_setting('matcher.waiting_cutoff')::timestamptz")
             var pairs: [MatchPair] = []
             try tx.copyOut("COPY (SELECT w.filter_id, w.profile_id FROM \(waiting)) TO STDOUT (FORMAT binary)") { row in
                 pairs.append(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))

@@ -27,7 +27,7 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// Entry `w` is kept at the clock unless a digest passed it over and it was recorded before the cutoff ($2;
     /// NULL: no cutoff): such an entry is forgotten at the clock, whether the sweep has deleted it yet or not.
     private static let notForgotten =
-        "NOT (w.passed_over AND w.matched_at < coalesce($2::timestamptz, '-infinity'))"
+        "NOT " + RetentionSQL.entryForgotten(before: "coalesce($2::timestamptz, '-infinity')")
 
     func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws {
         guard !pairs.isEmpty else { return }

@@ -60,6 +60,13 @@ enum RetentionSQL {
     /// back, has read it and passed it over (`UnitTransaction.markPassedOver`).
     static let stillWaits = "NOT w.passed_over"
 
+    /// Whether waiting-list entry `w` is forgotten at a clock whose cutoff is the SQL expression `cutoff`: a
+    /// digest passed it over and it was recorded before the cutoff (an entry no digest passed over is kept past
+    /// the retention, `stillWaits`), whether the sweep has deleted it yet or not.
+    static func entryForgotten(before cutoff: String) -> String {
+        "(w.passed_over AND w.matched_at < \(cutoff))"
+    }
+
     /// Whether recorded pair `m` waits for a digest, so that the sweep keeps it past the retention: the rule of
     /// `notKept` for one pair, through the list's key. For the pairs a run finds recorded before the cutoff
     /// (`keptAmong`, `forgetExpiredPairs`).

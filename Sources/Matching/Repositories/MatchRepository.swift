@@ -309,11 +309,15 @@ public struct RecordedPairs: Sendable, Equatable {
         self.expired = expired
     }
 
-    public static let none = RecordedPairs(kept: [])
-
-    /// Both probes' findings (of disjoint pairs).
-    public func union(_ other: RecordedPairs) -> RecordedPairs {
-        RecordedPairs(kept: kept.union(other.kept), expired: expired.union(other.expired))
+    /// Several probes' findings as one, each set built once (not copied again for every part merged).
+    public static func merging(_ parts: some Sequence<RecordedPairs>) -> RecordedPairs {
+        var kept = Set<MatchPair>()
+        var expired = Set<MatchPair>()
+        for part in parts {
+            kept.formUnion(part.kept)
+            expired.formUnion(part.expired)
+        }
+        return RecordedPairs(kept: kept, expired: expired)
     }
 }
 

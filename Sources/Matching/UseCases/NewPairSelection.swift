@@ -95,22 +95,22 @@ struct NewPairSelection {
         -> RecordedPairs
     {
         let chunks = PairChunks(filterIds: filterIds, results: results, probed: probed, size: probeChunk)
-        let found = ResultSlots<RecordedPairs>(count: probers.count)
+        let found = ResultSlots<[RecordedPairs]>(count: probers.count)
         let probers = self.probers
         let cutoff = forgottenBefore
         try SlotThreads.run(probers.count) { slot in
-            var recorded = RecordedPairs.none
+            var answers: [RecordedPairs] = []
             do {
                 while let chunk = chunks.next() {
-                    recorded = recorded.union(try probers[slot].recordedPairs(among: chunk, forgottenBefore: cutoff))
+                    answers.append(try probers[slot].recordedPairs(among: chunk, forgottenBefore: cutoff))
                 }
             } catch {
                 chunks.stop()  // the run fails with this error: the other connections stop after their chunk
                 throw error
             }
-            found.set(slot, recorded)
+            found.set(slot, answers)
         }
-        return found.values().reduce(RecordedPairs.none) { $0.union($1) }
+        return RecordedPairs.merging(found.values().joined())
     }
 }
 
