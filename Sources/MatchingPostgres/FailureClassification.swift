@@ -14,14 +14,20 @@ extension PostgresError: ClassifiedError {
             // Reached, but refused: wrong password or user, no such database. Retrying will not help.
             if let sqlState, sqlState.hasPrefix("28") || sqlState == "3D000" { return .configuration }
             // And settings libpq read but cannot use (it fills in host, port and database first, so these come
-            // as "could not connect"): a bad sslmode or port, a missing certificate, SSL the server lacks.
+            // as "could not connect"): a bad sslmode or port, a missing certificate, SSL the server lacks, a
+            // server that is not the one its certificate names, an unusable client key; and a server setting in
+            // `options` or PGOPTIONS that the server refuses at the start of every session (a misspelt name, one
+            // only a superuser or a restart may set).
             let refused = [
                 "password authentication failed", "no password supplied", "authentication failed",
                 "no pg_hba.conf entry", "does not exist", "rejects connection", "is not permitted to log in",
                 "permission denied for database", "invalid sslmode value", "invalid port number",
                 "invalid integer value", "invalid value for parameter", "invalid target_session_attrs value",
                 "could not read root certificate file", "root certificate file", "certificate file",
-                "server does not support SSL", "certificate verify failed",
+                "server does not support SSL", "certificate verify failed", "does not match host name",
+                "private key file", "could not load private key", "unrecognized configuration parameter",
+                "permission denied to set parameter", "cannot be changed without restarting the server",
+                "cannot be changed now",
             ]
             if refused.contains(where: message.contains) { return .configuration }
             // The server asked for a password the client lacked: in any language, a configuration error.

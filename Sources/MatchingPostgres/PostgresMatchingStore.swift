@@ -739,7 +739,7 @@ extension PostgresMatchingStore: MatchRepository {
     static let sweeperSession = "SET jit = off; SET synchronous_commit = off"
 
     public func forgetExpired(
-        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+        before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
         // One sweeper at a time, service-wide (shards share the table); the others skip.
         let sweeper = try openConnection()
@@ -769,22 +769,13 @@ extension PostgresMatchingStore: MatchRepository {
             lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout), faultPoints: faultPoints,
             stopRequested: { stop.requestedReason != nil }
         ).forgetPairs()
-        // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
-        // visited may still name one. A stop request ends the sweep here too.
-        let stoppedByRequest = stop.requestedReason
-        guard pairs.complete, stoppedByRequest == nil else {
-            return RetentionOutcome(
-                forgotten: pairs.forgotten, backlog: pairs.backlog || stoppedByRequest != nil,
-                conflictsRolledBack: pairs.conflicts.rolledBack, stoppedByConflict: pairs.conflicts.stoppedBy,
-                stoppedByRequest: stoppedByRequest)
-        }
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         let conflicts = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
-        func sweep(_ sql: String, batches: Int) throws -> (deleted: Int, backlog: Bool) {
+        func sweep(_ sql: String, before: Timestamp, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
             for _ in 0..<max(1, batches) {
                 let batch = try conflicts.batch(on: sweeper) { tx in
-                    try tx.query(sql, [.timestamptz(cutoff), .int4(Int32(clamping: batchSize))]).affectedRows
+                    try tx.query(sql, [.timestamptz(before), .int4(Int32(clamping: batchSize))]).affectedRows
                 }
                 guard let batch else { return (deleted, true) }
                 deleted += batch
@@ -792,15 +783,32 @@ extension PostgresMatchingStore: MatchRepository {
             }
             return (deleted, true)
         }
+        // Passed-over entries past their comeback, whatever the pairs' sweep left: no pair depends on them.
+        var entries = (deleted: 0, backlog: false)
+        if let passedOverBefore, stop.requestedReason == nil {
+            entries = try sweep(
+                RetentionSQL.forgetPassedOverEntriesBatch, before: passedOverBefore, batches: maxBatches)
+        }
+        // Notifications go only after a sweep that visited every expired clock: a pair left at a clock not
+        // visited may still name one. A stop request ends the sweep here too.
+        let stoppedByRequest = stop.requestedReason
+        guard pairs.complete, stoppedByRequest == nil else {
+            return RetentionOutcome(
+                forgotten: pairs.forgotten, backlog: pairs.backlog || entries.backlog || stoppedByRequest != nil,
+                bookkeepingForgotten: entries.deleted,
+                conflictsRolledBack: pairs.conflicts.rolledBack + conflicts.seen.rolledBack,
+                stoppedByConflict: pairs.conflicts.stoppedBy ?? conflicts.seen.stoppedBy,
+                stoppedByRequest: stoppedByRequest)
+        }
         // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
-        let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, batches: maxBatches)
-        var bookkeeping = 0
+        let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, before: cutoff, batches: maxBatches)
+        var bookkeeping = entries.deleted
         for sql in RetentionSQL.forgetBookkeeping where conflicts.seen.stoppedBy == nil {
-            bookkeeping += try sweep(sql, batches: maxBatches).deleted
+            bookkeeping += try sweep(sql, before: cutoff, batches: maxBatches).deleted
         }
         let seen = conflicts.seen
         return RetentionOutcome(
-            forgotten: pairs.forgotten, backlog: notifications.backlog || seen.stoppedBy != nil,
+            forgotten: pairs.forgotten, backlog: notifications.backlog || entries.backlog || seen.stoppedBy != nil,
             notificationsForgotten: notifications.deleted, bookkeepingForgotten: bookkeeping,
             conflictsRolledBack: pairs.conflicts.rolledBack + seen.rolledBack,
             stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy)

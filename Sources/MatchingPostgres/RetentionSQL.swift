@@ -254,6 +254,18 @@ enum RetentionSQL {
         FROM batch
         """
 
+    /// Waiting-list entries of matches a digest passed over, listed before $1 (the run's clock less
+    /// `Retention.comebackDays` and the sweep's lag), oldest first, at most $2 (migration 0016's partial index):
+    /// no digest reads them any more. Their pairs stay recorded until the retention.
+    static let forgetPassedOverEntriesBatch = """
+        DELETE FROM matcher_waiting_matches WHERE ctid = ANY (ARRAY(
+            SELECT w.ctid FROM matcher_waiting_matches w
+            WHERE w.passed_over AND w.matched_at < $1
+            ORDER BY w.matched_at
+            LIMIT $2))
+          AND passed_over   -- again on the row deleted: READ COMMITTED re-checks only this WHERE
+        """
+
     /// Sent notifications created before the cutoff ($1), oldest first, at most $2 (the created_at index).
     /// Unsent ones are the push sender's and are never forgotten by the worker.
     static let forgetNotificationsBatch = """

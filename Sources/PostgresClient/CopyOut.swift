@@ -102,9 +102,12 @@ struct BinaryCopyParser {
             else {
                 throw PostgresError(kind: .copy, message: "not binary COPY data; use COPY … TO STDOUT (FORMAT binary)")
             }
+            // The high 16 bits are critical (bit 16: OIDs follow, which no statement here asks for; the rest unknown
+            // to this reader, so it must stop); the low 16 are backward compatible and ignored, as the server's own
+            // reader does.
             let flags = base.uint32BE(at: 11)
-            guard flags & 0xFFFF == 0, flags & 0x1_0000 == 0 else {
-                throw PostgresError(kind: .copy, message: "unsupported binary COPY header flags \(flags)")
+            guard flags >> 16 == 0 else {
+                throw PostgresError(kind: .copy, message: "unsupported critical binary COPY header flags \(flags)")
             }
             let extensionLength = Int(base.uint32BE(at: 15))
             guard extensionLength <= Self.maximumFieldLength else {

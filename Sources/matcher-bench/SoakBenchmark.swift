@@ -114,7 +114,7 @@ struct SoakBenchmark: ParsableCommand {
             ])
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
-                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB"
+                + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB  waiting  passed_over"
         )
         let server = ServerCPU(db)
         // A copy of the world as it stands just before the day's (first) run. A database with a session open
@@ -177,7 +177,9 @@ struct SoakBenchmark: ParsableCommand {
                 """
                 SELECT (SELECT count(*) FROM filter_matches), pg_total_relation_size('filter_matches'),
                        (SELECT count(*) FROM notifications), (SELECT count(*) FROM matcher_runs),
-                       pg_relation_size($1::regclass)
+                       pg_relation_size($1::regclass),
+                       (SELECT count(*) FROM matcher_waiting_matches),
+                       (SELECT count(*) FROM matcher_waiting_matches WHERE passed_over)
                 """, [.text(PrimaryKeyUpkeep.index)]
             ).rows[0]
             say(
@@ -190,7 +192,8 @@ struct SoakBenchmark: ParsableCommand {
                     try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
                     + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -")
-                    + String(format: "  %8.1f", Double(try rows.int64(4)) / 1_048_576))
+                    + String(format: "  %8.1f", Double(try rows.int64(4)) / 1_048_576)
+                    + String(format: "  %7d  %11d", try rows.int64(5), try rows.int64(6)))
         }
     }
 

@@ -14,7 +14,7 @@ import Testing
         let returned = SignalTrap.within(0.2) { never.wait() }
         let waited = ContinuousClock.now - start
         #expect(!returned)
-        #expect(waited < .seconds(2), "\(waited)")
+        #expect(waited < .seconds(10), "\(waited)")  // 0.2 s allowed; more only on a machine under load
         never.signal()
     }
 

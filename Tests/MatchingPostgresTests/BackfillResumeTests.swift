@@ -35,9 +35,11 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
     }
 
     func forgetExpired(
-        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+        before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
-        try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: stop)
+        try base.forgetExpired(
+            before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
+            stop: stop)
     }
 
     func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }

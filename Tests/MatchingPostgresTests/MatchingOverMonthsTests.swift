@@ -392,6 +392,59 @@ import Testing
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
     }
 
+    /// A match its digest passed over (hidden before the digest) comes back in a later digest when it qualifies
+    /// again within `Retention.comebackDays` of its recording; one that qualifies again later is not read by any
+    /// digest (its list entry goes with the sweep), though its pair stays recorded within the retention, so it
+    /// is not matched again either. Kept listed until the retention, a filter's passed-over matches would be read
+    /// by every digest for 180 days.
+    @Test func aPassedOverMatchComesBackWithinThirtyDaysAndNotLater() throws {
+        let twin = try Twin()
+        try twin.saveProfiles(
+            [World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: ScenarioWorld.day1)
+        try twin.saveFilters([
+            World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 2, microseconds: 0))
+        ])
+        // Not due on day 1: its last digest was the day before.
+        let earlier = ScenarioWorld.day1.adding(days: -1)
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)", [.timestamptz(earlier)])
+        try seedMemoryDigest(twin, filterId: 200, owner: 2, at: earlier)
+        try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 180)
+        #expect(try waiting(twin, filterId: 200) == 2)
+
+        // Both hidden before the digest: it is held back, and both are passed over.
+        let hiddenAt = ScenarioWorld.day1.adding(microseconds: 12 * 3_600_000_000)
+        try twin.saveProfiles([10, 11].map { World.profile($0, status: 2, at: hiddenAt) }, at: hiddenAt)
+        try twin.runBoth(at: ScenarioWorld.day1.adding(days: 1), retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 200).isEmpty)
+        let passedOver = try twin.connection.query(
+            "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = 200 AND passed_over"
+        ).rows[0].int64(0)
+        #expect(passedOver == 2)
+
+        // 10 is back on day 11: within the comeback, its next digest shows it.
+        let day11 = ScenarioWorld.day1.adding(days: 10)
+        try twin.saveProfiles(
+            [World.profile(10, at: day11.adding(microseconds: -12 * 3_600_000_000))],
+            at: day11.adding(microseconds: -12 * 3_600_000_000))
+        try twin.runBoth(at: day11, retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 200).map(\.profileIds) == [[10]])
+
+        // 11 is back on day 40: past the comeback, within the retention. No digest shows it, no match is new,
+        // and its entry has left the list.
+        let day40 = ScenarioWorld.day1.adding(days: 39)
+        try twin.saveProfiles(
+            [World.profile(11, at: day40.adding(microseconds: -12 * 3_600_000_000))],
+            at: day40.adding(microseconds: -12 * 3_600_000_000))
+        let (pg, mem) = try twin.runBoth(at: day40, retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 200).map(\.profileIds) == [[10]])
+        #expect(pg.counters.matchesWritten == 0 && mem.counters.matchesWritten == 0)
+        #expect(try waiting(twin, filterId: 200) == 0)
+        #expect(try twin.postgres.matches(filterId: 200).map(\.profileId) == [10, 11])
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        #expect(try Rows.of(twin.connection).notifications == Rows.of(twin.memory).notifications)
+    }
+
     private func waiting(_ twin: Twin, filterId: Int64) throws -> Int64 {
         try twin.connection.query(
             "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = $1", [.int8(filterId)]

@@ -182,6 +182,31 @@ import Testing
         }
     }
 
+    /// A server setting the server refuses at every session's start (in `options` or PGOPTIONS: a misspelt name,
+    /// one only a superuser or a restart may set), a certificate naming another host, an unusable client key:
+    /// retrying will not help, so 78, not "unreachable" (69).
+    @Test func aSettingOrCertificateTheServerRefusesIsAConfigurationError() throws {
+        let database = try MigratedDatabase.create()
+        let misspelt = try PostgresConnection.conninfo(
+            database.conninfo, overriding: ["options": "-c statment_timeout=5s"])
+        let outcome = try MatcherProcess.run(["status"], database: misspelt)
+        #expect(outcome.status == 78, "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("statment_timeout"), "\(outcome.stderr)")
+        for reason in [
+            "FATAL:  permission denied to set parameter \"log_min_duration_statement\"",
+            "FATAL:  parameter \"shared_buffers\" cannot be changed without restarting the server",
+            "server certificate for \"db.internal\" does not match host name \"10.0.0.5\"",
+            "private key file \"/etc/matcher/client.key\" has group or world access",
+        ] {
+            let refused = PostgresError(
+                kind: .connection,
+                message:
+                    "could not connect to host=db.internal port=5432 dbname=m user=w: connection to server failed: "
+                    + reason)
+            #expect(refused.failureKind == .configuration, "\(reason)")
+        }
+    }
+
     /// `matcher explain` exits 0 whether the pair matches or not (cli.md), and a filter that does not exist is
     /// one line that says so and what to check.
     @Test func explainExitsZeroEitherWayAndNamesAMissingFilter() throws {

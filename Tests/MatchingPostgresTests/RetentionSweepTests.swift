@@ -176,7 +176,8 @@ import Testing
             try database.connect()
         }
         let first = try #require(
-            try store.forgetExpired(before: cutoff, batchSize: 20, maxBatches: 1_000, stop: points.stop))
+            try store.forgetExpired(
+                before: cutoff, passedOverBefore: nil, batchSize: 20, maxBatches: 1_000, stop: points.stop))
         #expect(first.stoppedByRequest == "SIGTERM" && first.backlog)
         #expect(first.forgotten > 0 && first.forgotten <= 20, "one batch, then it stops: \(first.forgotten)")
         #expect(expired - waiting > 20)

@@ -2,6 +2,7 @@ import Chronology
 import Foundation
 import Matching
 import MatchingPostgres
+import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -87,7 +88,7 @@ import Testing
             SELECT status, candidates, matches_written, phase_seconds ? 'evaluate' FROM matcher_runs ORDER BY id
             """
         ).rows
-        #expect(runs.count == 4)
+        try #require(runs.count == 4)
         #expect(try runs.allSatisfy { try $0.string(0) == "succeeded" && $0.bool(3) })
         #expect(try runs[0].int32(2) == Int32(first.postgres.counters.matchesWritten))
         let invalid = try twin.connection.query("SELECT item_key, reason FROM matcher_invalid_filters").rows
@@ -133,7 +134,8 @@ import Testing
             try RunMatching(MatchingRepositories(store: twin.postgres))
                 .execute(.init(now: ScenarioWorld.day1, shard: shard))
         }
-        _ = try run(whole, .all)
+        let reference = try run(whole, .all)
+        #expect(reference.counters.matchesWritten > 100 && reference.counters.notificationsWritten > 10)
         for k in 0..<4 { _ = try run(sharded, try Shard(index: k, count: 4)) }
         #expect(try Rows.of(sharded.connection).matches == Rows.of(whole.connection).matches)
         #expect(try Rows.of(sharded.connection).notifications == Rows.of(whole.connection).notifications)
@@ -169,6 +171,95 @@ import Testing
         held.release()
         let after = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
         #expect(after.status == 0, "\(after.stderr)")
+    }
+
+    /// `matcher run` without `--now`, as the timer starts it (cli.md: the database's clock when the run starts):
+    /// the run's clock, every `matched_at` and every `notifications.created_at` are one instant, between the
+    /// server's `now()` before the run and after it.
+    @Test func aRunWithoutNowTakesTheDatabasesClockForEverythingItWrites() throws {
+        let twin = try FaultScenarioTests.world()
+        let before = try twin.connection.query("SELECT now()").rows[0].timestamp(0)
+        let outcome = try MatcherProcess.run(["run"], database: twin.database.conninfo)
+        let after = try twin.connection.query("SELECT now()").rows[0].timestamp(0)
+        #expect(!outcome.signalled && outcome.status == 0, "\(outcome.stderr)")
+        let row = try twin.connection.query(
+            """
+            SELECT (SELECT count(DISTINCT clock) FROM matcher_runs), (SELECT min(clock) FROM matcher_runs),
+                   (SELECT count(DISTINCT matched_at) FROM filter_matches), (SELECT min(matched_at) FROM filter_matches),
+                   (SELECT count(DISTINCT created_at) FROM notifications), (SELECT min(created_at) FROM notifications),
+                   (SELECT count(*) FROM filter_matches), (SELECT count(*) FROM notifications)
+            """
+        ).rows[0]
+        #expect(try row.int64(6) > 0 && row.int64(7) > 0, "the run wrote matches and digests")
+        #expect(try row.int64(0) == 1 && row.int64(2) == 1 && row.int64(4) == 1, "one clock for everything")
+        let clock = try row.timestamp(1)
+        #expect(try row.timestamp(3) == clock && row.timestamp(5) == clock)
+        #expect(before <= clock && clock <= after, "\(before) <= \(clock) <= \(after)")
+    }
+
+    /// The command line's defaults (cli.md), as a timer's `matcher run` with no flags applies them: at most 100 new
+    /// pairs a filter, and a new service keeps a recorded pair 180 days (one recorded 181 days and an hour before
+    /// the clock is forgotten, one recorded 179 days before is kept).
+    @Test func theCommandLinesDefaultsAreAHundredPairsAFilterAndHundredEightyDays() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1)] + (10..<160).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, #"{"residence": {"anyOf": [13]}}"#)])
+        let clock = ScenarioWorld.day1
+        for (profile, age) in [(Int64(900), Int64(181 * 24 + 1)), (901, 179 * 24)] {
+            try connection.query(
+                "INSERT INTO filter_matches (filter_id, profile_id, matched_at, silent) VALUES (100, $1, $2, true)",
+                [.int8(profile), .timestamptz(clock.adding(microseconds: -age * 3_600_000_000))])
+        }
+        let outcome = try MatcherProcess.run(["run", "--now", clock.iso8601], database: database.conninfo)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let row = try connection.query(
+            """
+            SELECT (SELECT count(*) FROM filter_matches WHERE filter_id = 100 AND profile_id < 900),
+                   (SELECT array_agg(profile_id ORDER BY profile_id) FROM filter_matches WHERE profile_id >= 900),
+                   (SELECT retention_days FROM matcher_runs)
+            """
+        ).rows[0]
+        #expect(try row.int64(0) == 100, "150 qualify; the default --max-per-filter records 100")
+        #expect(try row.int64Array(1) == [901], "the default --retention-days forgets what is past 180 days")
+        #expect(try row.optionalInt64(2) == 180)
+    }
+
+    /// `--dry-run` (cli.md): it evaluates and reports what it found, writes nothing, and is neither refused nor
+    /// held back by a real run of the same shard holding the run lock.
+    @Test func aDryRunReportsWhatItFindsWritesNothingAndIsNotHeldBackByARealRun() throws {
+        let twin = try FaultScenarioTests.world()
+        let tables = [
+            "filter_matches", "notifications", "matcher_runs", "matcher_shard_progress", "matcher_invalid_filters",
+            "matcher_quarantine", "matcher_waiting_matches", "matcher_filter_state", "matcher_bulk_matches",
+        ]
+        func counts() throws -> [String: Int64] {
+            var counts: [String: Int64] = [:]
+            for table in tables {
+                counts[table] = try twin.connection.query("SELECT count(*) FROM \(table)").rows[0].int64(0)
+            }
+            return counts
+        }
+        let untouched = try counts()
+        let held = try #require(try twin.postgres.tryLock(kind: .run, shard: .all))
+        let dry = try MatcherProcess.run(
+            ["run", "--dry-run", "--now", FaultScenarioTests.now, "--format", "json"], database: twin.database.conninfo,
+            timeout: 120)
+        #expect(!dry.signalled && dry.status == 0, "\(dry.stderr)")
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as? [String: Any], "\(dry.stdout)")
+        let found = try #require((report["counts"] as? [String: Any])?["matches_found"] as? Int, "\(dry.stdout)")
+        #expect(found > 100, "it evaluated: \(dry.stdout)")
+        #expect(try counts() == untouched)
+        held.release()
+        // The real run finds what the dry run reported.
+        let real = try MatcherProcess.run(
+            ["run", "--now", FaultScenarioTests.now, "--format", "json"], database: twin.database.conninfo)
+        #expect(real.status == 0, "\(real.stderr)")
+        #expect(try twin.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == Int64(found))
     }
 
     /// A released run lock is free at once for the next run: closing the session alone freed it only once the

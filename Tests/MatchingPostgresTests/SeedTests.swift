@@ -455,6 +455,7 @@ import Testing
             FROM profiles WHERE id IN (1, 2, 3, 4) ORDER BY id
             """
         ).rows
+        try #require(rows.count == 4)
         func values(_ r: PostgresRow) throws -> [Int] {
             try [
                 Int(r.int64(0)), Int(r.int16(1)), Int(r.int32(2)), r.optionalInt16(3).map(Int.init) ?? -1,

@@ -71,7 +71,7 @@ import Testing
 
         // The units in flight, one per write connection (10 filters each), were committed: nothing half-written.
         let run = try stopped.connection.query("SELECT status, resume_after_filter FROM matcher_runs").rows
-        #expect(run.count == 1)
+        try #require(run.count == 1)
         #expect(try run[0].string(0) == "failed")
         let committedFilters = try stopped.connection.query("SELECT count(DISTINCT filter_id) FROM filter_matches").rows
         let committed = try committedFilters[0].int64(0)

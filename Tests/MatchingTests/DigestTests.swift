@@ -154,9 +154,11 @@ import Testing
             try base.withUnitTransaction(body)
         }
         func forgetExpired(
-            before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+            before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
         ) throws -> RetentionOutcome? {
-            try base.forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: stop)
+            try base.forgetExpired(
+                before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
+                stop: stop)
         }
         func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
         func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }

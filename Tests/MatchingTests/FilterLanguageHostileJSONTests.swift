@@ -291,7 +291,7 @@ import Testing
             Issue.record("a is not a list")
             return
         }
-        #expect(list.count == 6)
+        try #require(list.count == 6)
         #expect(list[0] == .null)
         #expect(list[1] == .bool(true))
         #expect(list[2] == .bool(false))

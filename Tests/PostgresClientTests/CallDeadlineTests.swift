@@ -25,7 +25,8 @@ import Testing
         let error = try #require(failure)
         #expect(error.kind == .connection)
         #expect(error.message.contains("no answer from"), "\(error)")
-        #expect(waited >= .seconds(2) && waited < .seconds(6), "waited \(waited)")
+        // At least the deadline; the upper bound only tells a deadline from a hang on a loaded machine.
+        #expect(waited >= .seconds(2) && waited < .seconds(30), "waited \(waited)")
         #expect(!connection.isHealthy)
         proxy.stop()
     }

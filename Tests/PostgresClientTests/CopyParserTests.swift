@@ -76,6 +76,24 @@ struct CopyParserTests {
         #expect(!parser.isFinished)
     }
 
+    /// The header's flags as the format defines them: the low 16 bits are backward compatible (a reader ignores
+    /// them), the high 16 critical (a reader that does not know one stops; bit 16, OIDs, is never asked for).
+    @Test(arguments: [(UInt32(0x0000_0001), true), (0x0000_8000, true), (0x0001_0000, false), (0x0002_0000, false)])
+    func headerFlagsLowAreIgnoredHighAreRefused(flags: UInt32, readable: Bool) throws {
+        var data = Self.stream(rows: 3)
+        withUnsafeBytes(of: flags.bigEndian) { data.replaceSubrange(11..<15, with: $0) }
+        var parser = BinaryCopyParser()
+        var rows = 0
+        do {
+            try data.withUnsafeBytes { try parser.feed($0) { _ in rows += 1 } }
+            #expect(readable, "flags \(flags) accepted")
+            #expect(rows == 3)
+        } catch let error as PostgresError {
+            #expect(!readable, "flags \(flags) refused: \(error)")
+            #expect(error.kind == .copy && error.message.contains("critical"))
+        }
+    }
+
     @Test func rejectsTextFormatAndBadFieldLengths() throws {
         var parser = BinaryCopyParser()
         let text = Array("1\thello\n2\tworld\n\\.\n".utf8)

@@ -59,6 +59,9 @@ public struct WorkUnit: Sendable {
     /// The run's clock minus its retention: a pair recorded before it, and not waiting for a digest, is
     /// forgotten at the clock (nil: none is).
     public let forgottenBefore: Timestamp?
+    /// The instant before which a listed match a digest passed over is no longer read by digests
+    /// (`Retention.passedOverCutoff`; nil: `forgottenBefore`).
+    public let passedOverForgottenBefore: Timestamp?
     /// The run's new pairs that its probe found recorded but forgotten at the clock (`RecordedPairs.expired`):
     /// the unit forgets those rows before recording the pairs again. The run's whole set, shared by its units.
     public let expired: Set<MatchPair>
@@ -69,9 +72,10 @@ public struct WorkUnit: Sendable {
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
         qualifyingWaiting: Set<MatchPair>? = nil, unqualifiedWaiting: Set<MatchPair> = [],
         mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false,
-        forgottenBefore: Timestamp? = nil, expired: Set<MatchPair> = []
+        forgottenBefore: Timestamp? = nil, passedOverForgottenBefore: Timestamp? = nil, expired: Set<MatchPair> = []
     ) {
         self.forgottenBefore = forgottenBefore
+        self.passedOverForgottenBefore = passedOverForgottenBefore ?? forgottenBefore
         self.expired = expired
         self.unqualifiedWaiting = unqualifiedWaiting
         self.bulk = bulk
@@ -268,8 +272,8 @@ public struct RetentionOutcome: Sendable, Hashable {
     public let backlog: Bool
     /// Sent notifications older than the retention, forgotten once no expired pair is left.
     public let notificationsForgotten: Int
-    /// Bookkeeping rows forgotten: finished runs past the retention, and rows of filters and profiles that
-    /// no longer exist.
+    /// Bookkeeping rows forgotten: finished runs past the retention, rows of filters and profiles that no
+    /// longer exist, and waiting-list entries of matches a digest passed over, past `Retention.comebackDays`.
     public let bookkeepingForgotten: Int
     /// Batches the database rolled back for a conflict with another writer (a concurrent run's or backfill's
     /// unit): each was tried again, or the sweep stopped at it.
@@ -348,7 +352,7 @@ public protocol MatchRepository: Sendable {
     /// When `stop` is requested (SIGTERM), it ends after the batches in progress and leaves the rest for the
     /// next runs (`RetentionOutcome.stoppedByRequest`).
     func forgetExpired(
-        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+        before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome?
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
@@ -356,8 +360,12 @@ public protocol MatchRepository: Sendable {
 
 extension MatchRepository {
     /// `forgetExpired` that no one stops.
-    public func forgetExpired(before cutoff: Timestamp, batchSize: Int, maxBatches: Int) throws -> RetentionOutcome? {
-        try forgetExpired(before: cutoff, batchSize: batchSize, maxBatches: maxBatches, stop: StopRequest())
+    public func forgetExpired(
+        before cutoff: Timestamp, passedOverBefore: Timestamp? = nil, batchSize: Int, maxBatches: Int
+    ) throws -> RetentionOutcome? {
+        try forgetExpired(
+            before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
+            stop: StopRequest())
     }
 
     /// One writer, this store: units are written one after another.

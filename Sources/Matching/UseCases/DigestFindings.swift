@@ -38,7 +38,8 @@ struct DigestFindings: Sendable {
             let waiting =
                 due.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty)
-                : try repositories.matches.waitingProfiles(filterIds: due, forgottenBefore: plan.forgottenBefore)
+                : try repositories.matches.waitingProfiles(
+                    filterIds: due, forgottenBefore: plan.passedOverForgottenBefore)
             // The run read the blocks of its candidates; a waiting match's profile need not be one.
             if !waiting.pairs.isEmpty {
                 blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))

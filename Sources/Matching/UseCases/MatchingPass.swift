@@ -33,6 +33,10 @@ struct MatchingPass {
 
         /// The clock minus the retention (`Retention.cutoff`).
         var forgottenBefore: Timestamp { Retention.cutoff(clock: clock.now, retentionDays: retentionDays) }
+        /// The instant before which a match a digest passed over is no longer read (`Retention.passedOverCutoff`).
+        var passedOverForgottenBefore: Timestamp {
+            Retention.passedOverCutoff(clock: clock.now, retentionDays: retentionDays)
+        }
     }
 
     struct Outcome {
@@ -180,6 +184,7 @@ extension MatchingPass {
     }
 
     /// The retention sweep (runs.md): pairs recorded more than `retentionDays` and an hour before the run's clock,
+    /// and the waiting-list entries of matches a digest passed over, past `Retention.comebackDays`,
     /// in bounded batches, at least twice as many as the service recorded in the day up to the clock
     /// (`Retention.sweepBatches`: the sweep is service-wide and one shard's run may do it for all); a backlog
     /// beyond that is left to the next runs rather than growing one.
@@ -189,11 +194,13 @@ extension MatchingPass {
         // is forgotten at the clock all the same (the probe's `expired`) and swept by the next run.
         let cutoff = Retention.cutoff(clock: clock, retentionDays: retentionDays)
             .adding(microseconds: -Retention.sweepLagMicroseconds)
+        let passedOverCutoff = Retention.passedOverCutoff(clock: clock, retentionDays: retentionDays)
+            .adding(microseconds: -Retention.sweepLagMicroseconds)
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
         let recorded = max(recorded, day)
         let outcome = try matches.forgetExpired(
-            before: cutoff, batchSize: options.retentionBatchSize,
+            before: cutoff, passedOverBefore: passedOverCutoff, batchSize: options.retentionBatchSize,
             maxBatches: Retention.sweepBatches(
                 recorded: recorded, batchSize: options.retentionBatchSize, minimum: options.retentionMinimumBatches),
             stop: options.stop)

@@ -68,7 +68,8 @@ public struct UnitCommitter: Sendable {
         let withNew = Set(unit.matches.filter { !$0.profileIds.isEmpty }.map(\.filterId))
         let withWaiting =
             due.isEmpty
-            ? [] : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgottenBefore: unit.forgottenBefore)
+            ? []
+            : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgottenBefore: unit.passedOverForgottenBefore)
         let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
@@ -89,7 +90,7 @@ public struct UnitCommitter: Sendable {
         // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
         // the lock, for the filters that are due); written once, already marked.
         try tx.savepoint()
-        let waiting = try tx.waitingMatches(deciding, forgottenBefore: unit.forgottenBefore)
+        let waiting = try tx.waitingMatches(deciding, forgottenBefore: unit.passedOverForgottenBefore)
         let dueUnderLock = deciding.filter {
             NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
         }
@@ -141,7 +142,7 @@ public struct UnitCommitter: Sendable {
         let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
         let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
-        let nowWaiting = try tx.waitingMatches(deciding, forgottenBefore: unit.forgottenBefore)
+        let nowWaiting = try tx.waitingMatches(deciding, forgottenBefore: unit.passedOverForgottenBefore)
         // Read back from the table, the unit's new matches are waiting ones like the others.
         let newPairs = Set(pairs)
         let redecided = planner.decide(

@@ -343,7 +343,7 @@ extension InMemoryStore: MatchRepository {
     }
 
     public func forgetExpired(
-        before cutoff: Timestamp, batchSize: Int, maxBatches: Int, stop: StopRequest
+        before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
         // All at once: a stop can only come before it starts.
         if let reason = stop.requestedReason {
@@ -358,12 +358,23 @@ extension InMemoryStore: MatchRepository {
                 written.forget(pair)
                 forgotten += 1
             }
+            // Then the waiting-list entries of matches a digest passed over, past their comeback
+            // (`RetentionSQL.forgetPassedOverEntriesBatch`): their pairs stay recorded.
+            var entries = 0
+            if let passedOverBefore {
+                for pair in written.passedOver
+                where written.waiting[pair].map({ $0 < passedOverBefore }) ?? false {
+                    written.waiting[pair] = nil
+                    written.passedOver.remove(pair)
+                    entries += 1
+                }
+            }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
             written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
             return RetentionOutcome(
                 forgotten: forgotten, backlog: false,
-                notificationsForgotten: before - written.notificationRows.count)
+                notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries)
         }
     }
 
