@@ -652,7 +652,7 @@ extension PostgresMatchingStore: MatchRepository {
         try PostgresUnitTransaction(tx: connection).notificationStates(filterIds)
     }
 
-    public func waitingProfiles(filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> WaitingProfiles {
+    public func waitingProfiles(filterIds: [Int64], forgetting cutoffs: PassedOverCutoffs) throws -> WaitingProfiles {
         guard !filterIds.isEmpty else { return WaitingProfiles(pairs: [], profiles: .empty) }
         // One snapshot for the pairs and their profiles; each profile read once, however many pairs it has.
         return try connection.transaction(isolation: .repeatableRead) { tx in
@@ -661,12 +661,15 @@ extension PostgresMatchingStore: MatchRepository {
                 tx,
                 [
                     ("matcher.waiting_filters", Self.arrayText(filterIds)),
-                    ("matcher.waiting_cutoff", cutoff?.iso8601 ?? "-infinity"),
+                    ("matcher.recorded_cutoff", cutoffs.recordedBefore?.iso8601 ?? "-infinity"),
+                    ("matcher.passed_over_cutoff", cutoffs.passedOverBefore?.iso8601 ?? "-infinity"),
                 ])
             let waiting =
                 "\(Self.idList("matcher.waiting_filters")) JOIN matcher_waiting_matches w ON w.filter_id = u.id"
                 + " AND NOT "
-                + RetentionSQL.entryForgotten(before: "current_setting('matcher.waiting_cutoff')::timestamptz")
+                + RetentionSQL.entryForgotten(
+                    recordedBefore: "current_setting('matcher.recorded_cutoff')::timestamptz",
+                    passedOverBefore: "current_setting('matcher.passed_over_cutoff')::timestamptz")
             var pairs: [MatchPair] = []
             try tx.copyOut("COPY (SELECT w.filter_id, w.profile_id FROM \(waiting)) TO STDOUT (FORMAT binary)") { row in
                 pairs.append(MatchPair(filterId: try row.int64() ?? 0, profileId: try row.int64() ?? 0))
@@ -771,9 +774,11 @@ extension PostgresMatchingStore: MatchRepository {
         ).forgetPairs()
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         let conflicts = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
+        // A stop request (SIGTERM) ends each series after its batch in progress, as it ends the pairs' sweep.
         func sweep(_ sql: String, before: Timestamp, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
             for _ in 0..<max(1, batches) {
+                if stop.requestedReason != nil { return (deleted, true) }
                 let batch = try conflicts.batch(on: sweeper) { tx in
                     try tx.query(sql, [.timestamptz(before), .int4(Int32(clamping: batchSize))]).affectedRows
                 }
@@ -785,7 +790,7 @@ extension PostgresMatchingStore: MatchRepository {
         }
         // Passed-over entries past their comeback, whatever the pairs' sweep left: no pair depends on them.
         var entries = (deleted: 0, backlog: false)
-        if let passedOverBefore, stop.requestedReason == nil {
+        if let passedOverBefore {
             entries = try sweep(
                 RetentionSQL.forgetPassedOverEntriesBatch, before: passedOverBefore, batches: maxBatches)
         }
@@ -807,11 +812,13 @@ extension PostgresMatchingStore: MatchRepository {
             bookkeeping += try sweep(sql, before: cutoff, batches: maxBatches).deleted
         }
         let seen = conflicts.seen
+        let stopped = stop.requestedReason
         return RetentionOutcome(
-            forgotten: pairs.forgotten, backlog: notifications.backlog || entries.backlog || seen.stoppedBy != nil,
+            forgotten: pairs.forgotten,
+            backlog: notifications.backlog || entries.backlog || seen.stoppedBy != nil || stopped != nil,
             notificationsForgotten: notifications.deleted, bookkeepingForgotten: bookkeeping,
             conflictsRolledBack: pairs.conflicts.rolledBack + seen.rolledBack,
-            stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy)
+            stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy, stoppedByRequest: stopped)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

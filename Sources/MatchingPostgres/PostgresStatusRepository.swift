@@ -49,6 +49,15 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                     finishedAt: try row.optionalTimestamp(6), error: try row.optionalString(7),
                     lockHeld: status == .running ? try row.bool(8) : nil)
             }
+            // Progress ahead of this server's transactions (a restore, a failover): runs refuse before they start,
+            // so no run row says so; the run's own check (`marksAhead`), read here.
+            let ahead = Set(
+                try tx.query(
+                    """
+                    SELECT shard_index, shard_count FROM matcher_shard_progress
+                    WHERE snapshot IS NOT NULL AND pg_snapshot_xmax(snapshot) > pg_snapshot_xmax(pg_current_snapshot())
+                    """
+                ).rows.map { try Shard(index: Int(try $0.int32(0)), count: Int(try $0.int32(1))) })
             var shards = Set(coverage.entries.map(\.shard))
             for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
                 if let latest = ofShard.last, latest.status == .running || latest.status == .failed {
@@ -60,7 +69,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                 return ShardStatus(
                     shard: shard, progress: coverage.entries.first { $0.shard == shard },
                     lastSuccess: ofShard.last { $0.status == .succeeded },
-                    runsSince: ofShard.filter { $0.status != .succeeded })
+                    runsSince: ofShard.filter { $0.status != .succeeded }, progressAhead: ahead.contains(shard))
             }
 
             // Waiting for a digest: the retention sweep's rule (`RetentionSQL.stillWaits`), for owners who are

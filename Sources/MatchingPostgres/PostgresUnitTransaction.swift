@@ -12,7 +12,7 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
     /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
-    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> Set<Int64> {
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgetting cutoffs: PassedOverCutoffs) throws -> Set<Int64> {
         guard !filterIds.isEmpty else { return [] }
         return Set(
             try tx.query(
@@ -20,14 +20,22 @@ struct PostgresUnitTransaction: UnitTransaction {
                 SELECT u.id FROM unnest($1::bigint[]) AS u(id)
                 WHERE EXISTS (SELECT 1 FROM matcher_waiting_matches w WHERE w.filter_id = u.id
                               AND \(Self.notForgotten))
-                """, [.int8Array(filterIds), cutoff.map { .timestamptz($0) } ?? .null]
+                """, [.int8Array(filterIds)] + Self.parameters(cutoffs)
             ).rows.map { try $0.int64(0) })
     }
 
-    /// Entry `w` is kept at the clock unless a digest passed it over and it was recorded before the cutoff ($2;
-    /// NULL: no cutoff): such an entry is forgotten at the clock, whether the sweep has deleted it yet or not.
+    /// Entry `w` is read at the clock unless a digest passed it over and its pair was recorded before $2 or it was
+    /// passed over before $3 (`PassedOverCutoffs`; NULL: no such limit), whether the sweep has deleted it yet or not.
     private static let notForgotten =
-        "NOT " + RetentionSQL.entryForgotten(before: "coalesce($2::timestamptz, '-infinity')")
+        "NOT "
+        + RetentionSQL.entryForgotten(
+            recordedBefore: "coalesce($2::timestamptz, '-infinity')",
+            passedOverBefore: "coalesce($3::timestamptz, '-infinity')")
+
+    /// `cutoffs` as $2 and $3 of `notForgotten`.
+    private static func parameters(_ cutoffs: PassedOverCutoffs) -> [PostgresValue] {
+        [cutoffs.recordedBefore, cutoffs.passedOverBefore].map { $0.map { .timestamptz($0) } ?? .null }
+    }
 
     func forgetExpired(_ pairs: [MatchPair], before cutoff: Timestamp) throws {
         guard !pairs.isEmpty else { return }
@@ -93,7 +101,7 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// list by its key, each distinct profile once (a digest day's waiting matches share their profiles:
     /// 6.8M new pairs a day at 1M x 100k come from 28.5k candidates), and the owners' blocks.
     func waitingMatches(
-        _ filters: [NotificationCandidateFilter], forgottenBefore cutoff: Timestamp?
+        _ filters: [NotificationCandidateFilter], forgetting cutoffs: PassedOverCutoffs
     ) throws -> [WaitingMatch] {
         guard !filters.isEmpty else { return [] }
         let filterIds = filters.map(\.filter.id)
@@ -105,7 +113,7 @@ struct PostgresUnitTransaction: UnitTransaction {
             FROM unnest($1::bigint[]) AS u(filter_id) JOIN matcher_waiting_matches w ON w.filter_id = u.filter_id
             WHERE w.filter_id = ANY ($1::bigint[])   -- the waiting list's key: only these filters' rows are read
               AND \(Self.notForgotten)
-            """, [.int8Array(filterIds), cutoff.map { .timestamptz($0) } ?? .null]
+            """, [.int8Array(filterIds)] + Self.parameters(cutoffs)
         ).rows {
             let pair = MatchPair(filterId: try row.int64(0), profileId: try row.int64(1))
             pairs.append(pair)
@@ -385,15 +393,17 @@ struct PostgresUnitTransaction: UnitTransaction {
             Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
     }
 
-    func markPassedOver(_ pairs: [MatchPair]) throws {
+    /// Not an in-place (HOT) update since migration 0016: its partial index reads `passed_over`. A few thousand
+    /// entries a day at 200k x 20k.
+    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
         guard !pairs.isEmpty else { return }
         let sorted = pairs.sorted()
         try tx.query(
             """
-            UPDATE matcher_waiting_matches w SET passed_over = true
+            UPDATE matcher_waiting_matches w SET passed_over = true, passed_over_at = $3
             WHERE (w.filter_id, w.profile_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
               AND NOT w.passed_over
-            """, [.int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId))])
+            """, [.int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId)), .timestamptz(time)])
     }
 
     /// The pause row (migration 0007) as this unit's transaction reads it.

@@ -60,11 +60,13 @@ enum RetentionSQL {
     /// back, has read it and passed it over (`UnitTransaction.markPassedOver`).
     static let stillWaits = "NOT w.passed_over"
 
-    /// Whether waiting-list entry `w` is forgotten at a clock whose cutoff is the SQL expression `cutoff`: a
-    /// digest passed it over and it was recorded before the cutoff (an entry no digest passed over is kept past
-    /// the retention, `stillWaits`), whether the sweep has deleted it yet or not.
-    static func entryForgotten(before cutoff: String) -> String {
-        "(w.passed_over AND w.matched_at < \(cutoff))"
+    /// Whether waiting-list entry `w` is no longer read at a clock (`PassedOverCutoffs`, the SQL expressions
+    /// `recordedBefore` and `passedOverBefore`): a digest passed it over, and its pair was recorded before the
+    /// retention's cutoff, or it was passed over before the comeback's (an entry no digest passed over is kept
+    /// past the retention, `stillWaits`), whether the sweep has deleted it yet or not. An entry passed over
+    /// before migration 0016 took the migration's time.
+    static func entryForgotten(recordedBefore: String, passedOverBefore: String) -> String {
+        "(w.passed_over AND (w.matched_at < \(recordedBefore) OR coalesce(w.passed_over_at, w.matched_at) < \(passedOverBefore)))"
     }
 
     /// Whether recorded pair `m` waits for a digest, so that the sweep keeps it past the retention: the rule of
@@ -254,14 +256,14 @@ enum RetentionSQL {
         FROM batch
         """
 
-    /// Waiting-list entries of matches a digest passed over, listed before $1 (the run's clock less
+    /// Waiting-list entries of matches a digest passed over before $1 (the run's clock less
     /// `Retention.comebackDays` and the sweep's lag), oldest first, at most $2 (migration 0016's partial index):
     /// no digest reads them any more. Their pairs stay recorded until the retention.
     static let forgetPassedOverEntriesBatch = """
         DELETE FROM matcher_waiting_matches WHERE ctid = ANY (ARRAY(
             SELECT w.ctid FROM matcher_waiting_matches w
-            WHERE w.passed_over AND w.matched_at < $1
-            ORDER BY w.matched_at
+            WHERE w.passed_over AND w.passed_over_at < $1
+            ORDER BY w.passed_over_at
             LIMIT $2))
           AND passed_over   -- again on the row deleted: READ COMMITTED re-checks only this WHERE
         """

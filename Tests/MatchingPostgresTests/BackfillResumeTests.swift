@@ -24,8 +24,8 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
         try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
     }
     func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] { try base.lastNotified(filterIds: filterIds) }
-    func waitingProfiles(filterIds: [Int64], forgottenBefore: Timestamp?) throws -> WaitingProfiles {
-        try base.waitingProfiles(filterIds: filterIds, forgottenBefore: forgottenBefore)
+    func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
+        try base.waitingProfiles(filterIds: filterIds, forgetting: forgetting)
     }
 
     func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {

@@ -441,8 +441,34 @@ import Testing
         #expect(pg.counters.matchesWritten == 0 && mem.counters.matchesWritten == 0)
         #expect(try waiting(twin, filterId: 200) == 0)
         #expect(try twin.postgres.matches(filterId: 200).map(\.profileId) == [10, 11])
+        #expect(try twin.memory.notifications(filterId: 200).map(\.profileIds) == [[10]])
         #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
         #expect(try Rows.of(twin.connection).notifications == Rows.of(twin.memory).notifications)
+    }
+
+    /// The comeback counts from the decision that passed a match over, not from its recording: a match of a filter
+    /// notified every 35 days, recorded on day 1 and first passed over on day 36 (hidden meanwhile), is still
+    /// shown when it qualifies again on day 50.
+    @Test func aMatchFirstPassedOverLateStillGetsItsThirtyDays() throws {
+        let twin = try Twin()
+        try twin.saveProfiles([World.profile(3, gender: 1), World.profile(12)], at: ScenarioWorld.day1)
+        try twin.saveFilters([
+            World.filter(300, owner: 3, every: NotifyInterval(months: 0, days: 35, microseconds: 0))
+        ])
+        let earlier = ScenarioWorld.day1.adding(days: -1)
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (300, $1)", [.timestamptz(earlier)])
+        try seedMemoryDigest(twin, filterId: 300, owner: 3, at: earlier)
+        try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 180)
+        let hiddenAt = ScenarioWorld.day1.adding(days: 29)
+        try twin.saveProfiles([World.profile(12, status: 2, at: hiddenAt)], at: hiddenAt)
+        try twin.runBoth(at: ScenarioWorld.day1.adding(days: 35), retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 300).isEmpty)
+        let backAt = ScenarioWorld.day1.adding(days: 48)
+        try twin.saveProfiles([World.profile(12, at: backAt)], at: backAt)
+        try twin.runBoth(at: ScenarioWorld.day1.adding(days: 49), retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 300).map(\.profileIds) == [[12]])
+        #expect(try twin.memory.notifications(filterId: 300).map(\.profileIds) == [[12]])
     }
 
     private func waiting(_ twin: Twin, filterId: Int64) throws -> Int64 {

@@ -180,6 +180,12 @@ import Testing
         let refused = try MatcherProcess.run(day2, database: restored.database.conninfo)
         OperationsTests.expectOneLine(refused, status: 78, containing: "matcher progress reset --shard 0/1 --to")
         #expect(try FaultScenarioTests.statuses(restored) == ["succeeded"])
+        // What an operator asks first says it, though the refused run wrote no run row.
+        let told = try MatcherProcess.run(["status", "--format", "json"], database: restored.database.conninfo)
+        #expect(told.status == 0 && told.stdout.contains("\"state\": \"progress_ahead\""), "\(told.stdout)")
+        let toldText = try MatcherProcess.run(["status"], database: restored.database.conninfo)
+        #expect(
+            toldText.stdout.contains("snapshot ahead of the database: matcher progress reset"), "\(toldText.stdout)")
 
         let noZone = try MatcherProcess.run(
             ["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T03:00:00"],

@@ -138,11 +138,11 @@ import Testing
             return asked
         }
 
-        func waitingProfiles(filterIds: [Int64], forgottenBefore: Timestamp?) throws -> WaitingProfiles {
+        func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
             lock.lock()
             asked.formUnion(filterIds)
             lock.unlock()
-            return try base.waitingProfiles(filterIds: filterIds, forgottenBefore: forgottenBefore)
+            return try base.waitingProfiles(filterIds: filterIds, forgetting: forgetting)
         }
         func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
             try base.lastNotified(filterIds: filterIds)

@@ -55,6 +55,8 @@ public struct ServiceStatus: Sendable, Hashable {
 
     /// How a shard stands, for people and scripts.
     public func state(of shard: ShardStatus) -> ShardState {
+        // First: its runs refuse before they record anything, so nothing below would show it.
+        if shard.progressAhead { return .progressAhead }
         if let latest = shard.runsSince.last {
             switch latest.status {
             case .failed where latest.error.map(RunStopped.isStopped) == true: return .stopped
@@ -106,6 +108,9 @@ public enum ShardState: String, Sendable, Hashable, CaseIterable {
     case lagging
     /// No run of the shard has succeeded yet.
     case neverSucceeded = "never_succeeded"
+    /// Its progress is ahead of the database (a restore, a failover): every run refuses (exit 78) until
+    /// `matcher progress reset` (docs/runbook.md).
+    case progressAhead = "progress_ahead"
 }
 
 /// One shard's part of the status.
@@ -117,8 +122,15 @@ public struct ShardStatus: Sendable, Hashable {
     public let lastSuccess: RunBrief?
     /// Its incremental runs after the last success that are running, failed or abandoned, oldest first.
     public let runsSince: [RunBrief]
+    /// Its progress is a snapshot ahead of the database's transactions (a restore, a failover to a server
+    /// behind): its runs refuse before they start (exit 78) and write no run row, until `matcher progress reset`.
+    public let progressAhead: Bool
 
-    public init(shard: Shard, progress: CoverageEntry?, lastSuccess: RunBrief?, runsSince: [RunBrief]) {
+    public init(
+        shard: Shard, progress: CoverageEntry?, lastSuccess: RunBrief?, runsSince: [RunBrief],
+        progressAhead: Bool = false
+    ) {
+        self.progressAhead = progressAhead
         self.shard = shard
         self.progress = progress
         self.lastSuccess = lastSuccess

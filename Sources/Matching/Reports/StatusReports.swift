@@ -9,7 +9,9 @@ extension Report {
             let progress: ReportValue
             switch shard.progress.map({ ChangeMark.Form($0.mark) }) {
             case nil: progress = .none
-            case .snapshot?: progress = .text("snapshot")
+            case .snapshot?:
+                progress = .text(
+                    shard.progressAhead ? "snapshot ahead of the database: matcher progress reset" : "snapshot")
             case .time(let time)?: progress = .text("reset to \(time.iso8601)")
             }
             return [

@@ -59,9 +59,9 @@ public struct WorkUnit: Sendable {
     /// The run's clock minus its retention: a pair recorded before it, and not waiting for a digest, is
     /// forgotten at the clock (nil: none is).
     public let forgottenBefore: Timestamp?
-    /// The instant before which a listed match a digest passed over is no longer read by digests
-    /// (`Retention.passedOverCutoff`; nil: `forgottenBefore`).
-    public let passedOverForgottenBefore: Timestamp?
+    /// The instant before which a listed match passed over by a digest then is no longer read by digests
+    /// (`Retention.comebackCutoff`; nil: no such limit).
+    public let passedOverBefore: Timestamp?
     /// The run's new pairs that its probe found recorded but forgotten at the clock (`RecordedPairs.expired`):
     /// the unit forgets those rows before recording the pairs again. The run's whole set, shared by its units.
     public let expired: Set<MatchPair>
@@ -72,10 +72,10 @@ public struct WorkUnit: Sendable {
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
         qualifyingWaiting: Set<MatchPair>? = nil, unqualifiedWaiting: Set<MatchPair> = [],
         mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false,
-        forgottenBefore: Timestamp? = nil, passedOverForgottenBefore: Timestamp? = nil, expired: Set<MatchPair> = []
+        forgottenBefore: Timestamp? = nil, passedOverBefore: Timestamp? = nil, expired: Set<MatchPair> = []
     ) {
         self.forgottenBefore = forgottenBefore
-        self.passedOverForgottenBefore = passedOverForgottenBefore ?? forgottenBefore
+        self.passedOverBefore = passedOverBefore
         self.expired = expired
         self.unqualifiedWaiting = unqualifiedWaiting
         self.bulk = bulk
@@ -203,20 +203,18 @@ public protocol UnitTransaction {
     /// `idle_in_transaction_session_timeout`).
     func keepAlive() throws
     /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent), leaving out the
-    /// entries forgotten at the clock (passed over by a digest and recorded before `forgottenBefore`, swept or
-    /// not: `waitingMatches`).
-    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore: Timestamp?) throws -> Set<Int64>
+    /// passed-over entries no longer read at the clock (`PassedOverCutoffs`, swept or not: `waitingMatches`).
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> Set<Int64>
     /// The filters' last notification times, read without a lock (a hint: `lockNotificationStates` decides).
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
     /// Locks the filters' notification state in id order, so that no other writer decides their digests
     /// until this transaction ends; returns their last notification times.
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp]
-    /// The filters' waiting matches with the facts eligibility needs, as they stand now, leaving out the entries
-    /// forgotten at the clock: passed over by an earlier digest and recorded before `forgottenBefore`. The
-    /// retention sweep deletes those; whether it has yet, in this run or another shard's, must not change a
-    /// digest.
+    /// The filters' waiting matches with the facts eligibility needs, as they stand now, leaving out the
+    /// passed-over entries no longer read at the clock (`PassedOverCutoffs`). The retention sweep deletes those;
+    /// whether it has yet, in this run or another shard's, must not change a digest.
     func waitingMatches(
-        _ filters: [NotificationCandidateFilter], forgottenBefore: Timestamp?
+        _ filters: [NotificationCandidateFilter], forgetting: PassedOverCutoffs
     ) throws
         -> [WaitingMatch]
     /// Forgets `pairs` (recorded, and found by the run's probe past the retention: `RecordedPairs.expired`) as the
@@ -256,8 +254,9 @@ public protocol UnitTransaction {
     func recordNotified(_ filterIds: [Int64], at time: Timestamp) throws
     /// Marks listed matches that a digest decision read and did not count (a digest written without them, or
     /// held back because none still qualified): they no longer wait for a digest, though they stay listed and a
-    /// later digest counts any that qualify again (`UnitCommitter.passedOver`).
-    func markPassedOver(_ pairs: [MatchPair]) throws
+    /// later digest counts any that qualify again (`UnitCommitter.passedOver`) until `Retention.comebackDays`
+    /// after `time`, the deciding unit's clock.
+    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
     func notificationsPaused() throws -> Bool
     /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters.
@@ -332,7 +331,7 @@ public protocol MatchRepository: Sendable {
     /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
     /// their profiles (a profile without a row is absent), leaving out the entries forgotten at the clock as
     /// `UnitTransaction.waitingMatches` does. Costs what the waiting matches cost.
-    func waitingProfiles(filterIds: [Int64], forgottenBefore: Timestamp?) throws -> WaitingProfiles
+    func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles
     /// When each of `filterIds` last had a digest, as recorded (a filter without a recorded time is absent),
     /// read without a lock. A unit reads the time again under its lock, and it can only have moved later, so
     /// a filter not due by this reading is not due in any unit of the run.
@@ -391,5 +390,37 @@ public struct UnitWriterShortfall: Sendable, Equatable {
         self.opened = opened
         self.configured = configured
         self.reason = reason
+    }
+}
+
+/// When a listed match that a digest passed over stops being read, at a run's clock (runs.md: it is shown later
+/// only if it qualifies again): once its pair is past the retention (recorded before `recordedBefore`: the pair
+/// is forgotten), or once it was passed over before `passedOverBefore` (`Retention.comebackDays`). Applied at
+/// the clock whether or not the sweep has removed the entry yet, so that layouts agree row for row. Nil fields:
+/// no such limit.
+public struct PassedOverCutoffs: Sendable, Hashable {
+    public let recordedBefore: Timestamp?
+    public let passedOverBefore: Timestamp?
+
+    public init(recordedBefore: Timestamp?, passedOverBefore: Timestamp?) {
+        self.recordedBefore = recordedBefore
+        self.passedOverBefore = passedOverBefore
+    }
+
+    /// No limit: every listed entry is read.
+    public static let none = PassedOverCutoffs(recordedBefore: nil, passedOverBefore: nil)
+
+    /// Whether an entry passed over (at `passedOverAt`) and recorded at `recordedAt` is no longer read.
+    public func forgets(recordedAt: Timestamp, passedOverAt: Timestamp?) -> Bool {
+        if let recordedBefore, recordedAt < recordedBefore { return true }
+        if let passedOverBefore, (passedOverAt ?? recordedAt) < passedOverBefore { return true }
+        return false
+    }
+}
+
+extension WorkUnit {
+    /// The unit's rule for passed-over entries.
+    public var passedOverCutoffs: PassedOverCutoffs {
+        PassedOverCutoffs(recordedBefore: forgottenBefore, passedOverBefore: passedOverBefore)
     }
 }

@@ -39,7 +39,7 @@ struct DigestFindings: Sendable {
                 due.isEmpty
                 ? WaitingProfiles(pairs: [], profiles: .empty)
                 : try repositories.matches.waitingProfiles(
-                    filterIds: due, forgottenBefore: plan.passedOverForgottenBefore)
+                    filterIds: due, forgetting: plan.passedOverCutoffs)
             // The run read the blocks of its candidates; a waiting match's profile need not be one.
             if !waiting.pairs.isEmpty {
                 blocks = blocks.union(try repositories.blocks.blocks(involving: waiting.profiles.ids))

@@ -33,9 +33,10 @@ struct MatchingPass {
 
         /// The clock minus the retention (`Retention.cutoff`).
         var forgottenBefore: Timestamp { Retention.cutoff(clock: clock.now, retentionDays: retentionDays) }
-        /// The instant before which a match a digest passed over is no longer read (`Retention.passedOverCutoff`).
-        var passedOverForgottenBefore: Timestamp {
-            Retention.passedOverCutoff(clock: clock.now, retentionDays: retentionDays)
+        /// When a match a digest passed over is no longer read at the clock (`PassedOverCutoffs`).
+        var passedOverCutoffs: PassedOverCutoffs {
+            PassedOverCutoffs(
+                recordedBefore: forgottenBefore, passedOverBefore: Retention.comebackCutoff(clock: clock.now))
         }
     }
 
@@ -194,7 +195,7 @@ extension MatchingPass {
         // is forgotten at the clock all the same (the probe's `expired`) and swept by the next run.
         let cutoff = Retention.cutoff(clock: clock, retentionDays: retentionDays)
             .adding(microseconds: -Retention.sweepLagMicroseconds)
-        let passedOverCutoff = Retention.passedOverCutoff(clock: clock, retentionDays: retentionDays)
+        let passedOverCutoff = Retention.comebackCutoff(clock: clock)
             .adding(microseconds: -Retention.sweepLagMicroseconds)
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0

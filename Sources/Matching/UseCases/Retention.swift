@@ -36,16 +36,16 @@ public enum Retention {
     public static let sweepLagMicroseconds: Int64 = 3_600_000_000
 
     /// How long a match a digest passed over (it no longer qualified) may still come back in a later digest
-    /// when it qualifies again (runs.md): 30 days from its recording, or the retention if that is shorter.
-    /// Every digest of its filter reads it again until then; kept until the retention instead, a filter's passed
-    /// over matches would pile up for 180 days by default and each digest day would read them all, a cost that
-    /// follows the service's age. After it the pair stays recorded until the retention (it does not match again),
-    /// but no digest shows it.
+    /// when it qualifies again (runs.md): 30 days from the decision that passed it over, and never past its
+    /// pair's retention. Every digest of its filter reads it again until then; kept until the retention
+    /// instead, a filter's passed-over matches would pile up for 180 days by default and each digest day would
+    /// read them all, a cost that follows the service's age. After it the pair stays recorded until the
+    /// retention (it does not match again), but no digest shows it.
     public static let comebackDays = 30
 
-    /// The instant before which a match a digest passed over is no longer read by digests at `clock`.
-    public static func passedOverCutoff(clock: Timestamp, retentionDays: Int) -> Timestamp {
-        cutoff(clock: clock, retentionDays: min(retentionDays, comebackDays))
+    /// The instant before which a match a digest passed over, passed over then, is no longer read at `clock`.
+    public static func comebackCutoff(clock: Timestamp) -> Timestamp {
+        cutoff(clock: clock, retentionDays: comebackDays)
     }
 
     /// The instant before which a recorded pair is forgotten at `clock`: `retentionDays` days earlier.

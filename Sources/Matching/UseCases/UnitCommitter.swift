@@ -69,7 +69,7 @@ public struct UnitCommitter: Sendable {
         let withWaiting =
             due.isEmpty
             ? []
-            : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgottenBefore: unit.passedOverForgottenBefore)
+            : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgetting: unit.passedOverCutoffs)
         let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
 
         guard !deciding.isEmpty else {
@@ -90,7 +90,7 @@ public struct UnitCommitter: Sendable {
         // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
         // the lock, for the filters that are due); written once, already marked.
         try tx.savepoint()
-        let waiting = try tx.waitingMatches(deciding, forgottenBefore: unit.passedOverForgottenBefore)
+        let waiting = try tx.waitingMatches(deciding, forgetting: unit.passedOverCutoffs)
         let dueUnderLock = deciding.filter {
             NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
         }
@@ -131,7 +131,7 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated))
+            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated), at: now)
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -142,7 +142,7 @@ public struct UnitCommitter: Sendable {
         let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
         let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
-        let nowWaiting = try tx.waitingMatches(deciding, forgottenBefore: unit.passedOverForgottenBefore)
+        let nowWaiting = try tx.waitingMatches(deciding, forgetting: unit.passedOverCutoffs)
         // Read back from the table, the unit's new matches are waiting ones like the others.
         let newPairs = Set(pairs)
         let redecided = planner.decide(
@@ -160,7 +160,8 @@ public struct UnitCommitter: Sendable {
         try tx.markPassedOver(
             Self.passedOver(
                 nowWaiting, by: redecided, newDigests,
-                evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }))
+                evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }),
+            at: now)
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)

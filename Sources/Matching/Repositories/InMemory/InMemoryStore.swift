@@ -39,6 +39,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var lastNotifiedAt: [Int64: Timestamp] = [:]
         /// Listed matches a digest decision read and did not count (`markPassedOver`).
         var passedOver: Set<MatchPair> = []
+        /// When each was passed over (the deciding unit's clock).
+        var passedOverAt: [MatchPair: Timestamp] = [:]
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
 
@@ -48,13 +50,14 @@ public final class InMemoryStore: @unchecked Sendable {
             silentPairs.remove(pair)
             waiting[pair] = nil
             passedOver.remove(pair)
+            passedOverAt[pair] = nil
         }
 
-        /// A listed match a digest passed over, recorded before `cutoff`: forgotten at the clock, swept or not
-        /// (the sweep keeps past the retention only the entries no digest passed over).
-        func isForgottenEntry(_ pair: MatchPair, before cutoff: Timestamp?) -> Bool {
-            guard let cutoff, let listedAt = waiting[pair] else { return false }
-            return listedAt < cutoff && passedOver.contains(pair)
+        /// A listed match a digest passed over that is no longer read at the clock (`PassedOverCutoffs`), swept
+        /// or not.
+        func isForgottenEntry(_ pair: MatchPair, _ cutoffs: PassedOverCutoffs) -> Bool {
+            guard let listedAt = waiting[pair], passedOver.contains(pair) else { return false }
+            return cutoffs.forgets(recordedAt: listedAt, passedOverAt: passedOverAt[pair])
         }
     }
     private var quarantineRows: [QuarantinedRow] = []
@@ -277,11 +280,11 @@ extension InMemoryStore: MatchRepository {
         return locked { written.lastNotifiedAt.filter { wanted.contains($0.key) } }
     }
 
-    public func waitingProfiles(filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> WaitingProfiles {
+    public func waitingProfiles(filterIds: [Int64], forgetting cutoffs: PassedOverCutoffs) throws -> WaitingProfiles {
         let wanted = Set(filterIds)
         return locked {
             let pairs = written.waiting.keys.filter {
-                wanted.contains($0.filterId) && !written.isForgottenEntry($0, before: cutoff)
+                wanted.contains($0.filterId) && !written.isForgottenEntry($0, cutoffs)
             }.sorted()
             let profiles = Set(pairs.map(\.profileId)).sorted().compactMap { profileRows[$0] }
             return WaitingProfiles(pairs: pairs, profiles: ProfileColumns(profiles))
@@ -352,22 +355,25 @@ extension InMemoryStore: MatchRepository {
         }
         return locked {
             let limit = max(1, batchSize) * max(1, maxBatches)
-            var forgotten = 0
-            for pair in written.matchRows.keys.sorted() where isExpired(pair, before: cutoff) {
-                guard forgotten < limit else { return RetentionOutcome(forgotten: forgotten, backlog: true) }
-                written.forget(pair)
-                forgotten += 1
-            }
-            // Then the waiting-list entries of matches a digest passed over, past their comeback
-            // (`RetentionSQL.forgetPassedOverEntriesBatch`): their pairs stay recorded.
+            // The waiting-list entries of matches a digest passed over, past their comeback
+            // (`RetentionSQL.forgetPassedOverEntriesBatch`, whatever the pairs' sweep leaves): their pairs stay
+            // recorded.
             var entries = 0
             if let passedOverBefore {
-                for pair in written.passedOver
-                where written.waiting[pair].map({ $0 < passedOverBefore }) ?? false {
+                for (pair, at) in written.passedOverAt where at < passedOverBefore {
                     written.waiting[pair] = nil
                     written.passedOver.remove(pair)
+                    written.passedOverAt[pair] = nil
                     entries += 1
                 }
+            }
+            var forgotten = 0
+            for pair in written.matchRows.keys.sorted() where isExpired(pair, before: cutoff) {
+                guard forgotten < limit else {
+                    return RetentionOutcome(forgotten: forgotten, backlog: true, bookkeepingForgotten: entries)
+                }
+                written.forget(pair)
+                forgotten += 1
             }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
@@ -411,11 +417,11 @@ final class InMemoryUnitTransaction: UnitTransaction {
 
     func notificationsPaused() throws -> Bool { paused }
 
-    func filtersWithWaitingMatches(_ filterIds: [Int64], forgottenBefore cutoff: Timestamp?) throws -> Set<Int64> {
+    func filtersWithWaitingMatches(_ filterIds: [Int64], forgetting cutoffs: PassedOverCutoffs) throws -> Set<Int64> {
         let wanted = Set(filterIds)
         return Set(
             written.waiting.keys.filter {
-                wanted.contains($0.filterId) && !written.isForgottenEntry($0, before: cutoff)
+                wanted.contains($0.filterId) && !written.isForgottenEntry($0, cutoffs)
             }
             .map(\.filterId))
     }
@@ -436,11 +442,11 @@ final class InMemoryUnitTransaction: UnitTransaction {
     }
 
     func waitingMatches(
-        _ filters: [NotificationCandidateFilter], forgottenBefore cutoff: Timestamp?
+        _ filters: [NotificationCandidateFilter], forgetting cutoffs: PassedOverCutoffs
     ) throws -> [WaitingMatch] {
         let owners = Dictionary(filters.map { ($0.filter.id, $0.filter.ownerId) }, uniquingKeysWith: { a, _ in a })
         return written.waiting.keys.sorted().compactMap { pair in
-            guard let owner = owners[pair.filterId], !written.isForgottenEntry(pair, before: cutoff) else { return nil }
+            guard let owner = owners[pair.filterId], !written.isForgottenEntry(pair, cutoffs) else { return nil }
             let profile = profiles[pair.profileId]
             let blocked =
                 blocks.contains(Block(blockerId: owner, blockedId: pair.profileId))
@@ -510,6 +516,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
             written.matchRows[pair] = written.matchRows[pair]?.notified(by: id, mutual: mutual.contains(pair))
             written.waiting[pair] = nil
             written.passedOver.remove(pair)
+            written.passedOverAt[pair] = nil
         }
     }
 
@@ -517,8 +524,11 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for id in filterIds { written.lastNotifiedAt[id] = time }
     }
 
-    func markPassedOver(_ pairs: [MatchPair]) throws {
-        for pair in pairs where written.waiting[pair] != nil { written.passedOver.insert(pair) }
+    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
+        for pair in pairs where written.waiting[pair] != nil && !written.passedOver.contains(pair) {
+            written.passedOver.insert(pair)
+            written.passedOverAt[pair] = time
+        }
     }
 
     func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws {
