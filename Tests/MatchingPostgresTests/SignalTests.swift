@@ -42,8 +42,10 @@ import Testing
         // Wait until the run's unit is blocked on the lock, then ask it to stop and let the unit finish.
         let watcher = try stopped.database.connect()
         let blockerPid = try blocker.query("SELECT pg_backend_pid()").rows[0].int32(0)
+        // Up to 60 s, as the fault scenarios allow the same wait on a loaded machine (the run first reads and
+        // evaluates its world).
         var waiting = false
-        for _ in 0..<300 where !waiting {
+        for _ in 0..<1_200 where !waiting {
             // Blocked by our lock, not waiting a moment on a lock of its own (extending a table).
             waiting = try !watcher.query(
                 """
@@ -53,13 +55,21 @@ import Testing
             ).rows.isEmpty
             if !waiting { Thread.sleep(forTimeInterval: 0.05) }
         }
-        #expect(waiting)
+        if !waiting { kill(process.processIdentifier, SIGKILL) }
+        try #require(waiting, "the run's unit never waited for the held lock")
         kill(process.processIdentifier, SIGTERM)
         // The signal is taken on a queue of the worker's: only once it says so may the unit go on.
         let deadline = Date().addingTimeInterval(30)
         while !text.contains("SIGTERM received"), Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(text.contains("SIGTERM received"), "\(text)")
         try blocker.execute("COMMIT")
+        // Bounded: a worker that never exits fails this test, not the whole run at CI's limit.
+        let exitBy = Date().addingTimeInterval(120)
+        while process.isRunning, Date() < exitBy { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            Issue.record("the worker did not exit within 120 s of SIGTERM")
+        }
         process.waitUntilExit()
         stderr.fileHandleForReading.readabilityHandler = nil
         let rest = stderr.fileHandleForReading.readDataToEndOfFile()
