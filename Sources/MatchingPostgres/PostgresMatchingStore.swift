@@ -775,10 +775,14 @@ extension PostgresMatchingStore: MatchRepository {
         // A bounded batch per transaction: row locks only, short, nothing that blocks the app's readers.
         let conflicts = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
         // A stop request (SIGTERM) ends each series after its batch in progress, as it ends the pairs' sweep.
+        var stoppedEarly: String? = nil
         func sweep(_ sql: String, before: Timestamp, batches: Int) throws -> (deleted: Int, backlog: Bool) {
             var deleted = 0
             for _ in 0..<max(1, batches) {
-                if stop.requestedReason != nil { return (deleted, true) }
+                if let reason = stop.requestedReason {
+                    stoppedEarly = reason
+                    return (deleted, true)
+                }
                 let batch = try conflicts.batch(on: sweeper) { tx in
                     try tx.query(sql, [.timestamptz(before), .int4(Int32(clamping: batchSize))]).affectedRows
                 }
@@ -812,7 +816,7 @@ extension PostgresMatchingStore: MatchRepository {
             bookkeeping += try sweep(sql, before: cutoff, batches: maxBatches).deleted
         }
         let seen = conflicts.seen
-        let stopped = stop.requestedReason
+        let stopped = stoppedEarly  // only a series the request cut short: one asked after the last batch is not
         return RetentionOutcome(
             forgotten: pairs.forgotten,
             backlog: notifications.backlog || entries.backlog || seen.stoppedBy != nil || stopped != nil,

@@ -393,7 +393,7 @@ struct PostgresUnitTransaction: UnitTransaction {
             Self.idsWithinBounds(filterIds) + [.timestamptz(time)])
     }
 
-    /// Not an in-place (HOT) update since migration 0016: its partial index reads `passed_over`. A few thousand
+    /// Not an in-place (HOT) update since migrations 0016-0017: their partial index reads `passed_over`. A few thousand
     /// entries a day at 200k x 20k.
     func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
         guard !pairs.isEmpty else { return }

@@ -64,7 +64,8 @@ enum RetentionSQL {
     /// `recordedBefore` and `passedOverBefore`): a digest passed it over, and its pair was recorded before the
     /// retention's cutoff, or it was passed over before the comeback's (an entry no digest passed over is kept
     /// past the retention, `stillWaits`), whether the sweep has deleted it yet or not. An entry passed over
-    /// before migration 0016 took the migration's time.
+    /// before migration 0017 took the migration's time; one an older binary marks without a time goes by its
+    /// recording.
     static func entryForgotten(recordedBefore: String, passedOverBefore: String) -> String {
         "(w.passed_over AND (w.matched_at < \(recordedBefore) OR coalesce(w.passed_over_at, w.matched_at) < \(passedOverBefore)))"
     }
@@ -257,13 +258,14 @@ enum RetentionSQL {
         """
 
     /// Waiting-list entries of matches a digest passed over before $1 (the run's clock less
-    /// `Retention.comebackDays` and the sweep's lag), oldest first, at most $2 (migration 0016's partial index):
+    /// `Retention.comebackDays` and the sweep's lag), oldest first, at most $2 (migration 0017's partial index,
+    /// on the readers' own expression: an entry an older binary marked without a time goes by its recording):
     /// no digest reads them any more. Their pairs stay recorded until the retention.
     static let forgetPassedOverEntriesBatch = """
         DELETE FROM matcher_waiting_matches WHERE ctid = ANY (ARRAY(
             SELECT w.ctid FROM matcher_waiting_matches w
-            WHERE w.passed_over AND w.passed_over_at < $1
-            ORDER BY w.passed_over_at
+            WHERE w.passed_over AND coalesce(w.passed_over_at, w.matched_at) < $1
+            ORDER BY coalesce(w.passed_over_at, w.matched_at)
             LIMIT $2))
           AND passed_over   -- again on the row deleted: READ COMMITTED re-checks only this WHERE
         """

@@ -471,6 +471,40 @@ import Testing
         #expect(try twin.memory.notifications(filterId: 300).map(\.profileIds) == [[12]])
     }
 
+    /// An entry an older binary marked passed over without a time (during a rollout, after `migrate`) goes by its
+    /// recording, for digests and for the sweep alike: read while recorded less than 30 days ago, then swept.
+    @Test func anEntryMarkedPassedOverWithoutATimeGoesByItsRecording() throws {
+        let twin = try Twin()
+        try twin.saveProfiles(
+            [World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: ScenarioWorld.day1)
+        try twin.saveFilters([World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 2, microseconds: 0))])
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
+            [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
+        func run(_ days: Int) throws {
+            _ = try RunMatching(MatchingRepositories(store: twin.postgres))
+                .execute(.init(now: ScenarioWorld.day1.adding(days: days), retentionDays: 180))
+        }
+        try run(0)
+        let hiddenAt = ScenarioWorld.day1.adding(microseconds: 12 * 3_600_000_000)
+        try twin.saveProfiles([10, 11].map { World.profile($0, status: 2, at: hiddenAt) }, at: hiddenAt)
+        try run(1)
+        try twin.connection.execute("UPDATE matcher_waiting_matches SET passed_over_at = NULL WHERE passed_over")
+        let marked = try twin.connection.query(
+            "SELECT count(*) FROM matcher_waiting_matches WHERE passed_over AND passed_over_at IS NULL"
+        ).rows[0].int64(0)
+        #expect(marked == 2)
+        let back10 = ScenarioWorld.day1.adding(days: 19)
+        try twin.saveProfiles([World.profile(10, at: back10)], at: back10)
+        try run(20)
+        #expect(try twin.postgres.notifications(filterId: 200).map(\.profileIds) == [[10]])
+        let back11 = ScenarioWorld.day1.adding(days: 39)
+        try twin.saveProfiles([World.profile(11, at: back11)], at: back11)
+        try run(40)
+        #expect(try twin.postgres.notifications(filterId: 200).map(\.profileIds) == [[10]])
+        #expect(try waiting(twin, filterId: 200) == 0, "swept by its recording")
+    }
+
     private func waiting(_ twin: Twin, filterId: Int64) throws -> Int64 {
         try twin.connection.query(
             "SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = $1", [.int8(filterId)]

@@ -169,7 +169,8 @@ public struct UnitCommitter: Sendable {
 
     /// The listed matches of `waiting` (read under the filters' locks) that `decision` passes over now: those the
     /// run `evaluated` of its filters that no digest counts, of a held-back filter's too, and not passed over
-    /// by an earlier decision (they stay listed until retention, and each decision reads them again). An entry listed after
+    /// by an earlier decision (they stay listed for `Retention.comebackDays` after that decision, within their
+    /// pair's retention, and each decision reads them again). An entry listed after
     /// the run's read (by another writer, whatever its clock) is neither counted nor passed over: it waits until
     /// a run evaluates it.
     static func passedOver(

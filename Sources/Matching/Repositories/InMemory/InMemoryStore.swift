@@ -355,7 +355,17 @@ extension InMemoryStore: MatchRepository {
         }
         return locked {
             let limit = max(1, batchSize) * max(1, maxBatches)
-            // The waiting-list entries of matches a digest passed over, past their comeback
+            var forgotten = 0
+            var backlog = false
+            for pair in written.matchRows.keys.sorted() where isExpired(pair, before: cutoff) {
+                guard forgotten < limit else {
+                    backlog = true
+                    break
+                }
+                written.forget(pair)
+                forgotten += 1
+            }
+            // Then the waiting-list entries of matches a digest passed over, past their comeback
             // (`RetentionSQL.forgetPassedOverEntriesBatch`, whatever the pairs' sweep leaves): their pairs stay
             // recorded.
             var entries = 0
@@ -367,14 +377,7 @@ extension InMemoryStore: MatchRepository {
                     entries += 1
                 }
             }
-            var forgotten = 0
-            for pair in written.matchRows.keys.sorted() where isExpired(pair, before: cutoff) {
-                guard forgotten < limit else {
-                    return RetentionOutcome(forgotten: forgotten, backlog: true, bookkeepingForgotten: entries)
-                }
-                written.forget(pair)
-                forgotten += 1
-            }
+            if backlog { return RetentionOutcome(forgotten: forgotten, backlog: true, bookkeepingForgotten: entries) }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
             written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
