@@ -57,6 +57,15 @@ struct SoakBenchmark: ParsableCommand {
             "After migrating, ALTER TABLE filter_matches SET (fillfactor = N): the room a page keeps for the marks of its waiting matches (the migrations' 90 by default)."
     )
     var fillfactor: Int?
+    @Option(
+        help:
+            "When the filters' digests fall: first-run (the first run is every filter's first digest, so a weekly filter's fall on days 1, 8, 15, ...; the soaks before this option) or spread (a service in its steady state: each filter's last digest before day 1 is spread over its notify_every, so every day has its share of multi-day digests from day 1 on)."
+    )
+    var digestPhases: DigestPhases = .firstRun
+
+    enum DigestPhases: String, ExpressibleByArgument, CaseIterable {
+        case firstRun = "first-run", spread
+    }
 
     static let start = "2026-03-01T03:00:00Z"
     static let database = "matcher_bench_soak"
@@ -101,7 +110,8 @@ struct SoakBenchmark: ParsableCommand {
         }
         say(
             "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
-                + "mix \(mix.rawValue), retention \(retentionDays) days")
+                + "mix \(mix.rawValue), retention \(retentionDays) days"
+                + (digestPhases == .spread ? ", digest phases spread" : ""))
         _ = try matcherStep("migrate", ["migrate"])
         if let fillfactor {
             try db.execute("ALTER TABLE filter_matches SET (fillfactor = \(fillfactor))")
@@ -112,6 +122,18 @@ struct SoakBenchmark: ParsableCommand {
                 "seed", "--profiles", "\(profiles)", "--filters", "\(filters)", "--seed", "1",
                 "--now", Self.start, "--replace",
             ])
+        if digestPhases == .spread, let first = Self.clock(day: 1) {
+            // Filter f of a k-day interval had its last digest p days before day 1 (p from 1 to k, by a hash of
+            // its id): its digests fall on days k - p + 1, then every k days.
+            try db.query(
+                """
+                INSERT INTO matcher_filter_state (filter_id, last_notified_at)
+                SELECT f.id, $1::timestamptz - make_interval(days => 1 + ((hashint8(f.id) & 2147483647)
+                           % greatest(1, round(extract(epoch FROM f.notify_every) / 86400)::int))::int)
+                FROM saved_filters f
+                ON CONFLICT (filter_id) DO UPDATE SET last_notified_at = excluded.last_notified_at
+                """, [.timestamptz(first)])
+        }
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
                 + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB  waiting  passed_over"
