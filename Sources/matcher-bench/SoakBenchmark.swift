@@ -47,6 +47,8 @@ struct SoakBenchmark: ParsableCommand {
             "Every this many days, after the day's run, `matcher reindex` as its weekly timer starts it (rebuilds the primary key from twice its packed size); 0: never."
     )
     var reindexEvery = 0
+    @Option(help: "The reindex's --min-ratio (its default: 2, as the weekly timer runs it).")
+    var reindexMinRatio: Double?
     @Option(
         help:
             "Runs a day, evenly spaced from 03:00 UTC (24: an hourly timer); the day's changes are split between them and its line sums them (peak: the largest)."
@@ -183,7 +185,9 @@ struct SoakBenchmark: ParsableCommand {
             }
             let (result, report, wal, serverCPU) = (total, total, total.wal, total.serverCPU)
             if reindexEvery > 0, day % reindexEvery == 0 {
-                let reindex = try matcherStep("reindex day \(day)", ["reindex", "--format", "json"])
+                let reindex = try matcherStep(
+                    "reindex day \(day)",
+                    ["reindex", "--format", "json"] + (reindexMinRatio.map { ["--min-ratio", "\($0)"] } ?? []))
                 say(
                     String(
                         format: "     day %d: matcher reindex %.2f s: %@", day, reindex.seconds,
