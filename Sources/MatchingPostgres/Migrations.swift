@@ -263,6 +263,9 @@ public struct MigrationRunner {
         1: ["69e3dc691b2770aa"],
         // 0003 pinned the search path to `public` by name; it now names the migration's schema.
         3: ["e87c82ae6884c76a"],
+        // 0016 as 909ddd3 wrote it (the decision's time and its index, now 0017's work): 0017 brings a database
+        // migrated with it to the same end state (the column is there already; its index goes by name).
+        16: ["9289947144f982e4"],
     ]
 
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).

@@ -18,7 +18,7 @@
 /// probing the list once per unnotified pair (137k probes) and joining the deleted pairs back to it, against
 /// 1.6-2.4 s (a bare DELETE of those rows: 1.0-1.1 s). The sweeper's session turns JIT off: a batch's cost
 /// estimate is large, its work is not.
-enum RetentionSQL {
+package enum RetentionSQL {
     /// The distinct `matched_at` values of pairs not recorded in bulk before the cutoff ($1), newest first, at
     /// most $2: one descent of the retention index each (a run's pairs share its clock, so there are about as
     /// many as expired runs).
@@ -261,7 +261,7 @@ enum RetentionSQL {
     /// `Retention.comebackDays` and the sweep's lag), oldest first, at most $2 (migration 0017's partial index,
     /// on the readers' own expression: an entry an older binary marked without a time goes by its recording):
     /// no digest reads them any more. Their pairs stay recorded until the retention.
-    static let forgetPassedOverEntriesBatch = """
+    package static let forgetPassedOverEntriesBatch = """
         DELETE FROM matcher_waiting_matches WHERE ctid = ANY (ARRAY(
             SELECT w.ctid FROM matcher_waiting_matches w
             WHERE w.passed_over AND coalesce(w.passed_over_at, w.matched_at) < $1

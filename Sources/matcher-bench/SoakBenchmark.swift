@@ -88,6 +88,12 @@ struct SoakBenchmark: ParsableCommand {
 
     func validate() throws {
         guard runsPerDay >= 1 else { throw ValidationError("--runs-per-day must be at least 1") }
+        if let reindexMinRatio {
+            guard reindexMinRatio.isFinite, reindexMinRatio >= 1 else {
+                throw ValidationError("--reindex-min-ratio must be at least 1")
+            }
+            guard reindexEvery > 0 else { throw ValidationError("--reindex-min-ratio needs --reindex-every") }
+        }
         if let fillfactor, !(10...100).contains(fillfactor) {
             throw ValidationError("--fillfactor must be between 10 and 100")
         }

@@ -399,16 +399,8 @@ import Testing
     /// by every digest for 180 days.
     @Test func aPassedOverMatchComesBackWithinThirtyDaysAndNotLater() throws {
         let twin = try Twin()
-        try twin.saveProfiles(
-            [World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: ScenarioWorld.day1)
-        try twin.saveFilters([
-            World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 2, microseconds: 0))
-        ])
         // Not due on day 1: its last digest was the day before.
-        let earlier = ScenarioWorld.day1.adding(days: -1)
-        try twin.connection.query(
-            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)", [.timestamptz(earlier)])
-        try seedMemoryDigest(twin, filterId: 200, owner: 2, at: earlier)
+        try filterNotifiedTheDayBefore(twin, filterId: 200, owner: 2, everyDays: 2, profiles: [10, 11])
         try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 180)
         #expect(try waiting(twin, filterId: 200) == 2)
 
@@ -451,14 +443,7 @@ import Testing
     /// shown when it qualifies again on day 50.
     @Test func aMatchFirstPassedOverLateStillGetsItsThirtyDays() throws {
         let twin = try Twin()
-        try twin.saveProfiles([World.profile(3, gender: 1), World.profile(12)], at: ScenarioWorld.day1)
-        try twin.saveFilters([
-            World.filter(300, owner: 3, every: NotifyInterval(months: 0, days: 35, microseconds: 0))
-        ])
-        let earlier = ScenarioWorld.day1.adding(days: -1)
-        try twin.connection.query(
-            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (300, $1)", [.timestamptz(earlier)])
-        try seedMemoryDigest(twin, filterId: 300, owner: 3, at: earlier)
+        try filterNotifiedTheDayBefore(twin, filterId: 300, owner: 3, everyDays: 35, profiles: [12])
         try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 180)
         let hiddenAt = ScenarioWorld.day1.adding(days: 29)
         try twin.saveProfiles([World.profile(12, status: 2, at: hiddenAt)], at: hiddenAt)
@@ -475,12 +460,7 @@ import Testing
     /// recording, for digests and for the sweep alike: read while recorded less than 30 days ago, then swept.
     @Test func anEntryMarkedPassedOverWithoutATimeGoesByItsRecording() throws {
         let twin = try Twin()
-        try twin.saveProfiles(
-            [World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: ScenarioWorld.day1)
-        try twin.saveFilters([World.filter(200, owner: 2, every: NotifyInterval(months: 0, days: 2, microseconds: 0))])
-        try twin.connection.query(
-            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (200, $1)",
-            [.timestamptz(ScenarioWorld.day1.adding(days: -1))])
+        try filterNotifiedTheDayBefore(twin, filterId: 200, owner: 2, everyDays: 2, profiles: [10, 11])
         func run(_ days: Int) throws {
             _ = try RunMatching(MatchingRepositories(store: twin.postgres))
                 .execute(.init(now: ScenarioWorld.day1.adding(days: days), retentionDays: 180))
@@ -503,6 +483,21 @@ import Testing
         try run(40)
         #expect(try twin.postgres.notifications(filterId: 200).map(\.profileIds) == [[10]])
         #expect(try waiting(twin, filterId: 200) == 0, "swept by its recording")
+    }
+
+    /// Owner `owner` (a man), `profiles` (women who match), and filter `filterId` (no conditions) notified every
+    /// `days` days, whose last digest was the day before day 1, in both stores.
+    private func filterNotifiedTheDayBefore(
+        _ twin: Twin, filterId: Int64, owner: Int64, everyDays days: Int32, profiles: [Int64]
+    ) throws {
+        try twin.saveProfiles(
+            [World.profile(owner, gender: 1)] + profiles.map { World.profile($0) }, at: ScenarioWorld.day1)
+        try twin.saveFilters([World.filter(filterId, owner: owner, every: NotifyInterval(days: days))])
+        let earlier = ScenarioWorld.day1.adding(days: -1)
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES ($1, $2)",
+            [.int8(filterId), .timestamptz(earlier)])
+        try seedMemoryDigest(twin, filterId: filterId, owner: owner, at: earlier)
     }
 
     private func waiting(_ twin: Twin, filterId: Int64) throws -> Int64 {

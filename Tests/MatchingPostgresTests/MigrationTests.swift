@@ -230,6 +230,71 @@ import Testing
         #expect(dropped == 0)
     }
 
+    /// Migration 17 gives the entries passed over before it the migration's time (their whole comeback from the
+    /// upgrade on), keeps the ones that still wait without one, and the retention sweep's statement finds the
+    /// passed-over entries through its index. From a database at 16 as 389e42d wrote it, and from one at 16 as
+    /// 909ddd3 wrote it (the same end state: `equivalentChecksums`).
+    @Test(arguments: [false, true])
+    func passedOverEntriesTakeTheMigrationsTimeAndTheSweepUsesTheIndex(from909ddd3: Bool) throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        #expect(Migration(version: 16, name: "x", sql: Self.migration16At909ddd3).checksum == "9289947144f982e4")
+        let at16 = migrations.filter { $0.version <= 16 }.map { migration in
+            guard from909ddd3, migration.version == 16 else { return migration }
+            return Migration(version: 16, name: migration.name, sql: Self.migration16At909ddd3)
+        }
+        try MigrationRunner(connection: connection).apply(at16)
+        for (profile, passedOver) in [(Int64(10), true), (11, false)] {
+            try connection.query(
+                """
+                INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at, passed_over)
+                VALUES (1, $1, $2, $3)
+                """, [.int8(profile), .timestamptz(ScenarioWorld.day1), .bool(passedOver)])
+        }
+        if from909ddd3 { try connection.execute("UPDATE matcher_waiting_matches SET passed_over_at = NULL") }
+        let before = try connection.query("SELECT now()").rows[0].timestamp(0)
+        try MigrationRunner(connection: connection).apply(migrations)
+        #expect(try version() == Int32(MigrationRunner.schemaVersion))
+        let times = try connection.query(
+            "SELECT profile_id, passed_over_at FROM matcher_waiting_matches ORDER BY profile_id"
+        ).rows.map { (try $0.int64(0), try $0.optionalTimestamp(1)) }
+        #expect(times.count == 2)
+        #expect(times.first?.1.map { $0 >= before } == true, "\(times)")
+        #expect(times.last?.1 == nil)
+        try connection.execute("SET enable_seqscan = off")
+        let plan = try connection.query(
+            "EXPLAIN " + RetentionSQL.forgetPassedOverEntriesBatch,
+            [.timestamptz(ScenarioWorld.day1), .int4(1_000)]
+        ).rows.map { try $0.string(0) }.joined(separator: "\n")
+        #expect(plan.contains("matcher_waiting_matches_passed_over_at"), "\(plan)")
+
+        func version() throws -> Int32 {
+            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
+        }
+    }
+
+    /// sql/0016 as commit 909ddd3 had it, byte for byte (replaced by 389e42d's text and migration 0017).
+    static let migration16At909ddd3 = """
+        -- A match a digest passed over (it no longer qualified at the digest's clock) is read again by every
+        -- later digest of its filter, in case it qualifies again. Until this migration it stayed listed until the
+        -- retention (180 days by default), so a filter's passed-over matches piled up for half a year and each digest
+        -- day read them all, with their profiles: a cost that followed the service's age, not the day's work. Now
+        -- it may come back for Retention.comebackDays (30) after the decision that passed it over (passed_over_at,
+        -- that unit's clock); then the retention sweep takes its entry off the list (its pair stays recorded until
+        -- the retention, so it does not match again), through the partial index below: only passed-over entries,
+        -- oldest decision first, so a sweep never reads the entries that still wait. (The index reads passed_over,
+        -- so marking an entry passed over is no longer an in-place update; a few thousand entries a day.)
+        --
+        -- Entries passed over before this migration have no decision time: they take the migration's, so each gets
+        -- its whole comeback from the upgrade on.
+        ALTER TABLE matcher_waiting_matches ADD COLUMN IF NOT EXISTS passed_over_at timestamptz;
+        UPDATE matcher_waiting_matches SET passed_over_at = now() WHERE passed_over AND passed_over_at IS NULL;
+        CREATE INDEX IF NOT EXISTS matcher_waiting_matches_passed_over
+            ON matcher_waiting_matches (passed_over_at) WHERE passed_over;
+
+        """
+
     @Test func anEditedMigrationIsRefused() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()

@@ -55,7 +55,11 @@ import Testing
             ).rows.isEmpty
             if !waiting { Thread.sleep(forTimeInterval: 0.05) }
         }
-        if !waiting { kill(process.processIdentifier, SIGKILL) }
+        if !waiting {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            stderr.fileHandleForReading.readabilityHandler = nil
+        }
         try #require(waiting, "the run's unit never waited for the held lock")
         kill(process.processIdentifier, SIGTERM)
         // The signal is taken on a queue of the worker's: only once it says so may the unit go on.
