@@ -43,7 +43,7 @@ public enum Retention {
     /// retention (it does not match again), but no digest shows it.
     public static let comebackDays = 30
 
-    /// The instant before which a match a digest passed over, passed over then, is no longer read at `clock`.
+    /// A match a digest passed over before this instant is no longer read at `clock` (its comeback is over).
     public static func comebackCutoff(clock: Timestamp) -> Timestamp {
         cutoff(clock: clock, retentionDays: comebackDays)
     }
