@@ -514,13 +514,7 @@ import Testing
     }
 
     @Test func anyHistoryOfShardCountsEqualsOneUnshardedHistory() throws {
-        let sharded = try Twin()
-        let plain = try Twin()
-        var world = ScenarioWorld(seed: 7)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [sharded, plain] {
-            try twin.load(day1)
-        }
+        let (sharded, plain) = try Twin.pair(seed: 7)
         let layouts: [[Shard]] = [
             (0..<4).map { try! Shard(index: $0, count: 4) },
             (0..<2).map { try! Shard(index: $0, count: 2) },
@@ -560,11 +554,7 @@ import Testing
     /// waiting entry expiring that day was counted by one layout's digest and not the other's. A pair older than
     /// the retention at the run's clock now counts as forgotten wherever it is, swept or not.
     @Test func shardsEqualOneRunOnTheDaysPairsExpire() throws {
-        let sharded = try Twin()
-        let plain = try Twin()
-        var world = ScenarioWorld(seed: 11)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [sharded, plain] { try twin.loadBoth(day1) }
+        let (sharded, plain) = try Twin.pair(seed: 11, bothStores: true)
         let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
         var changes = ScenarioWorld(seed: 12)
         var reMatched = 0  // pairs of the unsharded history recorded again on the day they expired
@@ -616,11 +606,7 @@ import Testing
     /// what a shard wrote depended on the order the shards finished. A sweep now stays an hour behind its
     /// run's cutoff, so the same shards with the same clocks write the same rows in either order.
     @Test func shardsWithClocksSecondsApartWriteTheSameRowsInAnyOrder() throws {
-        let forward = try Twin()
-        let backward = try Twin()
-        var world = ScenarioWorld(seed: 13)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [forward, backward] { try twin.loadBoth(day1) }
+        let (forward, backward) = try Twin.pair(seed: 13, bothStores: true)
         let layout = (0..<4).map { try! Shard(index: $0, count: 4) }
         var changes = ScenarioWorld(seed: 14)
         // Pairs between the shards' cutoffs (recorded two days before, within the 30 s the clocks span) whose

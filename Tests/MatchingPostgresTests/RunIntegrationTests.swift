@@ -125,11 +125,7 @@ import Testing
     }
 
     @Test func fourShardsWriteExactlyWhatOneRunWrites() throws {
-        let whole = try Twin()
-        let sharded = try Twin()
-        var world = ScenarioWorld(seed: 7)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [whole, sharded] { try twin.load(day1) }
+        let (whole, sharded) = try Twin.pair(seed: 7)
         func run(_ twin: Twin, _ shard: Shard) throws -> RunSummary {
             try RunMatching(MatchingRepositories(store: twin.postgres))
                 .execute(.init(now: ScenarioWorld.day1, shard: shard))
@@ -290,11 +286,7 @@ import Testing
     }
 
     @Test func sigkillAtSeveralPointsThenOneMoreRunEqualsOneCleanRun() throws {
-        let clean = try Twin()
-        let killed = try Twin()
-        var world = ScenarioWorld(seed: 11)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [clean, killed] { try twin.load(day1) }
+        let (clean, killed) = try Twin.pair(seed: 11)
         let arguments = ["run", "--now", "2026-03-01T03:00:00Z", "--unit-filters", "5"]
         let reference = try MatcherProcess.run(arguments, database: clean.database.conninfo)
         #expect(reference.status == 0, "\(reference.stderr)")

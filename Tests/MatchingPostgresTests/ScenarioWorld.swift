@@ -106,6 +106,20 @@ struct Twin {
         try writer.insertBlocks(world.blocks)
     }
 
+    /// Two twins holding the same seeded day-1 world (300 profiles, 60 filters), as two histories to compare:
+    /// in PostgreSQL, and with `bothStores` in each in-memory twin too.
+    static func pair(
+        seed: UInt64, bothStores: Bool = false, _ label: String = #function
+    ) throws -> (Twin, Twin) {
+        let twins = (try Twin(label), try Twin(label))
+        var world = ScenarioWorld(seed: seed)
+        let day1 = world.day1(profiles: 300, filters: 60)
+        for twin in [twins.0, twins.1] {
+            if bothStores { try twin.loadBoth(day1) } else { try twin.load(day1) }
+        }
+        return twins
+    }
+
     /// Writes a world into both stores, as of day 1.
     func loadBoth(_ world: (profiles: [Profile], filters: [SavedFilter], blocks: [Block])) throws {
         try load(world)

@@ -10,11 +10,7 @@ import Testing
 /// nothing is half-written, one clear line, exit 143; the next run completes the rest.
 @Suite(.serialized) struct SignalTests {
     @Test func sigtermStopsAtAUnitBoundaryAndTheNextRunCompletes() throws {
-        let clean = try Twin()
-        let stopped = try Twin()
-        var world = ScenarioWorld(seed: 5)
-        let day1 = world.day1(profiles: 300, filters: 60)
-        for twin in [clean, stopped] { try twin.load(day1) }
+        let (clean, stopped) = try Twin.pair(seed: 5)
         let arguments = ["run", "--now", "2026-03-01T03:00:00Z", "--unit-filters", "10"]
         #expect(try MatcherProcess.run(arguments, database: clean.database.conninfo).status == 0)
 

@@ -407,9 +407,6 @@ public struct PassedOverCutoffs: Sendable, Hashable {
         self.passedOverBefore = passedOverBefore
     }
 
-    /// No limit: every listed entry is read.
-    public static let none = PassedOverCutoffs(recordedBefore: nil, passedOverBefore: nil)
-
     /// Whether an entry passed over (at `passedOverAt`) and recorded at `recordedAt` is no longer read.
     public func forgets(recordedAt: Timestamp, passedOverAt: Timestamp?) -> Bool {
         if let recordedBefore, recordedAt < recordedBefore { return true }

@@ -37,9 +37,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var waiting: [MatchPair: Timestamp] = [:]
         var notificationRows: [MatchNotification] = []
         var lastNotifiedAt: [Int64: Timestamp] = [:]
-        /// Listed matches a digest decision read and did not count (`markPassedOver`).
-        var passedOver: Set<MatchPair> = []
-        /// When each was passed over (the deciding unit's clock).
+        /// Listed matches a digest decision read and did not count (`markPassedOver`), with when (the deciding
+        /// unit's clock).
         var passedOverAt: [MatchPair: Timestamp] = [:]
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
@@ -49,15 +48,14 @@ public final class InMemoryStore: @unchecked Sendable {
             matchRows[pair] = nil
             silentPairs.remove(pair)
             waiting[pair] = nil
-            passedOver.remove(pair)
             passedOverAt[pair] = nil
         }
 
         /// A listed match a digest passed over that is no longer read at the clock (`PassedOverCutoffs`), swept
         /// or not.
         func isForgottenEntry(_ pair: MatchPair, _ cutoffs: PassedOverCutoffs) -> Bool {
-            guard let listedAt = waiting[pair], passedOver.contains(pair) else { return false }
-            return cutoffs.forgets(recordedAt: listedAt, passedOverAt: passedOverAt[pair])
+            guard let listedAt = waiting[pair], let at = passedOverAt[pair] else { return false }
+            return cutoffs.forgets(recordedAt: listedAt, passedOverAt: at)
         }
     }
     private var quarantineRows: [QuarantinedRow] = []
@@ -338,7 +336,7 @@ extension InMemoryStore: MatchRepository {
     static func stillWaits(
         _ pair: MatchPair, _ written: Written, filters: [Int64: SavedFilter], profiles: [Int64: Profile]
     ) -> Bool {
-        guard written.waiting[pair] != nil, !written.passedOver.contains(pair),
+        guard written.waiting[pair] != nil, written.passedOverAt[pair] == nil,
             let filter = filters[pair.filterId], !filter.isDeleted, filter.notify,
             let owner = profiles[filter.ownerId], owner.status != Profile.Status.deleted
         else { return false }
@@ -372,7 +370,6 @@ extension InMemoryStore: MatchRepository {
             if let passedOverBefore {
                 for (pair, at) in written.passedOverAt where at < passedOverBefore {
                     written.waiting[pair] = nil
-                    written.passedOver.remove(pair)
                     written.passedOverAt[pair] = nil
                     entries += 1
                 }
@@ -457,7 +454,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
             return WaitingMatch(
                 filterId: pair.filterId, profileId: pair.profileId, profileStatus: profile?.status,
                 profileLastLoginAt: profile?.lastLoginAt, blockedEitherWay: blocked,
-                passedOver: written.passedOver.contains(pair))
+                passedOver: written.passedOverAt[pair] != nil)
         }
     }
 
@@ -518,7 +515,6 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for (pair, id) in marks {
             written.matchRows[pair] = written.matchRows[pair]?.notified(by: id, mutual: mutual.contains(pair))
             written.waiting[pair] = nil
-            written.passedOver.remove(pair)
             written.passedOverAt[pair] = nil
         }
     }
@@ -528,8 +524,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
     }
 
     func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
-        for pair in pairs where written.waiting[pair] != nil && !written.passedOver.contains(pair) {
-            written.passedOver.insert(pair)
+        for pair in pairs where written.waiting[pair] != nil && written.passedOverAt[pair] == nil {
             written.passedOverAt[pair] = time
         }
     }
