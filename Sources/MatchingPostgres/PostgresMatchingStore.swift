@@ -86,9 +86,7 @@ public final class PostgresMatchingStore: @unchecked Sendable {
         let storages = items.map(\.storage)
         let domains = items.map { $0.domain ?? Int32.min...Int32.max }
         // Whether a single-choice item may hold 0 (unanswered); gender never does.
-        let acceptsUnanswered = items.map {
-            ($0.definition as? any SingleChoiceItemDefinition.Type)?.acceptsUnanswered ?? true
-        }
+        let acceptsUnanswered = items.map(\.acceptsUnanswered)
         let select = Self.profileColumns + (trailing.map { ", \($0)" } ?? "")
         try tx.copyOut("COPY (SELECT \(select) FROM \(from) WHERE \(whereSQL)) TO STDOUT (FORMAT binary)") { row in
             var begun = false

@@ -75,7 +75,9 @@ func runReportingFailures(
         record(.success, summary, 0)
     } catch let error as RunLocked {
         record(.locked, nil, ExitStatus.locked)
-        logger.notice(
+        // cli.md: every failure prints one line on standard error. The structured events of these outcomes are
+        // for `--log-level debug`; the line below is what an operator (and the journal, at its priority) reads.
+        logger.debug(
             "run lock held elsewhere", metadata: ["shard": "\(error.shard)", "kind": "\(error.kind.rawValue)"])
         // What to do: nothing, usually (the timer's next run), or the same command once the other is done.
         let next =
@@ -89,7 +91,7 @@ func runReportingFailures(
         throw ExitCode(ExitStatus.locked)
     } catch let error as RunStopped {
         record(.stopped, nil, error.reason == "SIGINT" ? 130 : 143)
-        logger.warning("stopped", metadata: ["reason": "\(error.reason)"])
+        logger.debug("stopped", metadata: ["reason": "\(error.reason)"])
         FileHandle.standardError.write(Data("matcher: \(what) \(error.description)\n".utf8))
         throw ExitCode(error.reason == "SIGINT" ? 130 : 143)
     } catch let error as ExitCode {
@@ -99,7 +101,7 @@ func runReportingFailures(
         let status = ExitStatus.code(for: kind)
         record(kind == .locked ? .locked : .failure, nil, status)
         let message = redactingSecrets("\(error)")
-        logger.error(
+        logger.debug(
             "failed",
             metadata: [
                 "error": "\(message)", "failure": "\(kind.rawValue)",

@@ -112,7 +112,7 @@ struct Seed: ParsableCommand {
             // The exit statuses of cli.md, as every command has them: unreachable 69, configuration 78, else 1.
             let status = ExitStatus.code(for: failureKind(of: error))
             let message = redactingSecrets("\(error)")
-            logger.error("failed", metadata: ["error": "\(message)", "exit": .stringConvertible(Int(status))])
+            logger.debug("failed", metadata: ["error": "\(message)", "exit": .stringConvertible(Int(status))])
             var advice = " — nothing was written (the seed is one transaction)"
             if let pg = error as? PostgresError {
                 if pg.kind == .connection {

@@ -234,15 +234,52 @@ import Testing
             """)
         try twin.connection.execute(ChangeCapture.installSQL(schema: "public"))
         try twin.connection.execute("UPDATE profiles SET status = 70000 WHERE id = 11")
-        // Run apart, not `runBoth`: PostgreSQL also counts the value it clamped as odd, which the twin cannot hold.
+        // Run apart, not `runBoth`: the stores hold different statuses (70000 clamped, 32767), both odd.
         let day8 = day1.adding(days: 7)
         twin.memory.setClock(day8)
         let pg = try RunMatching(MatchingRepositories(store: twin.postgres)).execute(.init(now: day8))
         let mem = try RunMatching(MatchingRepositories(store: twin.memory)).execute(.init(now: day8))
-        #expect(pg.counters.oddValues == 1 && mem.counters.oddValues == 0)
+        #expect(pg.counters.oddValues == 1 && mem.counters.oddValues == 1)
         #expect(pg.counters.digestsHeldBack == 1 && mem.counters.digestsHeldBack == 1)
         #expect(pg.counters.notificationsWritten == 0 && mem.counters.notificationsWritten == 0)
         try expectSameRows(twin, "a status no smallint holds")
+    }
+
+    /// What the mutual check reads is counted like the run's other reads (runs.md, "Eligibility": the summary counts
+    /// the profiles and filters a run read that held odd values). Found by review in session 28: the matched
+    /// profile's own filter (another shard's) and the owner's row read to judge it were never counted, in either
+    /// store, and the in-memory store counted no odd profile value at all.
+    @Test func theMutualChecksReadsAreCounted() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        // Owner 2 (shard 0/2) smokes with a code outside the item's domain: odd, and read by shard 0/2 only as
+        // an owner (status and plan) until the mutual check reads the whole row.
+        let owner = Profile.make(
+            id: 2, lastLoginAt: day1, createdAt: day1.adding(days: -30), ["gender": .code(1), "smoking": .code(99)])
+        try twin.saveProfiles([owner, Self.profile(11, gender: 2, at: day1)], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 2, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1, updatedAt: day1)
+        ])
+        let shard = try Shard(index: 0, count: 2)
+        let first = try twin.runBoth(at: day1, shard: shard)
+        #expect(first.postgres.counters.oddValues == 1 && first.memory.counters.oddValues == 1, "owner 2 a candidate")
+        // Day 2: woman 13 (shard 1/2) signs up with a filter for men, whose row holds an infinite creation time.
+        try twin.saveProfiles([Self.profile(13, gender: 2, at: day2)], at: day2)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 102, ownerId: 13, conditionsJSON: #"{"gender": {"anyOf": [1]}}"#, createdAt: day2,
+                updatedAt: day2, heldOddValues: true)
+        ])
+        try twin.connection.execute("UPDATE saved_filters SET created_at = 'infinity' WHERE id = 102")
+        let second = try twin.runBoth(at: day2, shard: shard)
+        #expect(second.postgres.counters.matchesWritten == 1 && second.postgres.counters.matchesMutual == 1)
+        // Owner 2's row (read to judge filter 102) and filter 102 (read as 13's filter).
+        #expect(second.postgres.counters.oddValues == 2, "\(second.postgres.counters)")
+        #expect(second.postgres.counters == second.memory.counters)
+        let runId = try #require(second.postgres.runId)
+        #expect(try twin.postgres.run(id: runId)?.counters.oddValues == 2)
+        try expectSameRows(twin, "mutual reads")
     }
 
     /// A waiting match whose profile can no longer be read (here: a column retyped, which the commands refuse

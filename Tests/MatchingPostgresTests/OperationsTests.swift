@@ -48,7 +48,7 @@ import Testing
             database: "")
         Self.expectOneLine(invertedWindow, status: 64, containing: "is not before --changed-before")
         // Under systemd (standard error is the journal) the failure line carries priority err, so that
-        // `journalctl -p err` shows it beside the logger's own `failed` event.
+        // `journalctl -p err` shows it.
         let journaled = try MatcherProcess.run(
             ["run", "--no-such-flag"], database: "", environment: ["MATCHER_LOG_PRIORITY_PREFIX": "1"])
         #expect(journaled.status == 64 && journaled.stderr.hasPrefix("<3>matcher: "), "\(journaled.stderr)")
@@ -75,6 +75,15 @@ import Testing
             ["run", "--connect-timeout", "3"], database: "postgresql://matcher_worker:\(password)@127.0.0.1:1/matcher")
         Self.expectOneLine(unreachable, status: 69, containing: "server is up and reachable")
         #expect(!unreachable.stderr.contains(password) && !unreachable.stdout.contains(password))
+        // One line is all of standard error: the logger's structured event of the failure is a debug one (found by
+        // review in session 28: every command printed it above the line, the same words twice).
+        for command in [["run"], ["status"], ["explain", "--filter", "1", "--profile", "2"], ["migrate"]] {
+            let failed = try MatcherProcess.run(
+                command + ["--connect-timeout", "3"], database: "host=127.0.0.1 port=1 user=nobody")
+            let lines = failed.stderr.split(separator: "\n")
+            #expect(failed.status == 69 && lines.count == 1, "\(command): \(failed.stderr)")
+            #expect(lines.first?.hasPrefix("matcher: \(command[0]) failed: ") == true, "\(failed.stderr)")
+        }
 
         // 78: a connection string libpq cannot read, quoting the password's fragment.
         let malformed = try MatcherProcess.run(

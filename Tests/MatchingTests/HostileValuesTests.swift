@@ -149,6 +149,55 @@ import Testing
         #expect(merged.counters == RunCounters(profilesQuarantined: 2, filtersQuarantined: 1, oddValues: 5))
     }
 
+    /// The mutual check's reads of filters (session 28): a filter the pass read is not counted twice, an odd or
+    /// unreadable one is, as is one whose owner has no profile row, and an odd owner once among the profiles.
+    @Test func filtersReadByTheMutualCheckAreCountedOnce() {
+        let now = Self.now
+        func filter(_ id: Int64, owner: Int64, odd: Bool = false, reason: String? = nil) -> SavedFilter {
+            SavedFilter(
+                id: id, ownerId: owner, conditionsJSON: "{}", createdAt: now, updatedAt: now, quarantineReason: reason,
+                heldOddValues: odd)
+        }
+        let pass = ReadIssues(
+            candidates: ProfileColumns([Profile.make(id: 5, status: 9, lastLoginAt: now, createdAt: now)]),
+            filters: [filter(1, owner: 5, odd: true)], owners: [5: FilterOwner(id: 5, status: 9, plan: 0)])
+        #expect(pass.oddProfileIds == [5] && pass.oddFilterIds == [1])
+        let merged = pass.including(
+            filters: [
+                filter(1, owner: 5, odd: true), filter(2, owner: 6, odd: true), filter(3, owner: 7),
+                filter(4, owner: 8, reason: "notify holds text"), filter(5, owner: 6), filter(6, owner: 5),
+            ],
+            owners: [
+                5: FilterOwner(id: 5, status: 9, plan: 0), 6: FilterOwner(id: 6, status: 1, plan: 3),
+                8: FilterOwner(id: 8, status: 1, plan: 0),
+            ])
+        #expect(merged.oddFilterIds == [1, 2, 3])
+        #expect(merged.quarantined.map(\.rowId) == [4])
+        #expect(merged.oddProfileIds == [5, 6])
+        #expect(merged.filterIdsRead == [1, 2, 3, 4, 5, 6])
+        #expect(merged.counters == RunCounters(profilesQuarantined: 0, filtersQuarantined: 1, oddValues: 5))
+    }
+
+    /// Profiles made into columns (the in-memory store's reads) report their odd rows as the database's read does.
+    @Test func profilesMadeIntoColumnsReportTheirOddRows() {
+        let now = Self.now
+        func make(_ id: Int64, status: Int16 = 1, plan: Int16 = 0, _ values: [String: ItemValue] = [:]) -> Profile {
+            // Gender answered: its 0 is odd (no one is unanswered there).
+            Profile.make(
+                id: id, status: status, plan: plan, lastLoginAt: now, createdAt: now,
+                values.merging(["gender": .code(1)]) { given, _ in given })
+        }
+        let profiles = [
+            make(1), make(2, status: 7), make(3, plan: 2), make(4, ["gender": .code(0)]),
+            make(5, ["smoking": .code(0)]),
+            make(6, ["smoking": .code(99)]), make(7, ["height": .integer(0)]), make(8, ["height": .integer(170)]),
+            make(9, ["languages": .codes([1, 0])]), make(10, ["last_login": .timestamp(.missing)]),
+            make(11, ["gender": .code(2), "languages": .codes([1, 2])]),
+        ]
+        #expect(ProfileColumns(profiles).readReport.oddIds == [2, 3, 4, 6, 7, 9, 10])
+        #expect(profiles.filter(\.heldOddValues).map(\.id) == [2, 3, 4, 6, 7, 9, 10])
+    }
+
     @Test func codeListsAreBoundedAndSearchedInLogTime() throws {
         // 15,000 repetitions of 30 codes (40 KB): deduplicated to the domain.
         let codes = (0..<15_000).map { String($0 % 30 + 1) }.joined(separator: ",")

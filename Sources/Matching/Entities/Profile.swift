@@ -25,6 +25,13 @@ public struct Profile: Sendable, Hashable {
 
     public var isActive: Bool { PairEligibility.isActive(status) }
 
+    /// Whether the row holds a value a run counts as odd (runs.md, "Eligibility"): a status other than 1...4, a
+    /// plan other than 0 or 1, or an item value its item calls odd (`AnyMasterItem.holdsOddValue`).
+    public var heldOddValues: Bool {
+        !(1...4).contains(status) || !(0...1).contains(plan)
+            || MasterItem.all.contains { $0.holdsOddValue(values[$0.index]) }
+    }
+
     /// Whether going from `old` to this profile is a change for matching (runs.md "Incremental run"): its
     /// status or a value of a non-recency item differs. A login, a plan change or a recency value alone is not.
     public func isMatchingChange(from old: Profile) -> Bool {

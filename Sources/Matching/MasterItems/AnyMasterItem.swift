@@ -54,6 +54,28 @@ public struct AnyMasterItem: Sendable, Hashable, CustomStringConvertible {
         code >= 1 && code <= labels.count ? labels[Int(code) - 1] : nil
     }
 
+    /// Whether a single-choice item's column may hold 0 (unanswered) as an ordinary value; gender never does.
+    /// True for every other kind.
+    public var acceptsUnanswered: Bool {
+        (definition as? any SingleChoiceItemDefinition.Type)?.acceptsUnanswered ?? true
+    }
+
+    /// Whether `value`, as a profile row holds it, is one of the odd values a run counts (runs.md,
+    /// "Eligibility"): a code outside the item's domain (or 0 where unanswered is not a value), a range value
+    /// outside the domain, a set with an element outside it, a timestamp NULL or infinite (`Timestamp.missing`). The PostgreSQL read
+    /// applies the same rules to the raw columns, where it also sees NULLs and impossible dates that a value
+    /// cannot hold.
+    public func holdsOddValue(_ value: ItemValue) -> Bool {
+        let domain = self.domain ?? Int32.min...Int32.max
+        switch value {
+        case .code(let code): return code == 0 ? !acceptsUnanswered : !domain.contains(Int32(code))
+        case .integer(let integer): return integer.map { !domain.contains($0) } ?? false
+        case .codes(let codes): return codes.contains { !domain.contains($0) }
+        case .timestamp(let timestamp): return timestamp == .missing
+        case .date, .flag: return false
+        }
+    }
+
     public var description: String { key }
 
     public static func == (lhs: AnyMasterItem, rhs: AnyMasterItem) -> Bool {

@@ -17,6 +17,17 @@ struct DigestFindings: Sendable {
     /// the run counts and lists them as it does its candidates' (`ReadIssues.including`).
     var waitingRead: ReadReport = .empty
     var waitingProfileIds: [Int64] = []
+    /// What the mutual check read beyond the run's own reads (the matched profiles' filters, their owners and the
+    /// owners' rows): counted like the run's reads too.
+    var mutualRead = MutualFinder.Reads()
+
+    /// The run's read issues with those of the digests' reads: the waiting matches' profiles, and the filters and
+    /// profiles the mutual check read. A row met by several reads is counted once.
+    func issues(including runRead: ReadIssues) -> ReadIssues {
+        runRead.including(waitingRead, read: waitingProfileIds)
+            .including(filters: mutualRead.filters, owners: mutualRead.owners)
+            .including(mutualRead.profiles, read: mutualRead.profileIds)
+    }
 
     static func gather(
         prepared: PreparedFilters, chosen: [SavedFilter], found: [Int64: [Int64]],
@@ -55,9 +66,11 @@ struct DigestFindings: Sendable {
             clock: plan.clock, known: prepared,
             knownIneligible: Set(chosen.map(\.id)).subtracting(prepared.coveredSince), candidates: candidates)
         let pairs = PairsToJudge(found: found, waiting: qualifying ?? [], filters: prepared)
+        var mutualRead = MutualFinder.Reads()
+        let mutual = try finder.find(pairs, reads: &mutualRead)
         return DigestFindings(
-            qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: try finder.find(pairs),
-            waitingRead: waitingRead, waitingProfileIds: waitingProfileIds)
+            qualifyingWaiting: qualifying, unqualifiedWaiting: unqualified, mutual: mutual,
+            waitingRead: waitingRead, waitingProfileIds: waitingProfileIds, mutualRead: mutualRead)
     }
 
     /// The waiting pairs whose profile is still a candidate of the filter as it is now: the profile exists
@@ -130,16 +143,30 @@ struct MutualFinder {
 
     static let blockSize = 1_024
 
-    /// Among `pairs` (each with its filter's owner), those mutual.
-    func find(_ pairs: PairsToJudge) throws -> Set<MatchPair> {
+    /// What `find` read of the app's tables: the run counts their odd and unreadable rows (runs.md, "Eligibility":
+    /// the summary counts the profiles and filters a run read that held such values).
+    struct Reads: Sendable {
+        /// The matched profiles' filters.
+        var filters: [SavedFilter] = []
+        /// The owners found for those filters the run had not prepared (one missing here has no profile row).
+        var owners: [Int64: FilterOwner] = [:]
+        /// What reading the pairs' owners' rows met, and their ids (nothing when taken from the candidates).
+        var profiles: ReadReport = .empty
+        var profileIds: [Int64] = []
+    }
+
+    /// Among `pairs` (each with its filter's owner), those mutual; `reads` gets what was read to judge them.
+    func find(_ pairs: PairsToJudge, reads: inout Reads) throws -> Set<MatchPair> {
         var matchedSet = Set<Int64>()
         pairs.forEach { pair, _ in matchedSet.insert(pair.profileId) }
         guard !matchedSet.isEmpty else { return [] }
         let matched = matchedSet.sorted()
         let theirs = try filters.filters(ownedBy: matched)
+        reads.filters = theirs
         guard !theirs.isEmpty else { return [] }
         let unknownOwners = Set(theirs.filter { known[$0.id] == nil }.map(\.ownerId))
         let theirOwners = unknownOwners.isEmpty ? [:] : try profiles.owners(ids: unknownOwners.sorted())
+        reads.owners = theirOwners
         var reverse: [PreparedFilter] = []
         for filter in theirs {
             if let ready = known[filter.id] {
@@ -166,6 +193,8 @@ struct MutualFinder {
         guard !byMatched.isEmpty else { return [] }
         let ownerIds = Array(Set(byMatched.values.joined().map(\.ownerId))).sorted()
         let ownerColumns = try columns(of: ownerIds)
+        reads.profiles = ownerColumns.readReport
+        reads.profileIds = ownerColumns.ids
         let rowOf = Dictionary(ownerColumns.ids.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         let pairsOf = byMatched
 

@@ -115,8 +115,9 @@ struct MatchingPass {
         try stopIfRequested(plan)
         timings.begin(.write, output)
         try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
-        // The waiting matches' profiles were read too: their odd and unreadable rows count like the candidates'.
-        let allIssues = readIssues.including(findings.waitingRead, read: findings.waitingProfileIds)
+        // The digests' reads (the waiting matches' profiles, the mutual check's filters and profiles) count like the
+        // candidates'.
+        let allIssues = findings.issues(including: readIssues)
         for row in allIssues.quarantined.dropFirst(readIssues.quarantined.count) { output.handle(.quarantined(row)) }
         try runs.recordReadIssues(allIssues, runId: run.id)
         let writer = UnitWriter(

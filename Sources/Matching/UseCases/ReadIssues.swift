@@ -64,6 +64,35 @@ public struct ReadIssues: Sendable, Hashable {
             oddFilterIds: oddFilterIds, filterIdsRead: filterIdsRead, profileIdsRead: profileIdsRead + ids)
     }
 
+    /// These issues and another read's of filters (the mutual check's: the matched profiles' filters) with
+    /// `owners`, the owners it found for every filter this pass had not read: a filter this pass already read is
+    /// not counted again; one unreadable is listed, one with odd values or whose owner has no profile row is
+    /// counted, and an odd owner is counted once among the profiles.
+    public func including(filters: [SavedFilter], owners: [Int64: FilterOwner]) -> ReadIssues {
+        var seen = Set(filterIdsRead)
+        var quarantined = self.quarantined
+        var oddFilters = oddFilterIds
+        var newIds: [Int64] = []
+        var lookedUp = Set<Int64>()
+        for filter in filters where seen.insert(filter.id).inserted {
+            newIds.append(filter.id)
+            lookedUp.insert(filter.ownerId)
+            if let reason = filter.quarantineReason {
+                quarantined.append(QuarantinedRow(kind: .filter, rowId: filter.id, reason: reason))
+            } else if filter.heldOddValues || owners[filter.ownerId] == nil {
+                oddFilters.append(filter.id)
+            }
+        }
+        var oddProfiles = oddProfileIds
+        var counted = Set(oddProfiles)
+        for id in lookedUp.sorted() where owners[id]?.heldOddValues == true {
+            if counted.insert(id).inserted { oddProfiles.append(id) }
+        }
+        return ReadIssues(
+            quarantined: quarantined, oddProfileIds: oddProfiles, oddFilterIds: oddFilters,
+            filterIdsRead: filterIdsRead + newIds, profileIdsRead: profileIdsRead)
+    }
+
     /// The counts for `RunCounters`.
     public var counters: RunCounters {
         RunCounters(

@@ -32,7 +32,7 @@ public struct ProfileColumns: Sendable {
     /// One column per `MasterItem.all` entry, in that order.
     public let columns: [Column]
     /// What the read met: rows with odd values (made total) and rows quarantined (not in the table).
-    /// Empty for tables made by `selecting(rows:)` or from profiles.
+    /// Empty for tables made by `selecting(rows:)`; from profiles, their odd rows (`Profile.heldOddValues`).
     public let readReport: ReadReport
 
     public var count: Int { ids.count }
@@ -63,6 +63,8 @@ public struct ProfileColumns: Sendable {
         var builder = Builder(reservingCapacity: profiles.count)
         for profile in profiles {
             builder.append(profile)
+            // The in-memory store's reads report odd rows as the database's read does.
+            if profile.heldOddValues { builder.noteOddValue() }
         }
         self = builder.build()
     }
