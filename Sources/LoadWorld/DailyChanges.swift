@@ -87,6 +87,10 @@ public struct DailyChangeMix: Sendable, Hashable {
     public var filterDeleteShare = 0.006
     public var newFilterShare = 0.02
     public var blockShare = 0.05
+    /// The chance that an update edits items (one or two) besides its login: 0.45 in the growing mix, so that
+    /// `--changes` of 6 % edits about 2.2 % of the members a day; 0.9 in the steady mix, so that `--changes` of
+    /// 6.7 % makes the day the soak's issue asks for (sign-ups 1 %, edits about 5 %).
+    public var editChance = 0.45
     /// Whether the day's deleted members' live filters are among the filters deleted (as the app deletes an
     /// account's saved filters with it), before others are picked at random.
     public var deletesFiltersOfDeletedMembers = false
@@ -105,6 +109,7 @@ public struct DailyChangeMix: Sendable, Hashable {
         mix.reactivateShare = mix.hideShare
         mix.filterDeleteShare = mix.newFilterShare
         mix.deletesFiltersOfDeletedMembers = true
+        mix.editChance = 0.9
         return mix
     }()
 
@@ -207,7 +212,8 @@ public struct DailyChangePlan: Sendable {
         let updatedRows = picked.prefix(updateCount).map { active[$0] }
         for row in updatedRows.sorted(by: { $0.id < $1.id }) {
             var rowRandom = SeedRandom(seed: model.seed, stream: .changeRow, index: UInt64(bitPattern: row.id))
-            plan.updates.append(update(row, at: during(&rowRandom), model: model, &rowRandom))
+            plan.updates.append(
+                update(row, at: during(&rowRandom), model: model, editChance: mix.editChance, &rowRandom))
         }
         for index in picked.dropFirst(updateCount).prefix(hideCount) {
             plan.statusChanges.append(
@@ -313,15 +319,15 @@ public struct DailyChangePlan: Sendable {
             residence: row.residence, plan: row.plan, createdAt: row.createdAt)
     }
 
-    /// A login, and for 45 % of members one or two edits: a move (to a neighbouring prefecture mostly),
+    /// A login, and with `editChance` one or two edits: a move (to a neighbouring prefecture mostly),
     /// personality, communities, income, smoking, drinking, marriage intent, photo, introduction,
     /// verification, plan.
     static func update(
-        _ row: WorldSnapshot.ProfileRow, at: Timestamp, model: SeedWorldModel,
+        _ row: WorldSnapshot.ProfileRow, at: Timestamp, model: SeedWorldModel, editChance: Double,
         _ random: inout SeedRandom
     ) -> ProfileUpdate {
         var update = ProfileUpdate(id: row.id, at: at)
-        guard random.chance(0.45) else { return update }
+        guard random.chance(editChance) else { return update }
         let edits = random.chance(0.7) ? 1 : 2
         for _ in 0..<edits {
             switch editKinds.draw(&random) {

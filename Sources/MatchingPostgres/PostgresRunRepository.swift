@@ -60,7 +60,7 @@ extension PostgresMatchingStore: RunRepository {
         candidates, filters_evaluated, filters_invalid, filters_paid_ignored, matches_written, notifications_written,
         snapshot_taken_at, time_zone, retention_days, matches_forgotten,
         profiles_quarantined, filters_quarantined, odd_values,
-        filters_suspended, digests_held_back, matches_mutual
+        filters_suspended, digests_held_back, matches_mutual, owner::text
         """
 
     static func run(from row: PostgresRow) throws -> RunRecord {
@@ -81,8 +81,12 @@ extension PostgresMatchingStore: RunRepository {
                 matchesForgotten: Int(clamping: try row.int64(21)),
                 profilesQuarantined: Int(try row.int32(22)), filtersQuarantined: Int(try row.int32(23)),
                 oddValues: Int(try row.int32(24)), filtersSuspended: Int(try row.int32(25)),
-                digestsHeldBack: Int(try row.int32(26)), matchesMutual: Int(try row.int32(27))))
+                digestsHeldBack: Int(try row.int32(26)), matchesMutual: Int(try row.int32(27))),
+            owner: try row.optionalString(28))
     }
+
+    /// A new owner token (`RunRecord.owner`) for a run this process starts or claims.
+    static func newOwner() -> String { UUID().uuidString.lowercased() }
 
     static func decodeCoverage(_ json: String) throws -> Coverage {
         try JSONDecoder().decode(Coverage.self, from: Data(json.utf8))
@@ -155,9 +159,9 @@ extension PostgresMatchingStore: RunRepository {
             """
             INSERT INTO matcher_runs (kind, shard_index, shard_count, clock, max_per_filter, write_notifications,
                                       status, coverage, snapshot, snapshot_taken_at, time_zone, retention_days,
-                                      parameters, candidates)
+                                      parameters, candidates, owner)
             VALUES ($1, $2, $3, $4, $5, $6, 'running', $7::text::jsonb, $8::text::pg_snapshot, $9, $10, $11,
-                    $12::text::jsonb, $13)
+                    $12::text::jsonb, $13, $14::uuid)
             RETURNING \(Self.runColumns)
             """,
             [
@@ -166,10 +170,21 @@ extension PostgresMatchingStore: RunRepository {
                 try run.coverage.map { .text(try Self.encodeCoverage($0)) } ?? .null,
                 run.upTo.map { .text($0.token) } ?? .null, run.upToTakenAt.map { .timestamptz($0) } ?? .null,
                 .text(run.timeZone), .int4(Int32(clamping: run.retentionDays)),
-                .text(run.parameters), .int4(Int32(clamping: run.candidates)),
+                .text(run.parameters), .int4(Int32(clamping: run.candidates)), .text(Self.newOwner()),
             ]
         ).rows[0]
         return try Self.run(from: row)
+    }
+
+    /// The UPDATE waits for a unit of the former owner that has moved the cursor and not yet committed (it holds
+    /// the row), so the cursor returned is the one that unit left; a unit that moves it later finds a new owner.
+    public func claim(runId: Int64) throws -> RunRecord? {
+        try connection.query(
+            """
+            UPDATE matcher_runs SET owner = $2::uuid WHERE id = $1 AND status IN ('running', 'failed')
+            RETURNING \(Self.runColumns)
+            """, [.int8(runId), .text(Self.newOwner())]
+        ).rows.first.map(Self.run(from:))
     }
 
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
@@ -178,10 +193,11 @@ extension PostgresMatchingStore: RunRepository {
             let row = try tx.query(
                 """
                 SELECT kind, shard_index, shard_count, snapshot::text, snapshot_taken_at, time_zone, phase_seconds::text,
-                       clock
+                       clock, owner IS NOT DISTINCT FROM $2::uuid AND status IN ('running', 'failed')
                 FROM matcher_runs WHERE id = $1 FOR UPDATE
-                """, [.int8(runId)]
+                """, [.int8(runId), completion.owner.map { .text($0) } ?? .null]
             ).rows[0]
+            guard try row.bool(8) else { throw RunTakenOver(runId: runId) }
             var seconds = Self.decodeSeconds(try row.string(6))
             for (phase, value) in completion.phaseSeconds { seconds[phase.rawValue, default: 0] += value }
             try tx.query(
@@ -255,11 +271,12 @@ extension PostgresMatchingStore: RunRepository {
         }
     }
 
-    public func fail(runId: Int64, error: String) throws {
+    public func fail(runId: Int64, owner: String?, error: String) throws {
         try connection.query(
             """
-            UPDATE matcher_runs SET status = 'failed', finished_at = clock_timestamp(), error = $2 WHERE id = $1
-            """, [.int8(runId), .text(String(error.prefix(2_000)))])
+            UPDATE matcher_runs SET status = 'failed', finished_at = clock_timestamp(), error = $2
+            WHERE id = $1 AND owner IS NOT DISTINCT FROM $3::uuid
+            """, [.int8(runId), .text(String(error.prefix(2_000))), owner.map { .text($0) } ?? .null])
     }
 
     public func latestRetentionDays() throws -> Int? {

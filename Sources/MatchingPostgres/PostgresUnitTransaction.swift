@@ -412,8 +412,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             .rows[0].bool(0)
     }
 
-    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding c: RunCounters) throws {
-        try tx.query(
+    func advanceRun(_ runId: Int64, owner: String?, pastFilter lastFilterId: Int64, adding c: RunCounters) throws {
+        let moved = try tx.query(
             """
             UPDATE matcher_runs SET resume_after_filter = $2,
                 filters_evaluated = filters_evaluated + $3, filters_invalid = filters_invalid + $4,
@@ -421,15 +421,17 @@ struct PostgresUnitTransaction: UnitTransaction {
                 matches_written = matches_written + $6, notifications_written = notifications_written + $7,
                 filters_suspended = filters_suspended + $8, digests_held_back = digests_held_back + $9,
                 matches_mutual = matches_mutual + $10
-            WHERE id = $1
+            WHERE id = $1 AND owner IS NOT DISTINCT FROM $11::uuid AND status IN ('running', 'failed')
+            RETURNING 1
             """,
             [
                 .int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
                 .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
                 .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
                 .int4(Int32(clamping: c.filtersSuspended)), .int4(Int32(clamping: c.digestsHeldBack)),
-                .int4(Int32(clamping: c.matchesMutual)),
+                .int4(Int32(clamping: c.matchesMutual)), owner.map { .text($0) } ?? .null,
             ])
+        guard !moved.rows.isEmpty else { throw RunTakenOver(runId: runId) }
     }
 
     private typealias Parameter = PostgresValue

@@ -10,8 +10,10 @@ import PostgresClient
 /// cost must follow the day's work: flat once retention applies, however long the service has run.
 ///
 /// A day: logins by `--logins` of the profiles (an UPDATE of `last_login_at` only: no candidate), then
-/// `matcher seed --changes` with `--changes` of the profiles (15 % sign-ups; 85 % existing members, 45 % of
-/// them editing one or two items; plus hides, deletes, reactivations, filter edits and new blocks on top).
+/// `matcher seed --changes` with `--changes` of the profiles (15 % sign-ups; 85 % existing members, of whom 45 %
+/// in the growing mix and 90 % in the steady one edit one or two items, a plan change among the edits; plus
+/// hides, deletes, reactivations, filter edits and new blocks on top). The day (logins 30 %, edits
+/// about 5 %, sign-ups about 1 %) is `--mix steady --changes 0.067`; the header prints what a day makes.
 /// Then a checkpoint (production checkpoints every few minutes, so a daily run always follows one), the run,
 /// timed with the WAL it wrote and its full-page images, the push sender (the day's digests are sent), and the
 /// night: a VACUUM of the worker's tables, autovacuum's turn between two daily runs, timed apart. With
@@ -113,12 +115,15 @@ struct SoakBenchmark: ParsableCommand {
         let environment = ["DATABASE_URL": info]
         var db = try PostgresConnection(info)
         defer { db.close() }
+        func percent(_ share: Double) -> String { String(format: "%.1f %%", share * 100) }
         func matcherStep(_ what: String, _ arguments: [String]) throws -> Shell.ChildResult {
             try Self.matcherStep(matcher, what, arguments, environment: environment)
         }
         say(
             "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
-                + "mix \(mix.rawValue), retention \(retentionDays) days"
+                + "mix \(mix.rawValue) (sign-ups \(percent(changes * mix.mix.insertShare)), updates editing items "
+                + "\(percent(changes * (1 - mix.mix.insertShare) * mix.mix.editChance)) of the profiles), "
+                + "retention \(retentionDays) days"
                 + (digestPhases == .spread ? ", digest phases spread" : ""))
         _ = try matcherStep("migrate", ["migrate"])
         if let fillfactor {

@@ -35,7 +35,8 @@ import Testing
         WorkUnit(
             runId: run.id, clock: clock, lastFilterId: 10, matches: [FilterResult(filterId: 10, profileIds: ids)],
             notify: [notify], filterCounters: RunCounters(filtersEvaluated: 1),
-            lastLoginAt: Dictionary(uniqueKeysWithValues: ids.map { ($0, ScenarioWorld.day1) }), bulk: bulk)
+            lastLoginAt: Dictionary(uniqueKeysWithValues: ids.map { ($0, ScenarioWorld.day1) }), bulk: bulk,
+            runOwner: run.owner)
     }
 
     /// The profile ids of filter 10's bulk list row at the unit's clock, and the pairs recorded with `bulk` set.
@@ -201,7 +202,7 @@ import Testing
         // A day later the filter is due: both are marked with a HOT update (no index reads notification_id).
         let later = WorkUnit(
             runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)),
-            lastFilterId: 10, matches: [], notify: [notify], filterCounters: .zero)
+            lastFilterId: 10, matches: [], notify: [notify], filterCounters: .zero, runOwner: run.owner)
         let second = try twin.postgres.commit(later, planner: NotificationPlanner())
         #expect(second == WorkUnitOutcome(matchesWritten: 0, notificationsWritten: 1))
         let left = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
@@ -221,6 +222,56 @@ import Testing
             """
         ).rows.map { try $0.string(0) }
         #expect(predicates == ["(NOT bulk)"])
+    }
+
+    /// Found by review in session 28: a process whose run lock was lost (its session ended from outside: an
+    /// idle-session killer, `pg_terminate_backend`) went on writing units while the next process completed the
+    /// same run. A run is now written only by its owner: a claim moves it, the former owner's next unit rolls
+    /// back with `RunTakenOver`, and it can neither finish the run nor mark it failed. In both stores.
+    @Test(arguments: [true, false]) func aUnitOfARunAnotherProcessClaimedRollsBack(postgres: Bool) throws {
+        let (twin, pgRun, notify) = try setUp()
+        let store: any MatchRepository & RunRepository = postgres ? twin.postgres : twin.memory
+        if !postgres {
+            twin.memory.save(
+                [ScenarioWorldProfiles.man(1)] + (2...4).map { ScenarioWorldProfiles.woman($0) },
+                updatedAt: ScenarioWorld.day1)
+            twin.memory.save([notify.filter])
+        }
+        let run =
+            postgres
+            ? pgRun
+            : try store.start(
+                NewRun(
+                    kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100, writesNotifications: true,
+                    coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
+                    parameters: "{}", candidates: 3))
+        #expect(run.owner != nil)
+        let claimed = try #require(try store.claim(runId: run.id))
+        #expect(claimed.owner != nil && claimed.owner != run.owner)
+        #expect(throws: RunTakenOver.self) {
+            try store.commit(unit(run, notify, [2, 3]), planner: NotificationPlanner())
+        }
+        #expect(try store.matches(filterId: 10).isEmpty)
+        #expect(try store.notifications(filterId: 10).isEmpty)
+        #expect(throws: RunTakenOver.self) {
+            try store.finish(runId: run.id, RunCompletion(phaseSeconds: [:], owner: run.owner))
+        }
+        try store.fail(runId: run.id, owner: run.owner, error: "lost")
+        #expect(try store.run(id: run.id)?.status == .running)
+        // The claimer's units commit and it finishes the run; a finished run is no one's to claim.
+        let outcome = try store.commit(unit(claimed, notify, [2, 3]), planner: NotificationPlanner())
+        #expect(outcome.matchesWritten == 2)
+        try store.finish(runId: run.id, RunCompletion(phaseSeconds: [:], owner: claimed.owner))
+        #expect(try store.run(id: run.id)?.status == .succeeded)
+        #expect(try store.claim(runId: run.id) == nil)
+        // An abandoned run takes no unit either.
+        let next = try store.start(
+            NewRun(
+                kind: .run, shard: .all, clock: ScenarioWorld.day2, maxPerFilter: 100, writesNotifications: true,
+                coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
+                parameters: "{}", candidates: 1))
+        try store.abandon(runId: next.id)
+        #expect(throws: RunTakenOver.self) { try store.commit(unit(next, notify, [4]), planner: NotificationPlanner()) }
     }
 }
 
@@ -257,7 +308,7 @@ import Testing
             runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1), lastFilterId: 11,
             matches: [FilterResult(filterId: 10, profileIds: women), FilterResult(filterId: 11, profileIds: waiting)],
             notify: notify, filterCounters: RunCounters(filtersEvaluated: 2),
-            lastLoginAt: Dictionary(uniqueKeysWithValues: women.map { ($0, ScenarioWorld.day1) }))
+            lastLoginAt: Dictionary(uniqueKeysWithValues: women.map { ($0, ScenarioWorld.day1) }), runOwner: run.owner)
         let first = try twin.postgres.commit(unit, planner: NotificationPlanner())
         #expect(first == WorkUnitOutcome(matchesWritten: 1_000, notificationsWritten: 1))
         let pages = "SELECT profile_id, (ctid::text::point)[0]::bigint FROM filter_matches WHERE filter_id = 11"
@@ -270,7 +321,7 @@ import Testing
         // A day later filter 11's digest marks all 60: each new version fits on its own page.
         let later = WorkUnit(
             runId: run.id, clock: EvaluationClock(now: ScenarioWorld.day1.adding(days: 1)), lastFilterId: 11,
-            matches: [], notify: notify, filterCounters: .zero)
+            matches: [], notify: notify, filterCounters: .zero, runOwner: run.owner)
         let second = try twin.postgres.commit(later, planner: NotificationPlanner())
         #expect(second == WorkUnitOutcome(matchesWritten: 0, notificationsWritten: 1))
         let marked = try twin.connection.query(

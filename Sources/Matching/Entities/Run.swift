@@ -153,12 +153,16 @@ public struct RunRecord: Sendable, Hashable {
     /// The backfill's selection, so that only the same backfill resumes it.
     public let parameters: String
     public let counters: RunCounters
+    /// The process writing the run: set when it starts the run or claims it (`RunRepository.claim`). Its units
+    /// commit, and the run finishes, only while it is still the run's owner. Nil for a run started before the
+    /// store kept owners.
+    public let owner: String?
 
     public init(
         id: Int64, kind: RunKind, shard: Shard, clock: Timestamp, maxPerFilter: Int, writesNotifications: Bool,
         status: RunStatus, coverage: Coverage?, upTo: ChangeMark?, upToTakenAt: Timestamp? = nil,
         timeZone: String? = nil, retentionDays: Int? = nil, resumeAfterFilter: Int64?,
-        parameters: String, counters: RunCounters
+        parameters: String, counters: RunCounters, owner: String? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -175,6 +179,7 @@ public struct RunRecord: Sendable, Hashable {
         self.resumeAfterFilter = resumeAfterFilter
         self.parameters = parameters
         self.counters = counters
+        self.owner = owner
     }
 }
 

@@ -26,6 +26,8 @@ public struct NotificationCandidateFilter: Sendable, Hashable {
 /// they and earlier waiting matches make due, and the run's progress.
 public struct WorkUnit: Sendable {
     public let runId: Int64
+    /// The writing process's `RunRecord.owner`: the unit commits only while the run is still its.
+    public let runOwner: String?
     public let clock: EvaluationClock
     /// The last filter id this unit covers; a resumed run continues after it.
     public let lastFilterId: Int64
@@ -72,8 +74,10 @@ public struct WorkUnit: Sendable {
         lastLoginAt: [Int64: Timestamp] = [:], silent: Bool = false,
         qualifyingWaiting: Set<MatchPair>? = nil, unqualifiedWaiting: Set<MatchPair> = [],
         mutual: Set<MatchPair> = [], readAt: ChangeMark? = nil, bulk: Bool = false,
-        forgottenBefore: Timestamp? = nil, passedOverBefore: Timestamp? = nil, expired: Set<MatchPair> = []
+        forgottenBefore: Timestamp? = nil, passedOverBefore: Timestamp? = nil, expired: Set<MatchPair> = [],
+        runOwner: String? = nil
     ) {
+        self.runOwner = runOwner
         self.forgottenBefore = forgottenBefore
         self.passedOverBefore = passedOverBefore
         self.expired = expired
@@ -259,8 +263,12 @@ public protocol UnitTransaction {
     func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
     func notificationsPaused() throws -> Bool
-    /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters.
-    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws
+    /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters; throws `RunTakenOver` when the run
+    /// has another owner than `owner` or is no longer running or failed (abandoned, finished), so that the unit
+    /// rolls back.
+    func advanceRun(
+        _ runId: Int64, owner: String?, pastFilter lastFilterId: Int64, adding counters: RunCounters)
+        throws
 }
 
 /// What the retention sweep did.

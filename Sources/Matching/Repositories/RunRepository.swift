@@ -45,10 +45,14 @@ public struct RunCompletion: Sendable, Hashable {
     public let phaseSeconds: [RunPhase: Double]
     /// Pairs the run's retention sweep forgot (added to those of earlier attempts).
     public let matchesForgotten: Int
+    /// The finishing process's `RunRecord.owner`: a run another process has claimed since is not finished
+    /// (`RunTakenOver`).
+    public let owner: String?
 
-    public init(phaseSeconds: [RunPhase: Double], matchesForgotten: Int = 0) {
+    public init(phaseSeconds: [RunPhase: Double], matchesForgotten: Int = 0, owner: String? = nil) {
         self.phaseSeconds = phaseSeconds
         self.matchesForgotten = matchesForgotten
+        self.owner = owner
     }
 }
 
@@ -67,12 +71,20 @@ public protocol RunRepository: Sendable {
     /// Replaces the coverage in one transaction, under the lock that `finish` takes to record a run's entry:
     /// `body` gets the coverage as it stands and the store's clock, and returns the new coverage. Returns both.
     func updateCoverage(_ body: (Coverage, Timestamp) throws -> Coverage) throws -> (before: Coverage, after: Coverage)
+    /// Records a new run, owned by the caller (a new `RunRecord.owner`).
     func start(_ run: NewRun) throws -> RunRecord
+    /// Makes the caller the owner of an interrupted run it is about to complete, and returns the run as it then
+    /// stands (its cursor after any unit its former owner committed meanwhile: a unit of the former owner either
+    /// committed before the claim or, at its cursor's move, finds another owner and rolls back). Nil when the run
+    /// is no longer running or failed.
+    func claim(runId: Int64) throws -> RunRecord?
     /// Marks the run succeeded with its phase timings (added to those of earlier attempts); for an incremental
     /// run also records its coverage (`Coverage.recording`: its shard up to its mark), in the same transaction.
+    /// Throws `RunTakenOver` when the run has another owner than `completion.owner`.
     func finish(runId: Int64, _ completion: RunCompletion) throws
-    /// Marks the run failed (best effort: the process may be unable to reach the store).
-    func fail(runId: Int64, error: String) throws
+    /// Marks the run failed, unless another process owns it now (best effort: the process may be unable to reach
+    /// the store).
+    func fail(runId: Int64, owner: String?, error: String) throws
     func run(id: Int64) throws -> RunRecord?
     /// Records what a run read that was odd or unreadable: quarantined rows where operators look
     /// (entries of rows that now read fine are forgotten), and the counts in the run's counters (the larger

@@ -94,8 +94,9 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         // The same selection, interrupted: resumed at its own clock (which also closes an open-ended window of
         // changed profiles where it did) and in its own zone.
         let latestInterrupted = input.dryRun ? nil : try runs.interruptedRun(kind: .backfill, shard: input.shard)
-        let interrupted = latestInterrupted.flatMap {
-            Self.sameParameters($0.parameters, input.parameters) ? $0 : nil
+        // Claimed before it resumes (`RunMatching`): a process still writing it stops at its next unit.
+        let interrupted = try latestInterrupted.flatMap {
+            Self.sameParameters($0.parameters, input.parameters) ? try runs.claim(runId: $0.id) : nil
         }
         if interrupted == nil {  // a resumed one keeps its own zone; a new one, before it reads anything
             try TimeZoneChanged.check(

@@ -173,9 +173,10 @@ extension MatchingPass {
             timer.end(.forget, output)
             try runs.finish(
                 runId: run.id,
-                RunCompletion(phaseSeconds: timer.seconds, matchesForgotten: retention?.forgotten ?? 0))
+                RunCompletion(
+                    phaseSeconds: timer.seconds, matchesForgotten: retention?.forgotten ?? 0, owner: run.owner))
         } catch {
-            try? runs.fail(runId: run.id, error: String(describing: error))
+            try? runs.fail(runId: run.id, owner: run.owner, error: String(describing: error))
             throw error
         }
         let counters = (try runs.run(id: run.id)?.counters ?? outcome.counters)

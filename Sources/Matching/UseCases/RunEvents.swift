@@ -99,6 +99,19 @@ public struct RunStopped: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// Another process took over the run this process was writing: this process lost its run lock (its session was
+/// ended from outside) and the next process to take the lock claimed the run. Its open unit rolled back; what it
+/// committed before stays, and the other process completes the run (exit status 1).
+public struct RunTakenOver: ClassifiedError, Sendable, CustomStringConvertible {
+    public let runId: Int64
+    public var failureKind: FailureKind { .other }
+    public init(runId: Int64) { self.runId = runId }
+    public var description: String {
+        "run \(runId) was taken over by another process (this one's run lock was lost: its session ended); "
+            + "this process stops, the other completes the run"
+    }
+}
+
 /// Another process holds the run lock of this shard: nothing was written (exit status 75).
 public struct RunLocked: Error, Sendable, CustomStringConvertible {
     public let kind: RunKind

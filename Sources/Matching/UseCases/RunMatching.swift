@@ -59,8 +59,10 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
                 if try coveredSince(interrupted) {
                     try runs.abandon(runId: interrupted.id)
                     output.handle(.superseded(runId: interrupted.id, shard: interrupted.shard))
-                } else {
-                    let done = try complete(interrupted, timeZone: input.timeZone, retentionDays: retentionDays)
+                } else if let claimed = try runs.claim(runId: interrupted.id) {
+                    // Claimed first: a process still writing it (its run lock lost) stops at its next unit, and
+                    // the cursor read is the one its last committed unit left.
+                    let done = try complete(claimed, timeZone: input.timeZone, retentionDays: retentionDays)
                     completed = CompletedRun(
                         runId: interrupted.id, counters: done.counters, totalSeconds: done.totalSeconds)
                     resumedId = interrupted.id

@@ -27,7 +27,7 @@ public struct UnitCommitter: Sendable {
             let written = try write(unit, tx)
             try beforeAdvance { try tx.keepAlive() }
             try tx.advanceRun(
-                unit.runId, pastFilter: unit.lastFilterId,
+                unit.runId, owner: unit.runOwner, pastFilter: unit.lastFilterId,
                 adding: unit.filterCounters
                     + RunCounters(
                         matchesWritten: written.matchesWritten,

@@ -132,7 +132,7 @@ final class UnitWriter: @unchecked Sendable {
                 qualifyingWaiting: findings.qualifyingWaiting, unqualifiedWaiting: findings.unqualifiedWaiting,
                 mutual: findings.mutual, readAt: readAt,
                 bulk: plan.windows.everyProfileForEveryFilter, forgottenBefore: plan.forgottenBefore,
-                passedOverBefore: plan.passedOverCutoffs.passedOverBefore, expired: expired),
+                passedOverBefore: plan.passedOverCutoffs.passedOverBefore, expired: expired, runOwner: run.owner),
             to: writer,
             beforeAdvance: { keepAlive in
                 holding = false

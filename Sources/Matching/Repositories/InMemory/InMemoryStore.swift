@@ -529,8 +529,13 @@ final class InMemoryUnitTransaction: UnitTransaction {
         }
     }
 
-    func advanceRun(_ runId: Int64, pastFilter lastFilterId: Int64, adding counters: RunCounters) throws {
+    func advanceRun(
+        _ runId: Int64, owner: String?, pastFilter lastFilterId: Int64, adding counters: RunCounters
+    )
+        throws
+    {
         guard let run = written.runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
+        guard run.isOwned(by: owner) else { throw RunTakenOver(runId: runId) }
         written.runRows[runId] = run.updating(resumeAfterFilter: lastFilterId, adding: counters)
     }
 }
@@ -602,7 +607,8 @@ extension InMemoryStore: RunRepository {
                 id: nextRunId, kind: run.kind, shard: run.shard, clock: run.clock, maxPerFilter: run.maxPerFilter,
                 writesNotifications: run.writesNotifications, status: .running, coverage: run.coverage, upTo: run.upTo,
                 upToTakenAt: run.upToTakenAt, timeZone: run.timeZone, retentionDays: run.retentionDays,
-                resumeAfterFilter: nil, parameters: run.parameters, counters: RunCounters(candidates: run.candidates))
+                resumeAfterFilter: nil, parameters: run.parameters, counters: RunCounters(candidates: run.candidates),
+                owner: UUID().uuidString.lowercased())
             nextRunId += 1
             written.runRows[record.id] = record
             runTimes[record.id] = (clock, nil, nil)
@@ -610,9 +616,19 @@ extension InMemoryStore: RunRepository {
         }
     }
 
+    public func claim(runId: Int64) throws -> RunRecord? {
+        locked {
+            guard let run = written.runRows[runId], run.status == .running || run.status == .failed else { return nil }
+            let claimed = run.updating(owner: UUID().uuidString.lowercased())
+            written.runRows[runId] = claimed
+            return claimed
+        }
+    }
+
     public func finish(runId: Int64, _ completion: RunCompletion) throws {
         try locked {
             guard let run = written.runRows[runId] else { throw InMemoryStoreError.unknownRun(runId) }
+            guard run.isOwned(by: completion.owner) else { throw RunTakenOver(runId: runId) }
             written.runRows[runId] = run.updating(
                 status: .succeeded,
                 adding: RunCounters(matchesForgotten: completion.matchesForgotten))
@@ -625,8 +641,9 @@ extension InMemoryStore: RunRepository {
         }
     }
 
-    public func fail(runId: Int64, error: String) throws {
+    public func fail(runId: Int64, owner: String?, error: String) throws {
         locked {
+            guard written.runRows[runId]?.owner == owner else { return }
             written.runRows[runId] = written.runRows[runId]?.updating(status: .failed)
             runTimes[runId] = (runTimes[runId]?.started ?? clock, clock, error)
         }
@@ -678,16 +695,23 @@ extension RunRecord {
             id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
             writesNotifications: writesNotifications, status: status, coverage: coverage, upTo: upTo,
             upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
-            resumeAfterFilter: resumeAfterFilter, parameters: parameters, counters: counters)
+            resumeAfterFilter: resumeAfterFilter, parameters: parameters, counters: counters, owner: owner)
     }
 
-    func updating(status: RunStatus? = nil, resumeAfterFilter: Int64? = nil, adding: RunCounters = .zero) -> RunRecord {
+    func updating(
+        status: RunStatus? = nil, resumeAfterFilter: Int64? = nil, adding: RunCounters = .zero, owner: String? = nil
+    ) -> RunRecord {
         RunRecord(
             id: id, kind: kind, shard: shard, clock: clock, maxPerFilter: maxPerFilter,
             writesNotifications: writesNotifications, status: status ?? self.status, coverage: coverage,
             upTo: upTo, upToTakenAt: upToTakenAt, timeZone: timeZone, retentionDays: retentionDays,
             resumeAfterFilter: resumeAfterFilter ?? self.resumeAfterFilter, parameters: parameters,
-            counters: counters + adding)
+            counters: counters + adding, owner: owner ?? self.owner)
+    }
+
+    /// Whether `owner` may still write the run (`UnitTransaction.advanceRun`, `RunRepository.finish`).
+    func isOwned(by owner: String?) -> Bool {
+        self.owner == owner && (status == .running || status == .failed)
     }
 }
 
