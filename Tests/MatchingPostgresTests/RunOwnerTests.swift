@@ -52,13 +52,15 @@ import Testing
         let processA = PostgresMatchingStore(connection: try database.connect(), writeConnections: 1) {
             try database.connect()
         }
-        let keys: [PostgresValue] = [.int8(0x4D_41_54_10), .int8(Int64(1 << 16))]  // the run lock of shard 0/1
+        // The run lock of shard 0/1 in this test's database (other tests' databases on the server hold their own).
+        let keys: [PostgresValue] = [.int8(0x4D_41_54_10), .int8(Int64(1 << 16))]
         var processB: RunSummary?
         let hook = AfterUnits(2) {
             let ended = try lost.connection.query(
                 """
                 SELECT pg_terminate_backend(pid) FROM pg_locks
                 WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::oid AND objid = $2::oid
+                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                 """, keys
             ).rows.count
             #expect(ended == 1, "process A's run lock session ended")
