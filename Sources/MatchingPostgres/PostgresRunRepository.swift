@@ -275,7 +275,7 @@ extension PostgresMatchingStore: RunRepository {
         try connection.query(
             """
             UPDATE matcher_runs SET status = 'failed', finished_at = clock_timestamp(), error = $2
-            WHERE id = $1 AND owner IS NOT DISTINCT FROM $3::uuid
+            WHERE id = $1 AND owner IS NOT DISTINCT FROM $3::uuid AND status IN ('running', 'failed')
             """, [.int8(runId), .text(String(error.prefix(2_000))), owner.map { .text($0) } ?? .null])
     }
 

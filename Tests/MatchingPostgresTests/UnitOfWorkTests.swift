@@ -272,6 +272,9 @@ import Testing
                 parameters: "{}", candidates: 1))
         try store.abandon(runId: next.id)
         #expect(throws: RunTakenOver.self) { try store.commit(unit(next, notify, [4]), planner: NotificationPlanner()) }
+        // Its writer's failure does not bring it back as failed (the next run would resume it).
+        try store.fail(runId: next.id, owner: next.owner, error: "taken over")
+        #expect(try store.run(id: next.id)?.status == .abandoned)
     }
 }
 

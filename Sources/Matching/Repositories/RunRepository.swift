@@ -82,8 +82,8 @@ public protocol RunRepository: Sendable {
     /// run also records its coverage (`Coverage.recording`: its shard up to its mark), in the same transaction.
     /// Throws `RunTakenOver` when the run has another owner than `completion.owner`.
     func finish(runId: Int64, _ completion: RunCompletion) throws
-    /// Marks the run failed, unless another process owns it now (best effort: the process may be unable to reach
-    /// the store).
+    /// Marks the run failed, unless another process owns it now or it is no longer running or failed (an
+    /// abandoned run stays abandoned); best effort: the process may be unable to reach the store.
     func fail(runId: Int64, owner: String?, error: String) throws
     func run(id: Int64) throws -> RunRecord?
     /// Records what a run read that was odd or unreadable: quarantined rows where operators look

@@ -148,7 +148,9 @@ public struct Backfill: Sendable, MatchingPassUseCase {
 
         // Another selection's backfill, killed (`running`, and this process holds the shard's backfill lock): once
         // this one starts, none resumes it. What it committed stays; a failed one keeps its status.
-        if let stale = latestInterrupted, interrupted == nil, stale.status == .running {
+        if let stale = latestInterrupted, interrupted == nil, stale.status == .running,
+            !Self.sameParameters(stale.parameters, input.parameters)
+        {
             try runs.abandon(runId: stale.id)
             output.handle(.interruptedBackfillAbandoned(runId: stale.id))
         }

@@ -643,7 +643,7 @@ extension InMemoryStore: RunRepository {
 
     public func fail(runId: Int64, owner: String?, error: String) throws {
         locked {
-            guard written.runRows[runId]?.owner == owner else { return }
+            guard written.runRows[runId]?.isOwned(by: owner) == true else { return }
             written.runRows[runId] = written.runRows[runId]?.updating(status: .failed)
             runTimes[runId] = (runTimes[runId]?.started ?? clock, clock, error)
         }
