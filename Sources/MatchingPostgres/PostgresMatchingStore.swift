@@ -310,11 +310,15 @@ extension PostgresMatchingStore: ProfileRepository {
         try marks.filter { mark in
             guard case .snapshot(let text) = ChangeMark.Form(mark) else { return false }
             return try connection.query(
-                """
-                SELECT pg_snapshot_xmax($1::text::pg_snapshot) > pg_snapshot_xmax(pg_current_snapshot())
-                """, [.text(text)]
+                "SELECT \(Self.snapshotAhead("$1::text::pg_snapshot"))", [.text(text)]
             ).rows[0].bool(0)
         }
+    }
+
+    /// Whether the `pg_snapshot` expression `snapshot` is ahead of this server's transactions (progress taken
+    /// before a restore or a failover to a server behind): the rule of `marksAhead` and of `matcher status`.
+    static func snapshotAhead(_ snapshot: String) -> String {
+        "pg_snapshot_xmax(\(snapshot)) > pg_snapshot_xmax(pg_current_snapshot())"
     }
 
     /// How many change rows are from another server's transactions (see `settleChangesAhead`), up to `limit`:

@@ -55,7 +55,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                 try tx.query(
                     """
                     SELECT shard_index, shard_count FROM matcher_shard_progress
-                    WHERE snapshot IS NOT NULL AND pg_snapshot_xmax(snapshot) > pg_snapshot_xmax(pg_current_snapshot())
+                    WHERE snapshot IS NOT NULL AND \(PostgresMatchingStore.snapshotAhead("snapshot"))
                     """
                 ).rows.map { try Shard(index: Int(try $0.int32(0)), count: Int(try $0.int32(1))) })
             var shards = Set(coverage.entries.map(\.shard))
