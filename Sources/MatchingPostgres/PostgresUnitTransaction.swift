@@ -395,15 +395,23 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     /// Not an in-place (HOT) update since migrations 0016-0017: their partial index reads `passed_over`. A few thousand
     /// entries a day at 200k x 20k.
-    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
+    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws {
         guard !pairs.isEmpty else { return }
         let sorted = pairs.sorted()
+        let from: [Timestamp] = try sorted.map { pair in
+            guard let at = comebackFrom[pair.filterId] else { throw MissingComebackStart(filterId: pair.filterId) }
+            return at
+        }
         try tx.query(
             """
-            UPDATE matcher_waiting_matches w SET passed_over = true, passed_over_at = $3
-            WHERE (w.filter_id, w.profile_id) IN (SELECT * FROM unnest($1::bigint[], $2::bigint[]))
-              AND NOT w.passed_over
-            """, [.int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId)), .timestamptz(time)])
+            UPDATE matcher_waiting_matches w SET passed_over = true, passed_over_at = u.comeback_from
+            FROM unnest($1::bigint[], $2::bigint[], $3::text[]::timestamptz[]) AS u (filter_id, profile_id, comeback_from)
+            WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id AND NOT w.passed_over
+            """,
+            [
+                .int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId)),
+                .textArray(from.map { $0.iso8601 }),
+            ])
     }
 
     /// The pause row (migration 0007) as this unit's transaction reads it.

@@ -456,6 +456,61 @@ import Testing
         #expect(try twin.memory.notifications(filterId: 300).map(\.profileIds) == [[12]])
     }
 
+    /// Found by review in session 29: a match a monthly filter's written digest passed over (hidden the day
+    /// before) and that qualifies again the next day is shown by the filter's next digest, a month later. The
+    /// comeback counted 30 days from the decision, and from 2026-03-02 to 2026-04-02 is 31: the entry was no
+    /// longer read by the one digest that could show it, and its pair stayed recorded, so it was never shown.
+    @Test func aMonthlyFiltersNextDigestShowsAMatchItsLastOnePassedOver() throws {
+        let twin = try Twin()
+        let monthly = NotifyInterval(months: 1, days: 0, microseconds: 0)
+        try twin.saveProfiles(
+            [World.profile(4, gender: 1)] + [20, 21].map { World.profile($0) }, at: ScenarioWorld.day1)
+        try twin.saveFilters([World.filter(400, owner: 4, every: monthly)])
+        // Last digest a month before day 2: not due on day 1, due on day 2.
+        let earlier = NotifyInterval(months: -1, days: 0, microseconds: 0)
+            .added(to: ScenarioWorld.day1.adding(days: 1), in: .tokyo)
+        try twin.connection.query(
+            "INSERT INTO matcher_filter_state (filter_id, last_notified_at) VALUES (400, $1)", [.timestamptz(earlier)])
+        try seedMemoryDigest(twin, filterId: 400, owner: 4, at: earlier)
+        try twin.runBoth(at: ScenarioWorld.day1, retentionDays: 180)
+        #expect(try waiting(twin, filterId: 400) == 2)
+
+        // 21 is hidden before day 2's digest: it shows 20, and passes 21 over.
+        let hiddenAt = ScenarioWorld.day1.adding(microseconds: 12 * 3_600_000_000)
+        try twin.saveProfiles([World.profile(21, status: 2, at: hiddenAt)], at: hiddenAt)
+        let day2 = ScenarioWorld.day1.adding(days: 1)
+        try twin.runBoth(at: day2, retentionDays: 180)
+        #expect(try twin.postgres.notifications(filterId: 400).map(\.profileIds) == [[20]])
+
+        // 21 is back the next day; the next digest, a month after day 2's (31 days), shows it.
+        let backAt = day2.adding(microseconds: 12 * 3_600_000_000)
+        try twin.saveProfiles([World.profile(21, at: backAt)], at: backAt)
+        let nextDigest = monthly.added(to: day2, in: .tokyo)
+        #expect(nextDigest == day2.adding(days: 31))
+        let (pg, mem) = try twin.runBoth(at: nextDigest, retentionDays: 180)
+        #expect(pg.counters.notificationsWritten == 1 && mem.counters.notificationsWritten == 1)
+        #expect(try twin.postgres.notifications(filterId: 400).map(\.profileIds) == [[20], [21]])
+        #expect(try twin.memory.notifications(filterId: 400).map(\.profileIds) == [[20], [21]])
+        #expect(try waiting(twin, filterId: 400) == 0)
+        #expect(try Rows.of(twin.connection).matches == Rows.of(twin.memory).matches)
+        #expect(try Rows.of(twin.connection).notifications == Rows.of(twin.memory).notifications)
+    }
+
+    /// The comeback's start: the decision, or the filter's next digest if later; never more than ten years on.
+    @Test func aComebackStartsAtTheDecisionOrTheFiltersNextDigest() throws {
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        let at = ScenarioWorld.day1
+        #expect(Retention.comebackStart(decidedAt: at, every: NotifyInterval(days: 1), in: utc) == at.adding(days: 1))
+        #expect(Retention.comebackStart(decidedAt: at, every: NotifyInterval(days: -3), in: utc) == at)
+        #expect(
+            Retention.comebackStart(decidedAt: at, every: NotifyInterval(months: 1, days: 0, microseconds: 0), in: utc)
+                == at.adding(days: 31))
+        #expect(
+            Retention.comebackStart(
+                decidedAt: at, every: NotifyInterval(months: 120_000, days: 0, microseconds: 0), in: utc)
+                == at.adding(days: Retention.comebackStartLimitDays))
+    }
+
     /// An entry an older binary marked passed over without a time (during a rollout, after `migrate`) goes by its
     /// recording, for digests and for the sweep alike: read while recorded less than 30 days ago, then swept.
     @Test func anEntryMarkedPassedOverWithoutATimeGoesByItsRecording() throws {

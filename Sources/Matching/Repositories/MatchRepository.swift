@@ -259,8 +259,9 @@ public protocol UnitTransaction {
     /// Marks listed matches that a digest decision read and did not count (a digest written without them, or
     /// held back because none still qualified): they no longer wait for a digest, though they stay listed and a
     /// later digest counts any that qualify again (`UnitCommitter.passedOver`) until `Retention.comebackDays`
-    /// after `time`, the deciding unit's clock.
-    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws
+    /// after `comebackFrom[pair.filterId]` (`Retention.comebackStart`: the deciding unit's clock, or the filter's
+    /// next digest if that is later). Stored as the entry's `passed_over_at`.
+    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
     func notificationsPaused() throws -> Bool
     /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters; throws `RunTakenOver` when the run
@@ -401,9 +402,20 @@ public struct UnitWriterShortfall: Sendable, Equatable {
     }
 }
 
+/// A passed-over match whose filter the deciding unit did not give a comeback start
+/// (`UnitTransaction.markPassedOver`): a defect in the caller, never the data's.
+public struct MissingComebackStart: Error, CustomStringConvertible {
+    public let filterId: Int64
+    public init(filterId: Int64) { self.filterId = filterId }
+    public var description: String {
+        "no comeback start was given for filter \(filterId) when its passed-over matches were marked"
+    }
+}
+
 /// When a listed match that a digest passed over stops being read, at a run's clock (runs.md: it is shown later
 /// only if it qualifies again): once its pair is past the retention (recorded before `recordedBefore`: the pair
-/// is forgotten), or once it was passed over before `passedOverBefore` (`Retention.comebackDays`). Applied at
+/// is forgotten), or once its comeback started (`passed_over_at`, `Retention.comebackStart`) before
+/// `passedOverBefore` (`Retention.comebackDays`). Applied at
 /// the clock whether or not the sweep has removed the entry yet, so that layouts agree row for row. Nil fields:
 /// no such limit.
 public struct PassedOverCutoffs: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 
 /// Retention's defaults and bounds (runs.md, cli.md `--retention-days`).
 public enum Retention {
@@ -36,12 +37,30 @@ public enum Retention {
     public static let sweepLagMicroseconds: Int64 = 3_600_000_000
 
     /// How long a match a digest passed over (it no longer qualified) may still come back in a later digest
-    /// when it qualifies again (runs.md): 30 days from the decision that passed it over, and never past its
+    /// when it qualifies again (runs.md): 30 days from the decision that passed it over (from the filter's next
+    /// digest, if that is later: `comebackStart`), and never past its
     /// pair's retention. Every digest of its filter reads it again until then; kept until the retention
     /// instead, a filter's passed-over matches would pile up for 180 days by default and each digest day would
     /// read them all, a cost that follows the service's age. After it the pair stays recorded until the
     /// retention (it does not match again), but no digest shows it.
     public static let comebackDays = 30
+
+    /// When the comeback of a match that a decision at `decidedAt` passed over starts counting (the entry's
+    /// `passed_over_at`): at the decision, or at the filter's next digest if that comes later, `every` after
+    /// the decision (on the calendar of `timeZone`, as the due rule adds it). A match a daily or weekly
+    /// filter's digest passed over may come back for 30 days; one a monthly (or rarer) filter's digest passed
+    /// over would otherwise be gone before that filter's next digest could show it (found by review in
+    /// session 29). Never more than `comebackStartLimitDays` ahead: a filter notified once a century keeps such
+    /// matches until their pair's retention, which ends the comeback anyway.
+    public static func comebackStart(decidedAt: Timestamp, every: NotifyInterval, in timeZone: TimeZone) -> Timestamp {
+        let next = every.added(to: decidedAt, in: timeZone)
+        let limit = decidedAt.adding(microseconds: Int64(comebackStartLimitDays) * Timestamp.microsecondsPerDay)
+        return min(max(decidedAt, next), limit)
+    }
+
+    /// How far ahead of its decision a comeback may start (`comebackStart`): ten years, beyond any retention a
+    /// service keeps, and within the calendar both stores write.
+    public static let comebackStartLimitDays = 3_660
 
     /// A match a digest passed over before this instant is no longer read at `clock` (its comeback is over).
     public static func comebackCutoff(clock: Timestamp) -> Timestamp {

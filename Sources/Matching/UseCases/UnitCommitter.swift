@@ -1,3 +1,5 @@
+import Chronology
+
 /// The exactly-once commit of one unit of work, written once for every store (runs.md): in one
 /// transaction, the unit's new pairs are recorded (a pair at most once, whoever else writes), the
 /// digests its filters are due are decided under a lock on their notification state and written, the
@@ -131,7 +133,9 @@ public struct UnitCommitter: Sendable {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
-            try tx.markPassedOver(Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated), at: now)
+            try tx.markPassedOver(
+                Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated),
+                comebackFrom: Self.comebackStarts(deciding, unit.clock))
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -161,7 +165,7 @@ public struct UnitCommitter: Sendable {
             Self.passedOver(
                 nowWaiting, by: redecided, newDigests,
                 evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }),
-            at: now)
+            comebackFrom: Self.comebackStarts(deciding, unit.clock))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
@@ -169,7 +173,8 @@ public struct UnitCommitter: Sendable {
 
     /// The listed matches of `waiting` (read under the filters' locks) that `decision` passes over now: those the
     /// run `evaluated` of its filters that no digest counts, of a held-back filter's too, and not passed over
-    /// by an earlier decision (they stay listed for `Retention.comebackDays` after that decision, within their
+    /// by an earlier decision (they stay listed for `Retention.comebackDays` after that decision or the filter's
+    /// next digest, `Retention.comebackStart`, within their
     /// pair's retention, and each decision reads them again). An entry listed after
     /// the run's read (by another writer, whatever its clock) is neither counted nor passed over: it waits until
     /// a run evaluates it.
@@ -183,6 +188,20 @@ public struct UnitCommitter: Sendable {
             if let digest = digests.byFilter[pair.filterId] { return !digest.counts(pair.profileId) }
             return heldBack.contains(pair.filterId)
         }
+    }
+
+    /// When the comeback of a match each deciding filter passes over now starts (`Retention.comebackStart`).
+    static func comebackStarts(
+        _ deciding: [NotificationCandidateFilter], _ clock: EvaluationClock
+    ) -> [Int64: Timestamp] {
+        Dictionary(
+            deciding.map {
+                (
+                    $0.filter.id,
+                    Retention.comebackStart(decidedAt: clock.now, every: $0.filter.notifyEvery, in: clock.timeZone)
+                )
+            },
+            uniquingKeysWith: { first, _ in first })
     }
 
     /// Inserts in one go; on a conflict, again skipping the pairs already recorded.

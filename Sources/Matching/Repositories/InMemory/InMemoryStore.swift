@@ -37,8 +37,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var waiting: [MatchPair: Timestamp] = [:]
         var notificationRows: [MatchNotification] = []
         var lastNotifiedAt: [Int64: Timestamp] = [:]
-        /// Listed matches a digest decision read and did not count (`markPassedOver`), with when (the deciding
-        /// unit's clock).
+        /// Listed matches a digest decision read and did not count (`markPassedOver`), with when their comeback
+        /// starts (`Retention.comebackStart`: the deciding unit's clock, or the filter's next digest).
         var passedOverAt: [MatchPair: Timestamp] = [:]
         var runRows: [Int64: RunRecord] = [:]
         var nextNotificationId: Int64 = 1
@@ -523,9 +523,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for id in filterIds { written.lastNotifiedAt[id] = time }
     }
 
-    func markPassedOver(_ pairs: [MatchPair], at time: Timestamp) throws {
+    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws {
         for pair in pairs where written.waiting[pair] != nil && written.passedOverAt[pair] == nil {
-            written.passedOverAt[pair] = time
+            guard let from = comebackFrom[pair.filterId] else { throw MissingComebackStart(filterId: pair.filterId) }
+            written.passedOverAt[pair] = from
         }
     }
 
