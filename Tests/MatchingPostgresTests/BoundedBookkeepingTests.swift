@@ -58,4 +58,30 @@ import Testing
         #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 13") == 0)
         #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 12") == 1)
     }
+
+    /// Found by review in session 29: the notification state of a filter the app soft-deletes (`deleted_at`,
+    /// how users delete filters) stayed for good; it goes like a hard-deleted filter's.
+    @Test func theStateOfASoftDeletedFilterIsForgotten() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) },
+            updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        func run(_ clock: Timestamp) throws -> RunSummary {
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: clock, retentionDays: 7))
+        }
+        func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }
+
+        #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        #expect(try count("SELECT count(*) FROM matcher_filter_state") == 2)
+        try connection.query(
+            "UPDATE saved_filters SET deleted_at = $1 WHERE id = 200", [.timestamptz(ScenarioWorld.day2)])
+        _ = try run(ScenarioWorld.day1.adding(days: 12))
+        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+    }
 }

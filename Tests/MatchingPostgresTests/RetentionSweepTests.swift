@@ -158,6 +158,41 @@ import Testing
                 == waiting)
     }
 
+    /// Found by review in session 29: a clock holding fewer pairs than a batch is forgotten in one batch, its last,
+    /// and a task's last batch was not counted against the budget. 30 runs' clocks of 2 pairs each (an hourly
+    /// timer after an outage) were all forgotten by one sweep whose budget was 8 pairs.
+    @Test func aClocksLastBatchCountsAgainstTheBudget() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles((1...2).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters((1...30).map { World.filter(Int64($0), owner: 1) })
+        // Filter f's pairs at hour f of day 1: 30 clocks, all notified, all expired at the cutoff.
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, notification_id)
+            SELECT f, p, $1::timestamptz + f * interval '1 hour', 1
+            FROM generate_series(1, 30) f, generate_series(1, 2) p
+            """, [.timestamptz(ScenarioWorld.day1)])
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 2) { try database.connect() }
+
+        let first = try #require(try store.forgetExpired(before: cutoff, batchSize: 4, maxBatches: 2))
+        // The budget (8), give or take a batch a connection.
+        #expect(first.forgotten <= 8 + 2 * 4, "forgot \(first.forgotten)")
+        #expect(first.backlog)
+        var forgotten = first.forgotten
+        var sweeps = 1
+        while sweeps < 100 {
+            let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: 4, maxBatches: 2))
+            forgotten += outcome.forgotten
+            sweeps += 1
+            if !outcome.backlog { break }
+        }
+        #expect(forgotten == 60)
+        #expect(try count(connection, "SELECT count(*) FROM filter_matches") == 0)
+    }
+
     /// A stop request (SIGTERM) during the sweep ends it after the batches in progress, with a backlog that the
     /// next sweep finishes (review of session 23: the sweep ran on, up to 100 batches, past systemd's stop
     /// timeout).
