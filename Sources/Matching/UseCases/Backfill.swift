@@ -76,6 +76,51 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         return left == right
     }
 
+    /// A selection that names what is not there (cli.md: a bad flag value, exit 64): a filter id that no saved
+    /// filter has, one deleted, or one of another shard's owner; an owner with no filter in the shard; a window
+    /// of changes that starts at or after the backfill's clock. Refused before anything is written: a mistyped
+    /// id would otherwise "succeed" with nothing done (and its run row and retention sweep).
+    public struct SelectionRefused: ClassifiedError, CustomStringConvertible {
+        public let problems: [String]
+        public var failureKind: FailureKind { .usage }
+        public var description: String { "backfill refused, nothing written: " + problems.joined(separator: "; ") }
+    }
+
+    /// Refuses a selection by `--filter` or `--owner` that names a filter or owner it cannot backfill in the shard.
+    private func checkSelection(_ input: Input) throws {
+        let filterRepository = pass.repositories.filters
+        switch input.filters {
+        case .all:
+            return
+        case .ids(let ids):
+            let chosen = Set(try filterRepository.filters(input.filters, shard: input.shard, afterId: nil).map(\.id))
+            var problems: [String] = []
+            for id in Set(ids).sorted() where !chosen.contains(id) {
+                guard let filter = try filterRepository.filter(id: id) else {
+                    problems.append("--filter \(id): no saved filter has this id")
+                    continue
+                }
+                if filter.isDeleted {
+                    problems.append("--filter \(id): the filter is deleted")
+                } else {
+                    problems.append(
+                        "--filter \(id): its owner \(filter.ownerId) is not in shard \(input.shard)"
+                            + " (owner_id mod \(input.shard.count) is not \(input.shard.index))")
+                }
+            }
+            if !problems.isEmpty { throw SelectionRefused(problems: problems) }
+        case .owners(let owners):
+            let chosen = Set(
+                try filterRepository.filters(input.filters, shard: input.shard, afterId: nil).map(\.ownerId))
+            let problems = Set(owners).sorted().filter { !chosen.contains($0) }.map { owner in
+                input.shard.owns(ownerId: owner)
+                    ? "--owner \(owner): owns no saved filter (not deleted)"
+                    : "--owner \(owner): is not in shard \(input.shard) (owner_id mod \(input.shard.count) is not \(input.shard.index))"
+            }
+            if !problems.isEmpty { throw SelectionRefused(problems: problems) }
+        }
+    }
+
     let pass: MatchingPass
 
     public init(
@@ -98,12 +143,20 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let interrupted = try latestInterrupted.flatMap {
             Self.sameParameters($0.parameters, input.parameters) ? try runs.claim(runId: $0.id) : nil
         }
-        if interrupted == nil {  // a resumed one keeps its own zone; a new one, before it reads anything
+        if interrupted == nil {  // a resumed one keeps its own zone and selection; a new one, before it reads anything
+            try checkSelection(input)
             try TimeZoneChanged.check(
                 try runs.coverage().inUse(by: input.shard), shard: input.shard, kind: .backfill,
                 zone: input.timeZone, accepting: input.timeZoneChange)
         }
         let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()
+        if interrupted == nil, case .changed(let from?, nil) = input.profiles, from >= now {
+            throw SelectionRefused(
+                problems: [
+                    "--changed-since \(from.iso8601) is not before the backfill's clock \(now.iso8601):"
+                        + " the window holds no change"
+                ])
+        }
         timer.begin(.read, output)
         let candidates = CandidateProfiles(try profiles.profiles(input.profiles.upTo(now)))
         timer.end(.read, output)
