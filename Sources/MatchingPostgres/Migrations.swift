@@ -132,6 +132,17 @@ public struct MigrationRunner {
                     applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
                 )
                 """)
+            // An older binary's `migrate` on a newer schema would install its older change capture (another
+            // catalogue, other rules) over the newer one and still mark the newest version, so the newer runs
+            // would go on with changes unrecorded (review of session 29). Rolling back is not supported: refused.
+            let newest = try tx.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].optionalInt32(0)
+            let known = migrations.map(\.version).max() ?? 0
+            if let newest, Int(newest) > known {
+                throw MigrationError(
+                    description:
+                        "this database's worker schema is at version \(newest), newer than this matcher's migrations "
+                        + "(up to \(known)): run matcher migrate with the newer binary; nothing was changed")
+            }
         }
         var applied: [Migration] = []
         for migration in migrations {

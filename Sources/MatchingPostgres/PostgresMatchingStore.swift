@@ -830,14 +830,14 @@ extension PostgresMatchingStore: MatchRepository {
     public func matches(filterId: Int64) throws -> [FilterMatch] {
         try connection.query(
             """
-            SELECT filter_id, profile_id, matched_at, run_id, notification_id, mutual FROM filter_matches
+            SELECT filter_id, profile_id, matched_at, run_id, notification_id, mutual, silent FROM filter_matches
             WHERE filter_id = $1 ORDER BY profile_id
             """, [.int8(filterId)]
         ).rows.map { row in
             FilterMatch(
                 filterId: try row.int64(0), profileId: try row.int64(1), matchedAt: try row.timestamp(2),
                 runId: try row.optionalInt64(3), notificationId: try row.optionalInt64(4),
-                mutual: try row.bool(5))
+                mutual: try row.bool(5), silent: try row.bool(6))
         }
     }
 

@@ -265,21 +265,23 @@ struct PostgresUnitTransaction: UnitTransaction {
     ) throws -> [MatchPair] {
         guard !rows.isEmpty else { return [] }
         let ordered = Self.inPageOrder(rows.sorted { $0.pair < $1.pair })
-        let inserted = try tx.query(
-            """
-            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual, bulk)
-            SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6, u.mutual <> 0, $8
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $7::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
-            ON CONFLICT (filter_id, profile_id) DO NOTHING
-            RETURNING filter_id, profile_id
-            """,
-            [
-                .int8Array(ordered.map(\.pair.filterId)), .int8Array(ordered.map(\.pair.profileId)),
-                .int8Array(ordered.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
-                .bool(ordered.contains { $0.silent }),  // a unit's rows are all silent or none
-                .int2Array(ordered.map { $0.mutual ? 1 : 0 }), .bool(bulk),
-            ]
-        ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
+        let inserted = try SkippedConflictFailed.retryable {
+            try tx.query(
+                """
+                    INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, notification_id, silent, mutual, bulk)
+                SELECT u.filter_id, u.profile_id, $4, $5, NULLIF(u.notification_id, 0), $6, u.mutual <> 0, $8
+                FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $7::smallint[]) AS u(filter_id, profile_id, notification_id, mutual)
+                ON CONFLICT (filter_id, profile_id) DO NOTHING
+                RETURNING filter_id, profile_id
+                """,
+                [
+                    .int8Array(ordered.map(\.pair.filterId)), .int8Array(ordered.map(\.pair.profileId)),
+                    .int8Array(ordered.map { $0.notificationId ?? 0 }), .timestamptz(time), .int8(runId),
+                    .bool(ordered.contains { $0.silent }),  // a unit's rows are all silent or none
+                    .int2Array(ordered.map { $0.mutual ? 1 : 0 }), .bool(bulk),
+                ]
+            )
+        }.rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
         if bulk { try listBulk(inserted.sorted(), at: time) }
         return inserted
     }
@@ -443,4 +445,29 @@ struct PostgresUnitTransaction: UnitTransaction {
     }
 
     private typealias Parameter = PostgresValue
+}
+
+/// A unique violation from the insert that skips recorded pairs (`ON CONFLICT (filter_id, profile_id) DO
+/// NOTHING`). While `matcher reindex` rebuilds the primary key (`REINDEX INDEX CONCURRENTLY`), or an
+/// interrupted rebuild's index is left ready but invalid, PostgreSQL checks the conflict against the valid key
+/// only, and a pair another writer inserts in between can still violate the copy being built ("may
+/// unexpectedly fail with a unique violation", PostgreSQL's INSERT reference; review of session 29). The unit's
+/// transaction is gone, nothing of it written: it is a write conflict, and the unit is written again
+/// (`WriteConflictRetry`), now skipping that pair too.
+struct SkippedConflictFailed: ClassifiedError, CustomStringConvertible {
+    let underlying: PostgresError
+    var isWriteConflict: Bool { true }
+    var failureKind: FailureKind { underlying.failureKind }
+    var description: String {
+        "a unique violation on filter_matches while skipping recorded pairs (the primary key being rebuilt "
+            + "beside another writer?): \(underlying)"
+    }
+
+    static func retryable<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.sqlState == "23505" {
+            throw SkippedConflictFailed(underlying: error)
+        }
+    }
 }

@@ -350,6 +350,10 @@ struct LoggingRunOutput: RunOutputHandler {
                 metadata: [
                     "run_id": "\(runId)", "shard": "\(shard)",
                 ])
+        case .selectionSkipped(let skipped):
+            logger.notice(
+                "backfill skips listed filters or owners it has nothing to do for",
+                metadata: ["skipped": "\(skipped.joined(separator: "; "))"])
         case .interruptedBackfillAbandoned(let runId):
             logger.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",

@@ -310,7 +310,34 @@ import Testing
         let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
         try MigrationRunner(connection: connection).apply(migrations)
         let first = try #require(migrations.first)
-        let edited = [Migration(version: first.version, name: first.name, sql: first.sql + "\n-- edited")]
-        #expect(throws: MigrationError.self) { try MigrationRunner(connection: connection).apply(edited) }
+        let edited =
+            [Migration(version: first.version, name: first.name, sql: first.sql + "\n-- edited")]
+            + migrations.dropFirst()
+        let refused = #expect(throws: MigrationError.self) { try MigrationRunner(connection: connection).apply(edited) }
+        #expect(refused?.description.contains("was edited after it was applied") == true)
+    }
+
+    /// Found by review in session 29: an older binary's `migrate` on a newer schema installed its older change
+    /// capture over the newer one and marked the newest version all the same, so the newer runs went on with
+    /// changes unrecorded. It is refused, and nothing changes.
+    @Test func anOlderBinarysMigrateOnANewerSchemaIsRefused() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations)
+        let capture = """
+            SELECT string_agg(p.proname || ':' || md5(p.prosrc), ',' ORDER BY p.proname) FROM pg_proc p
+            WHERE p.proname LIKE 'matcher%'
+            """
+        let before = try connection.query(capture).rows[0].optionalString(0)
+        let older = migrations.filter { $0.version <= 15 }
+        let refused = #expect(throws: MigrationError.self) { try MigrationRunner(connection: connection).apply(older) }
+        #expect(
+            refused?.description
+                == "this database's worker schema is at version \(MigrationRunner.schemaVersion), newer than this "
+                + "matcher's migrations (up to 15): run matcher migrate with the newer binary; nothing was changed")
+        #expect(refused?.failureKind == .configuration)
+        #expect(try connection.query(capture).rows[0].optionalString(0) == before)
+        try MigrationRunner.verifyCurrent(connection)
     }
 }

@@ -4,9 +4,10 @@ import Matching
 import MatchingTestSupport
 import Testing
 
-/// A backfill's selection names what is there (review of session 29): a mistyped, deleted or other shard's
-/// filter id, an owner without filters, or a window of changes that starts after the clock is refused with a
-/// line naming each, exit 64, and nothing is written (before, it "succeeded" with nothing done).
+/// A backfill's selection names what is there (review of session 29): a filter id no filter has, an owner id
+/// no profile has, a list that leaves the shard nothing to do, or a window of changes that starts after the
+/// clock is refused with a line naming each, exit 64, and nothing is written (before, it "succeeded" with
+/// nothing done); a deleted or another shard's filter in a list with work here is skipped, and said.
 @Suite struct BackfillSelectionTests {
     /// Owner 1 (a man) with filter 100, owner 2 (a man) with filter 201, deleted filter 300 of owner 1; women 10-12.
     private func store() -> InMemoryStore {
@@ -21,47 +22,89 @@ import Testing
         return store
     }
 
-    private func backfill(_ store: InMemoryStore, _ input: Matching.Backfill.Input) throws -> RunSummary {
-        try Matching.Backfill(MatchingRepositories(store: store)).execute(input)
+    private func backfill(
+        _ store: InMemoryStore, _ input: Matching.Backfill.Input, output: any RunOutputHandler = SilentRunOutput()
+    ) throws -> RunSummary {
+        try Matching.Backfill(MatchingRepositories(store: store), output: output).execute(input)
     }
 
-    @Test func filterIdsThatAreNotThereAreNamedAndNothingIsWritten() throws {
+    private func skipped(_ output: RecordingRunOutput) -> [[String]] {
+        output.events.compactMap { event in
+            if case .selectionSkipped(let skipped) = event { return skipped }
+            return nil
+        }
+    }
+
+    @Test func aFilterIdNoFilterHasIsRefusedAndNothingIsWritten() throws {
         let store = store()
-        let shard = try Shard(index: 1, count: 2)
+        let shard = try Shard(index: 1, count: 2)  // owner 1's
         let refused = try #require(
             throws: Matching.Backfill.SelectionRefused.self,
             performing: {
-                try backfill(store, .init(filters: .ids([100, 4222, 300, 201]), now: World.day1, shard: shard))
+                try backfill(store, .init(filters: .ids([100, 4222, 300, 201, 300]), now: World.day1, shard: shard))
             })
         #expect(refused.failureKind == .usage)
-        #expect(
-            refused.problems == [
-                "--filter 201: its owner 2 is not in shard 1/2 (owner_id mod 2 is not 1)",
-                "--filter 300: the filter is deleted",
-                "--filter 4222: no saved filter has this id",
-            ])
-        #expect(refused.description.hasPrefix("backfill refused, nothing written: --filter 201"))
+        // 300 (deleted) and 201 (shard 0/2's part of the list) alone would only be skipped: this shard has 100.
+        #expect(refused.problems == ["--filter 4222: no saved filter has this id"])
+        #expect(refused.description == "backfill refused, nothing written: --filter 4222: no saved filter has this id")
         #expect(store.allRuns.isEmpty)
         #expect(World.pairs(store).isEmpty)
-
-        let done = try backfill(store, .init(filters: .ids([100]), now: World.day1, shard: shard))
-        #expect(done.counters.matchesWritten == 3)
     }
 
-    @Test func ownersWithoutFiltersInTheShardAreNamed() throws {
+    @Test func aDeletedOrAnotherShardsFilterIsSkippedWhileTheListHasWorkHere() throws {
         let store = store()
+        let shard = try Shard(index: 1, count: 2)
+        let output = RecordingRunOutput()
+        let mine = try backfill(
+            store, .init(filters: .ids([100, 201, 300]), now: World.day1, shard: shard), output: output)
+        #expect(mine.counters.matchesWritten == 3)
+        #expect(
+            skipped(output) == [
+                [
+                    "--filter 201: its owner 2 is in shard 0/2, not 1/2",
+                    "--filter 300: the filter is deleted",
+                ]
+            ])
+        // The same list on the other shard: its part.
+        let theirs = try backfill(
+            store, .init(filters: .ids([100, 201, 300]), now: World.day1, shard: try Shard(index: 0, count: 2)))
+        #expect(theirs.counters.matchesWritten == 3)
+
+        // Nothing of the list here: refused, each named.
         let refused = try #require(
             throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .owners([1, 3]), now: World.day1)) })
-        #expect(refused.problems == ["--owner 3: owns no saved filter (not deleted)"])
+            performing: { try backfill(store, .init(filters: .ids([201, 300]), now: World.day2, shard: shard)) })
+        #expect(
+            refused.problems == [
+                "--filter 201: its owner 2 is in shard 0/2, not 1/2", "--filter 300: the filter is deleted",
+            ])
+    }
+
+    @Test func ownersAreRefusedWhenNoProfileHasTheIdOrNoneHasWorkHere() throws {
+        let store = store()
+        let typo = try #require(
+            throws: Matching.Backfill.SelectionRefused.self,
+            performing: { try backfill(store, .init(filters: .owners([1, 99]), now: World.day1)) })
+        #expect(typo.problems == ["--owner 99: no profile has this id"])
+        let none = try #require(
+            throws: Matching.Backfill.SelectionRefused.self,
+            performing: { try backfill(store, .init(filters: .owners([3]), now: World.day1)) })
+        #expect(none.problems == ["--owner 3: owns no saved filter (not deleted)"])
         let shard = try Shard(index: 1, count: 2)
         let otherShard = try #require(
             throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .owners([1, 2]), now: World.day1, shard: shard)) })
-        #expect(otherShard.problems == ["--owner 2: is not in shard 1/2 (owner_id mod 2 is not 1)"])
+            performing: { try backfill(store, .init(filters: .owners([2]), now: World.day1, shard: shard)) })
+        #expect(otherShard.problems == ["--owner 2: is in shard 0/2, not 1/2"])
         #expect(store.allRuns.isEmpty)
-        let done = try backfill(store, .init(filters: .owners([1, 2]), now: World.day1))
-        #expect(done.counters.matchesWritten == 6)
+
+        let output = RecordingRunOutput()
+        let part = try backfill(
+            store, .init(filters: .owners([1, 2, 3]), now: World.day1, shard: shard), output: output)
+        #expect(part.counters.matchesWritten == 3)
+        #expect(
+            skipped(output) == [
+                ["--owner 2: is in shard 0/2, not 1/2", "--owner 3: owns no saved filter (not deleted)"]
+            ])
     }
 
     @Test func aWindowStartingAtOrAfterTheClockIsRefused() throws {

@@ -265,4 +265,35 @@ import Testing
         #expect(waiting.recorded?.matchedAt == World.day2)
         #expect(!waiting.recordedForgotten, "it waits for the filter's digest")
     }
+
+    /// Review of session 29: "Already recorded" said only when; a backfill's silent pair, a notified one and one
+    /// waiting for its digest read the same. It now says which, and by which run.
+    @Test func aRecordedPairSaysWhetherItWasNotifiedOrIsSilent() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10), World.profile(11)])
+        store.save([
+            World.filter(100, owner: 1),
+            World.filter(200, owner: 1, every: NotifyInterval(days: 7)),
+        ])
+        // Filter 200 had its digest the day before: its match waits.
+        try store.withUnitTransaction { tx in try tx.recordNotified([200], at: World.day1.adding(days: -1)) }
+        let run = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day1, maxPerFilter: 1))
+        _ = try Matching.Backfill(MatchingRepositories(store: store))
+            .execute(.init(filters: .ids([100]), now: World.day1.adding(microseconds: 1)))
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        func recorded(_ filterId: Int64, _ profileId: Int64) throws -> String {
+            let result = try explain.execute(.init(filterId: filterId, profileId: profileId, now: World.day2))
+            let text = ReportRenderer.render(.explanation(result), as: .text)
+            return text.split(separator: "\n").first { $0.contains("Already recorded") }.map(String.init) ?? text
+        }
+        let notification = try #require(try store.notifications(filterId: 100).first?.id)
+        let runId = try #require(run.runId)
+        #expect(
+            try recorded(100, 10).hasSuffix(
+                "matched at \(World.day1.iso8601) by run \(runId), notified by notification \(notification)"))
+        #expect(try recorded(100, 11).contains(", silent (a backfill's without --notify: never in a digest)"))
+        #expect(
+            try recorded(200, 10).hasSuffix(
+                ", not notified (waiting for its filter's digest, or passed over by one)"))
+    }
 }

@@ -127,10 +127,14 @@ import Testing
         store.save([World.profile(12, residence: 13, at: World.day2)])
         let refused = #expect(throws: ProgressAhead.self) { try World.run(store, now: World.day2) }
         #expect(refused?.description.contains("matcher progress reset --shard 0/1 --to") == true)
+        // The status says so, as PostgreSQL's does (review of session 29: the in-memory one never did).
+        let status = try store.serviceStatus(retention: false)
+        #expect(status.shards.map(\.progressAhead) == [true])
 
         let reset = try ResetProgress(MatchingRepositories(store: store)).execute(shard: .all, to: World.day2)
         #expect(reset.after.entries.map(\.mark) == [ChangeMark.resetTo(World.day2)])
         #expect(reset.after.entries.first?.timeZone == "Asia/Tokyo")
+        #expect(try store.serviceStatus(retention: false).shards.map(\.progressAhead) == [false])
         let next = try World.run(store, now: World.day2.adding(microseconds: 1))
         #expect(next.counters.candidates == 1 && next.counters.matchesWritten == 1)
         #expect(Set(World.pairs(store).map(\.profileId)) == [10, 11, 12])

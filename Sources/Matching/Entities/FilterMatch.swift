@@ -24,10 +24,12 @@ public struct FilterMatch: Sendable, Hashable {
     public let notificationId: Int64?
     /// The latest finding of runs.md "Mutual matches": set when the pair is recorded and again when notified.
     public let mutual: Bool
+    /// Recorded by a backfill without `--notify`: never notified, never in a digest (runs.md "Backfill").
+    public let silent: Bool
 
     public init(
         filterId: Int64, profileId: Int64, matchedAt: Timestamp, runId: Int64?, notificationId: Int64? = nil,
-        mutual: Bool = false
+        mutual: Bool = false, silent: Bool = false
     ) {
         self.filterId = filterId
         self.profileId = profileId
@@ -35,6 +37,7 @@ public struct FilterMatch: Sendable, Hashable {
         self.runId = runId
         self.notificationId = notificationId
         self.mutual = mutual
+        self.silent = silent
     }
 
     public var pair: MatchPair { MatchPair(filterId: filterId, profileId: profileId) }
@@ -42,7 +45,14 @@ public struct FilterMatch: Sendable, Hashable {
     public func notified(by notificationId: Int64, mutual: Bool) -> FilterMatch {
         FilterMatch(
             filterId: filterId, profileId: profileId, matchedAt: matchedAt, runId: runId,
-            notificationId: notificationId, mutual: mutual)
+            notificationId: notificationId, mutual: mutual, silent: silent)
+    }
+
+    /// The same row as `silent` says it is.
+    public func with(silent: Bool) -> FilterMatch {
+        FilterMatch(
+            filterId: filterId, profileId: profileId, matchedAt: matchedAt, runId: runId,
+            notificationId: notificationId, mutual: mutual, silent: silent)
     }
 }
 

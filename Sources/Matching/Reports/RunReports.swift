@@ -84,6 +84,11 @@ extension Report {
                 result.recorded.map { match in
                     .text(
                         "matched at \(match.matchedAt.iso8601)"
+                            + (match.runId.map { " by run \($0)" } ?? "")
+                            + (match.silent
+                                ? ", silent (a backfill's without --notify: never in a digest)"
+                                : match.notificationId.map { ", notified by notification \($0)" }
+                                    ?? ", not notified (waiting for its filter's digest, or passed over by one)")
                             + (result.recordedForgotten
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
                                     + "waiting for a digest): a run records it again if it matches" : ""))

@@ -77,48 +77,78 @@ public struct Backfill: Sendable, MatchingPassUseCase {
     }
 
     /// A selection that names what is not there (cli.md: a bad flag value, exit 64): a filter id that no saved
-    /// filter has, one deleted, or one of another shard's owner; an owner with no filter in the shard; a window
-    /// of changes that starts at or after the backfill's clock. Refused before anything is written: a mistyped
-    /// id would otherwise "succeed" with nothing done (and its run row and retention sweep).
+    /// filter has, an owner id that no profile has, a window of changes that starts at or after the backfill's
+    /// clock, or a list that leaves this shard nothing to backfill (every filter deleted, every owner without
+    /// filters, all of them another shard's). Refused before anything is written: a mistyped id would otherwise
+    /// "succeed" with nothing done (and its run row and retention sweep). A deleted filter or another shard's
+    /// in a list that still has work here is skipped and said (`RunEvent.selectionSkipped`): users delete
+    /// filters every day, and one list given to every shard of a layout is each shard's part.
     public struct SelectionRefused: ClassifiedError, CustomStringConvertible {
         public let problems: [String]
         public var failureKind: FailureKind { .usage }
         public var description: String { "backfill refused, nothing written: " + problems.joined(separator: "; ") }
     }
 
-    /// Refuses a selection by `--filter` or `--owner` that names a filter or owner it cannot backfill in the shard.
+    /// Refuses a selection by `--filter` or `--owner` that names what does not exist, or that leaves this shard
+    /// nothing to backfill; says which listed filters or owners it skips.
     private func checkSelection(_ input: Input) throws {
         let filterRepository = pass.repositories.filters
+        let shard = input.shard
+        /// Owner `owner`'s shard in the layout of `shard`.
+        func shardOf(_ owner: Int64) -> String {
+            let n = Int64(shard.count)
+            return "\(((owner % n) + n) % n)/\(n)"
+        }
+        // Per listed id or owner not chosen, in order: what is wrong, and whether it exists at all.
+        var found: [(problem: String, exists: Bool)] = []
+        let chosen = try filterRepository.filters(input.filters, shard: shard, afterId: nil)
         switch input.filters {
         case .all:
             return
         case .ids(let ids):
-            let chosen = Set(try filterRepository.filters(input.filters, shard: input.shard, afterId: nil).map(\.id))
-            var problems: [String] = []
-            for id in Set(ids).sorted() where !chosen.contains(id) {
+            let chosenIds = Set(chosen.map(\.id))
+            for id in Set(ids).sorted() where !chosenIds.contains(id) {
                 guard let filter = try filterRepository.filter(id: id) else {
-                    problems.append("--filter \(id): no saved filter has this id")
+                    found.append(("--filter \(id): no saved filter has this id", false))
                     continue
                 }
                 if filter.isDeleted {
-                    problems.append("--filter \(id): the filter is deleted")
+                    found.append(("--filter \(id): the filter is deleted", true))
+                } else if filter.quarantineReason != nil {
+                    found.append(
+                        ("--filter \(id): its row cannot be read (quarantined; shard 0/\(shard.count) lists it)", true))
                 } else {
-                    problems.append(
-                        "--filter \(id): its owner \(filter.ownerId) is not in shard \(input.shard)"
-                            + " (owner_id mod \(input.shard.count) is not \(input.shard.index))")
+                    found.append(
+                        (
+                            "--filter \(id): its owner \(filter.ownerId) is in shard \(shardOf(filter.ownerId)), not \(shard)",
+                            true
+                        ))
                 }
             }
-            if !problems.isEmpty { throw SelectionRefused(problems: problems) }
         case .owners(let owners):
-            let chosen = Set(
-                try filterRepository.filters(input.filters, shard: input.shard, afterId: nil).map(\.ownerId))
-            let problems = Set(owners).sorted().filter { !chosen.contains($0) }.map { owner in
-                input.shard.owns(ownerId: owner)
-                    ? "--owner \(owner): owns no saved filter (not deleted)"
-                    : "--owner \(owner): is not in shard \(input.shard) (owner_id mod \(input.shard.count) is not \(input.shard.index))"
+            let missing = Set(owners).subtracting(chosen.map(\.ownerId)).sorted()
+            let withFilters = Set(try filterRepository.filters(ownedBy: missing).map(\.ownerId))
+            for owner in missing {
+                if withFilters.contains(owner) {
+                    found.append(("--owner \(owner): is in shard \(shardOf(owner)), not \(shard)", true))
+                    continue
+                }
+                let hasProfile: Bool
+                do {
+                    hasProfile = try pass.repositories.profiles.profile(id: owner) != nil
+                } catch is UnreadableProfile {
+                    hasProfile = true
+                }
+                found.append(
+                    hasProfile
+                        ? ("--owner \(owner): owns no saved filter (not deleted)", true)
+                        : ("--owner \(owner): no profile has this id", false))
             }
-            if !problems.isEmpty { throw SelectionRefused(problems: problems) }
         }
+        // What exists is skipped while this shard has something else of the list to do.
+        let problems = found.filter { !$0.exists || chosen.isEmpty }.map(\.problem)
+        if !problems.isEmpty { throw SelectionRefused(problems: problems) }
+        if !found.isEmpty { output.handle(.selectionSkipped(found.map(\.problem))) }
     }
 
     let pass: MatchingPass

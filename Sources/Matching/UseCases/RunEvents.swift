@@ -24,6 +24,9 @@ public enum RunEvent: Sendable {
     /// The shard's interrupted backfill had other parameters and was abandoned: a backfill resumes only the
     /// latest of its shard, so once this one starts no backfill could complete it (it stayed `running` for ever).
     case interruptedBackfillAbandoned(runId: Int64)
+    /// Listed filters or owners a backfill skips (a deleted filter, another shard's, an owner without filters),
+    /// each with why (`Backfill.SelectionRefused`).
+    case selectionSkipped([String])
     case finished(RunSummary)
 }
 

@@ -164,12 +164,14 @@ extension InMemoryStore: ProfileRepository {
     }
 
     public func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark] {
-        locked {
-            marks.filter { mark in
-                guard case .snapshot(let token) = ChangeMark.Form(mark), let at = Int64(token) else { return false }
-                return at > version
-            }
-        }
+        locked { marks.filter(isAhead) }
+    }
+
+    /// Whether `mark` is a snapshot of changes this store has not made yet (the run's check and the status's).
+    /// Under the lock.
+    private func isAhead(_ mark: ChangeMark) -> Bool {
+        guard case .snapshot(let token) = ChangeMark.Form(mark), let at = Int64(token) else { return false }
+        return at > version
     }
 
     /// The in-memory store's changes are numbered by its own version: none is ever ahead of it.
@@ -378,6 +380,10 @@ extension InMemoryStore: MatchRepository {
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
             written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
+            // And the notification state of filters gone or soft-deleted (`RetentionSQL.forgetBookkeeping`).
+            for id in written.lastNotifiedAt.keys where filterRows[id].map({ $0.isDeleted }) ?? true {
+                written.lastNotifiedAt[id] = nil
+            }
             return RetentionOutcome(
                 forgotten: forgotten, backlog: false,
                 notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries)
@@ -385,7 +391,10 @@ extension InMemoryStore: MatchRepository {
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {
-        locked { written.matchRows.values.filter { $0.filterId == filterId }.sorted { $0.pair < $1.pair } }
+        locked {
+            written.matchRows.values.filter { $0.filterId == filterId }.sorted { $0.pair < $1.pair }
+                .map { $0.with(silent: written.silentPairs.contains($0.pair)) }
+        }
     }
 
     public func notifications(filterId: Int64) throws -> [MatchNotification] {
@@ -770,9 +779,10 @@ extension InMemoryStore: StatusRepository {
                 let ofShard = runs.filter { $0.shard == shard }
                 let success = ofShard.last { $0.status == .succeeded }
                 let since = ofShard.filter { $0.id > (success?.id ?? 0) && $0.status != .succeeded }
+                let progress = coverageEntries.entries.first { $0.shard == shard }
                 return ShardStatus(
-                    shard: shard, progress: coverageEntries.entries.first { $0.shard == shard },
-                    lastSuccess: success.map(brief), runsSince: since.map(brief))
+                    shard: shard, progress: progress, lastSuccess: success.map(brief), runsSince: since.map(brief),
+                    progressAhead: progress.map { isAhead($0.mark) } ?? false)
             }
             // The retention sweep's rule, for owners who are active, of filters a run prepares (not invalid,
             // quarantined or suspended): their digests can come now.
