@@ -101,7 +101,7 @@ struct Progress: ParsableCommand {
         var shard: Shard
         @Option(
             help: "ISO 8601 with its zone offset, such as 2026-03-01T00:00:00Z or 2026-03-01T09:00:00+09:00.",
-            transform: { try instantArgument("--to", $0) })
+            transform: { try instant("--to", $0) })
         var to: Timestamp
         @Option(help: "Output format: text or json.") var format: ReportFormat = .text
 
@@ -129,14 +129,4 @@ struct Progress: ParsableCommand {
 /// `K/N` for a `--shard` flag (a usage error, exit 64, when malformed).
 func shardArgument(_ text: String) throws -> Shard {
     do { return try Shard(parsing: text) } catch { throw ValidationError(error.description) }
-}
-
-/// An ISO 8601 instant with its zone offset for `flag`, like `--now` (a time without an offset is refused).
-func instantArgument(_ flag: String, _ text: String) throws -> Timestamp {
-    guard let t = Timestamp(instant: text) else {
-        throw ValidationError(
-            "\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
-                + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
-    }
-    return t
 }

@@ -73,12 +73,19 @@ struct DatabaseOptions: ParsableArguments {
 }
 
 /// The one way a command line reads an instant (`--now`, `--to`, `--changed-since`, …): ISO 8601 with its
-/// zone offset; a time without one is refused (exit 64) rather than read as UTC.
+/// zone offset; a time without one is refused (exit 64) rather than read as UTC. So is one outside the years
+/// 0001-9999 in UTC (review of session 29): it is handed to PostgreSQL as ISO text, which has no year 0, and a
+/// progress mark at such a time (`progress reset --to`) could not be read back, so every later run of the shard
+/// failed.
 func instant(_ flag: String, _ text: String) throws -> Timestamp {
     guard let t = Timestamp(instant: text) else {
         throw ValidationError(
             "\(flag) \(text): not an ISO 8601 time with a zone offset, such as "
                 + "2026-03-01T03:00:00Z or 2026-03-01T12:00:00+09:00 (a time without an offset is refused)")
+    }
+    let year = t.calendarDate(in: TimeZone(secondsFromGMT: 0) ?? .current).year
+    guard (1...9999).contains(year) else {
+        throw ValidationError("\(flag) \(text): is in the year \(year) in UTC; only years 0001-9999 are accepted")
     }
     return t
 }
