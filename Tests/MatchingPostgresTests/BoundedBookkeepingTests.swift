@@ -11,21 +11,37 @@ import Testing
 /// sent notifications past the retention, finished runs past it (not each layout's latest, not the one a
 /// shard's progress points at), and bookkeeping rows of filters and profiles that no longer exist.
 @Suite struct BoundedBookkeepingTests {
-    @Test func theSweepForgetsSentNotificationsOldRunsAndRowsOfWhatIsGone() throws {
-        let database = try MigratedDatabase.create()
-        let connection = try database.connect()
-        defer { connection.close() }
-        let writer = AppTableWriter(connection: connection)
-        try writer.upsertProfiles(
-            [World.profile(1, gender: 1), World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) },
-            updatedAt: ScenarioWorld.day1)
-        try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
-        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        func run(_ clock: Timestamp) throws -> RunSummary {
-            try RunMatching(MatchingRepositories(store: store))
-                .execute(.init(now: clock, retentionDays: 7))
+    /// Men 1 and 2 with filters 100 and 200, women 10-13; runs keep 7 days.
+    private struct TwoFilters {
+        let database: TestDatabase
+        let connection: PostgresConnection
+        let store: PostgresMatchingStore
+
+        init() throws {
+            database = try MigratedDatabase.create()
+            connection = try database.connect()
+            let writer = AppTableWriter(connection: connection)
+            try writer.upsertProfiles(
+                [World.profile(1, gender: 1), World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) },
+                updatedAt: ScenarioWorld.day1)
+            try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
+            let database = database
+            store = PostgresMatchingStore(connection: connection) { try database.connect() }
         }
+
+        func run(_ clock: Timestamp) throws -> RunSummary {
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: clock, retentionDays: 7))
+        }
+
         func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }
+    }
+
+    @Test func theSweepForgetsSentNotificationsOldRunsAndRowsOfWhatIsGone() throws {
+        let world = try TwoFilters()
+        let connection = world.connection
+        defer { connection.close() }
+        func run(_ clock: Timestamp) throws -> RunSummary { try world.run(clock) }
+        func count(_ sql: String) throws -> Int64 { try world.count(sql) }
 
         #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
         // The push sender sent filter 100's digest; filter 200's is still unsent.
@@ -62,19 +78,11 @@ import Testing
     /// Found by review in session 29: the notification state of a filter the app soft-deletes (`deleted_at`,
     /// how users delete filters) stayed for good; it goes like a hard-deleted filter's.
     @Test func theStateOfASoftDeletedFilterIsForgotten() throws {
-        let database = try MigratedDatabase.create()
-        let connection = try database.connect()
+        let world = try TwoFilters()
+        let connection = world.connection
         defer { connection.close() }
-        let writer = AppTableWriter(connection: connection)
-        try writer.upsertProfiles(
-            [World.profile(1, gender: 1), World.profile(2, gender: 1)] + (10...13).map { World.profile(Int64($0)) },
-            updatedAt: ScenarioWorld.day1)
-        try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
-        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        func run(_ clock: Timestamp) throws -> RunSummary {
-            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: clock, retentionDays: 7))
-        }
-        func count(_ sql: String) throws -> Int64 { try connection.query(sql).rows[0].int64(0) }
+        func run(_ clock: Timestamp) throws -> RunSummary { try world.run(clock) }
+        func count(_ sql: String) throws -> Int64 { try world.count(sql) }
 
         #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
         #expect(try count("SELECT count(*) FROM matcher_filter_state") == 2)
