@@ -716,16 +716,24 @@ extension PostgresMatchingStore: MatchRepository {
     /// writing the same filters, unit i may wait for the backfill while the backfill waits for unit i + 1,
     /// which waits for unit i. No deadlock is detected there; the lock timeout on either side breaks the
     /// circle (the side that gives up rolls back, and the others go on) where the statement timeout
-    /// would have failed the run after minutes.
+    /// would have failed the run after minutes. Each transaction's timeout is drawn from 75-125 % of
+    /// `unitLockTimeout` (`jittered`): the two sides of such a circle start waiting within milliseconds of each
+    /// other, and with equal timeouts both gave up at once, wrote again, and met again: 120 s instead of 60
+    /// (`scripts/fault-scenarios` 6c, session 29).
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
-            try tx.execute("SET LOCAL lock_timeout = \(Self.milliseconds(unitLockTimeout))")
+            try tx.execute("SET LOCAL lock_timeout = \(Self.jittered(Self.milliseconds(unitLockTimeout)))")
             let value = try body(PostgresUnitTransaction(tx: tx, blockRows: try blockRowsEstimate()))
             faultPoints?.reach(.unitBeforeCommit)
             return value
         }
         faultPoints?.reach(.unitAfterCommit)
         return result
+    }
+
+    /// `milliseconds` drawn from 75-125 % of it, at least 1.
+    package static func jittered(_ milliseconds: Int64) -> Int64 {
+        max(1, Int64((Double(milliseconds) * Double.random(in: 0.75...1.25)).rounded()))
     }
 
     /// A duration as whole milliseconds, at least 1 (a `lock_timeout` of 0 would mean none).

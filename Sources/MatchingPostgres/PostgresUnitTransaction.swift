@@ -10,6 +10,27 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     func keepAlive() throws { try tx.execute("SELECT 1") }
 
+    /// An advisory lock of the one-bigint form (the run locks use two int4 keys, another space), held until the
+    /// transaction ends.
+    func holdUnit(_ key: Int64) throws {
+        try tx.query("SELECT pg_advisory_xact_lock($1)", [.int8(key)])
+    }
+
+    /// Takes and at once gives back a shared lock on `key`, inside a savepoint with a 2 s `lock_timeout` (past
+    /// `deadlock_timeout`, 1 s by default, so the server checks for a deadlock while it waits); the rollback to
+    /// the savepoint restores the unit's own `lock_timeout`. A lock timeout here only ends this wait; a deadlock
+    /// ends the unit (a write conflict: `UnitWriter` writes it again).
+    func awaitUnit(_ key: Int64) throws {
+        try tx.execute("SAVEPOINT matcher_turn; SET LOCAL lock_timeout = 2000")
+        do {
+            try tx.query(
+                "SELECT pg_advisory_lock_shared($1), pg_advisory_unlock_shared($1)", [.int8(key)])
+        } catch let error as PostgresError where error.sqlState == "55P03" {
+            // Still open after 2 s: the caller looks at the order again and waits again.
+        }
+        try tx.execute("ROLLBACK TO SAVEPOINT matcher_turn; RELEASE SAVEPOINT matcher_turn")
+    }
+
     /// One probe of the list's key a filter. `SELECT DISTINCT filter_id ... WHERE filter_id = ANY($1)` read
     /// every entry of the unit's filters, or the whole list, as the planner chose by the list's statistics.
     func filtersWithWaitingMatches(_ filterIds: [Int64], forgetting cutoffs: PassedOverCutoffs) throws -> Set<Int64> {

@@ -243,4 +243,13 @@ import Testing
         #expect(seen.sawTheUnitWait, "unit 0 waited on the other writer's pair, so unit 1 waited for its turn")
         #expect(summary.counters.matchesWritten == 4 && summary.counters.notificationsWritten == 2)
     }
+
+    /// The two sides of a wait PostgreSQL cannot see start waiting together; with one timeout both gave up at once
+    /// and met again (session 29). Each unit's timeout is drawn from 75-125 % of the setting.
+    @Test func aUnitsLockTimeoutIsDrawnAroundTheSetting() {
+        let drawn = (0..<200).map { _ in PostgresMatchingStore.jittered(60_000) }
+        #expect(drawn.allSatisfy { (45_000...75_000).contains($0) })
+        #expect(Set(drawn).count > 100)
+        #expect(PostgresMatchingStore.jittered(1) >= 1)
+    }
 }

@@ -206,6 +206,15 @@ public protocol UnitTransaction {
     /// idle to the server (PostgreSQL ends a session idle in a transaction after
     /// `idle_in_transaction_session_timeout`).
     func keepAlive() throws
+    /// Marks this transaction as unit `key`'s until it ends, so that a later unit's `awaitUnit(key)` waits for it
+    /// where the store's deadlock detection sees the wait (`UnitWriter`). Nothing to do for a store without one.
+    func holdUnit(_ key: Int64) throws
+    /// Waits, for at most about two seconds, while unit `key`'s transaction is open (`holdUnit`), as a wait the
+    /// store's deadlock detection sees: units wait for their turn to commit inside open transactions, and a
+    /// circle through another writer's row locks and a turn was invisible, broken only by a lock timeout a
+    /// minute later (session 29). Returns at once when no transaction holds `key`; throws a write conflict when
+    /// the store finds this transaction in a deadlock.
+    func awaitUnit(_ key: Int64) throws
     /// Among `filterIds`, those with waiting matches (recorded, not notified, not silent), leaving out the
     /// passed-over entries no longer read at the clock (`PassedOverCutoffs`, swept or not: `waitingMatches`).
     func filtersWithWaitingMatches(_ filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> Set<Int64>

@@ -17,17 +17,21 @@ public struct UnitCommitter: Sendable {
         self.planner = planner
     }
 
-    /// - Parameter beforeAdvance: called inside the transaction once the unit's rows are written, just before
-    ///   the run's cursor moves: `UnitWriter` waits there until every earlier unit has committed, so that units
-    ///   written in parallel still commit in filter-id order (a throw rolls the unit back). It is given the
-    ///   transaction's `keepAlive`, to call while it waits.
+    /// - Parameters:
+    ///   - atBegin: called first inside the transaction (`UnitWriter` marks it as the unit's: `holdUnit`).
+    ///   - beforeAdvance: called inside the transaction once the unit's rows are written, just before
+    ///     the run's cursor moves: `UnitWriter` waits there until every earlier unit has committed, so that units
+    ///     written in parallel still commit in filter-id order (a throw rolls the unit back). It is given the
+    ///     transaction, to keep it alive and to wait where the store sees the wait (`awaitUnit`).
     public func commit(
         _ unit: WorkUnit, to store: any MatchRepository,
-        beforeAdvance: (_ keepAlive: () throws -> Void) throws -> Void = { _ in }
+        atBegin: (_ tx: any UnitTransaction) throws -> Void = { _ in },
+        beforeAdvance: (_ tx: any UnitTransaction) throws -> Void = { _ in }
     ) throws -> WorkUnitOutcome {
         try store.withUnitTransaction { tx in
+            try atBegin(tx)
             let written = try write(unit, tx)
-            try beforeAdvance { try tx.keepAlive() }
+            try beforeAdvance(tx)
             try tx.advanceRun(
                 unit.runId, owner: unit.runOwner, pastFilter: unit.lastFilterId,
                 adding: unit.filterCounters

@@ -84,6 +84,13 @@ final class UnitWriter: @unchecked Sendable {
         if let failure = order.failure { throw failure }
     }
 
+    /// The key unit `index` of run `runId` holds while its transaction is open (`UnitTransaction.holdUnit`), and
+    /// the next unit waits on (`awaitUnit`): the run's id and the unit's index in one bigint. Only neighbours
+    /// meet, so an index past 2^24 may share a key with one 16M units earlier.
+    static func unitKey(runId: Int64, index: Int) -> Int64 {
+        (runId << 24) | Int64(index & 0xFF_FFFF)
+    }
+
     /// How many units write their rows at once: one a core, at most one a connection. A connection beyond
     /// that lets the next unit write while earlier ones wait for their turn and their commit's flush.
     static func busyLimit(writers: Int) -> Int {
@@ -134,10 +141,13 @@ final class UnitWriter: @unchecked Sendable {
                 bulk: plan.windows.everyProfileForEveryFilter, forgottenBefore: plan.forgottenBefore,
                 passedOverBefore: plan.passedOverCutoffs.passedOverBefore, expired: expired, runOwner: run.owner),
             to: writer,
-            beforeAdvance: { keepAlive in
+            atBegin: { tx in try tx.holdUnit(Self.unitKey(runId: run.id, index: index)) },
+            beforeAdvance: { tx in
                 holding = false
                 busy.signal()
-                try order.waitForTurn(index, keepAlive: keepAlive, every: turnKeepAliveSeconds)
+                try order.waitForTurn(
+                    index, keepAlive: { try tx.keepAlive() }, every: turnKeepAliveSeconds,
+                    visibly: { try tx.awaitUnit(Self.unitKey(runId: run.id, index: index - 1)) })
             })
         order.committed(index) {
             written =
@@ -181,13 +191,27 @@ final class CommitOrder: @unchecked Sendable {
     /// Returns when every unit before `index` has committed; throws when one of them failed. While it waits,
     /// `keepAlive` runs every `seconds` (outside the lock): an earlier unit may take minutes (a row lock another
     /// writer holds, its retries), and the server would end this unit's session as idle in its transaction.
-    func waitForTurn(_ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity) throws {
+    /// `visibly` (outside the lock) waits while the unit just before is open, where the store sees the wait
+    /// (`UnitTransaction.awaitUnit`: a deadlock through another writer's locks and this turn is then found in a
+    /// second, not after a lock timeout); the order here decides all the same.
+    func waitForTurn(
+        _ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity,
+        visibly: () throws -> Void = {}
+    ) throws {
         condition.lock()
         defer { condition.unlock() }
         let period = min(seconds, 86_400)
         var due = Date(timeIntervalSinceNow: period)  // not moved by the other units' commits that wake it
         while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
-            if condition.wait(until: due) { continue }
+            do {
+                condition.unlock()
+                defer { condition.lock() }
+                try visibly()
+            }
+            guard committedCount < index, (earliestFailure?.index ?? Int.max) > index else { break }
+            // The unit before is not open (not begun, between its attempts, or just committed): a short wait.
+            if condition.wait(until: min(due, Date(timeIntervalSinceNow: 0.02))) { continue }
+            guard Date() >= due else { continue }
             condition.unlock()
             defer { condition.lock() }
             try keepAlive()

@@ -532,6 +532,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
         for id in filterIds { written.lastNotifiedAt[id] = time }
     }
 
+    /// The in-memory store has no lock waits to see: a unit's turn is the writer's order alone.
+    func holdUnit(_ key: Int64) throws {}
+    func awaitUnit(_ key: Int64) throws {}
+
     func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws {
         for pair in pairs where written.waiting[pair] != nil && written.passedOverAt[pair] == nil {
             guard let from = comebackFrom[pair.filterId] else { throw MissingComebackStart(filterId: pair.filterId) }
