@@ -16,17 +16,22 @@ struct PostgresUnitTransaction: UnitTransaction {
         try tx.query("SELECT pg_advisory_xact_lock($1)", [.int8(key)])
     }
 
-    /// Takes and at once gives back a shared lock on `key`, inside a savepoint with a 2 s `lock_timeout` (past
-    /// `deadlock_timeout`, 1 s by default, so the server checks for a deadlock while it waits); the rollback to
-    /// the savepoint restores the unit's own `lock_timeout`. A lock timeout here only ends this wait; a deadlock
-    /// ends the unit (a write conflict: `UnitWriter` writes it again).
+    /// Takes a shared lock on `key` inside a savepoint whose rollback gives it back (a transaction-level lock: no
+    /// error between taking and giving can leave it held) and restores the unit's own `lock_timeout`. The wait
+    /// lasts at most twice the server's `deadlock_timeout` (at least 2 s), so the server checks for a deadlock
+    /// while it waits. A lock timeout here only ends this wait; a deadlock ends the unit (a write conflict:
+    /// `UnitWriter` writes it again).
     func awaitUnit(_ key: Int64) throws {
-        try tx.execute("SAVEPOINT matcher_turn; SET LOCAL lock_timeout = 2000")
+        try tx.execute(
+            """
+            SAVEPOINT matcher_turn;
+            SELECT set_config('lock_timeout', greatest(2000, 2 * setting::bigint)::text, true)
+            FROM pg_settings WHERE name = 'deadlock_timeout'
+            """)
         do {
-            try tx.query(
-                "SELECT pg_advisory_lock_shared($1), pg_advisory_unlock_shared($1)", [.int8(key)])
+            try tx.query("SELECT pg_advisory_xact_lock_shared($1)", [.int8(key)])
         } catch let error as PostgresError where error.sqlState == "55P03" {
-            // Still open after 2 s: the caller looks at the order again and waits again.
+            // Still open: the caller looks at the order again and waits again.
         }
         try tx.execute("ROLLBACK TO SAVEPOINT matcher_turn; RELEASE SAVEPOINT matcher_turn")
     }

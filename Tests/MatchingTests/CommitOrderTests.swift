@@ -68,4 +68,47 @@ import Testing
         #expect(journal.committed == Array(0..<5))
         #expect((failure as? WriteFailed) == WriteFailed(index: 5))
     }
+
+    /// Session 29: when a unit is written again after a write conflict, the later units already waiting for their
+    /// turn roll back (they hold rows of the circle the conflict was) and are written again at their turn; a unit
+    /// that began after the retry, or an earlier unit, is not disturbed.
+    @Test func unitsWaitingBehindARetriedUnitRollBack() throws {
+        let order = CommitOrder(units: 4)
+        for _ in 0..<4 { _ = order.take() }
+        let before = order.retrySerial
+        #expect(before == 0)
+        let waiting = DispatchSemaphore(value: 0)
+        let outcome = ResultSlot()
+        let thread = Thread {
+            do {
+                waiting.signal()
+                try order.waitForTurn(2, rollingBackAfterRetriesSince: before)
+                outcome.set("turn")
+            } catch is CommitOrder.EarlierUnitRetrying {
+                outcome.set("rolled back")
+            } catch {
+                outcome.set("\(error)")
+            }
+        }
+        thread.start()
+        waiting.wait()
+        usleep(50_000)
+        order.retrying(1)
+        while outcome.value == nil { usleep(1_000) }
+        #expect(outcome.value == "rolled back")
+        // A retry after the unit began does not stop a unit that began later; an earlier unit is not stopped.
+        let after = order.retrySerial
+        #expect(after == 1)
+        order.committed(0) {}
+        try order.waitForTurn(1, rollingBackAfterRetriesSince: 0)
+        order.committed(1) {}
+        try order.waitForTurn(2, rollingBackAfterRetriesSince: after)
+    }
+
+    final class ResultSlot: @unchecked Sendable {
+        private let lock = NSLock()
+        private var stored: String?
+        func set(_ value: String) { lock.withLock { stored = value } }
+        var value: String? { lock.withLock { stored } }
+    }
 }

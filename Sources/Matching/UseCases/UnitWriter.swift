@@ -101,17 +101,28 @@ final class UnitWriter: @unchecked Sendable {
     /// between this run and a `backfill --notify`, which write the same filters' rows in different orders) rolled
     /// back whole, so the unit is written again (`WriteConflictRetry`); after the last attempt the run fails.
     /// The unit's turn in the commit order is still its own: no later unit commits before it.
+    ///
+    /// The later units already written and waiting for their turn roll back too when a unit is written again
+    /// (`CommitOrder.EarlierUnitRetrying`), and are written again at their turn: they hold rows of the circle the
+    /// conflict was (unit i waits for a pair another writer holds, which waits for a pair unit i + 1 holds, which
+    /// waits for unit i's turn), and the database may have ended unit i rather than unit i + 1; kept open, they
+    /// closed the same circle again at once, until unit i's last attempt failed the run (session 29).
     private func commit(
         _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
     ) throws {
         var attempt = 1
+        var atItsTurn = false
         while true {
             do {
-                try commitOnce(unit, index: index, on: writer, order: order, busy: busy)
+                if atItsTurn { try order.waitForTurn(index) }
+                try commitOnce(unit, index: index, on: writer, order: order, busy: busy, since: order.retrySerial)
                 return
+            } catch is CommitOrder.EarlierUnitRetrying {
+                atItsTurn = true  // rolled back; not an attempt of its own
             } catch let error as any ClassifiedError
                 where error.isWriteConflict && attempt < WriteConflictRetry.attempts
             {
+                order.retrying(index)
                 attempt += 1
                 order.serialized {
                     output.handle(
@@ -125,7 +136,8 @@ final class UnitWriter: @unchecked Sendable {
     }
 
     private func commitOnce(
-        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore,
+        since serial: Int
     ) throws {
         busy.wait()
         var holding = true
@@ -147,7 +159,8 @@ final class UnitWriter: @unchecked Sendable {
                 busy.signal()
                 try order.waitForTurn(
                     index, keepAlive: { try tx.keepAlive() }, every: turnKeepAliveSeconds,
-                    visibly: { try tx.awaitUnit(Self.unitKey(runId: run.id, index: index - 1)) })
+                    visibly: { try tx.awaitUnit(Self.unitKey(runId: run.id, index: index - 1)) },
+                    rollingBackAfterRetriesSince: serial)
             })
         order.committed(index) {
             written =
@@ -194,21 +207,31 @@ final class CommitOrder: @unchecked Sendable {
     /// `visibly` (outside the lock) waits while the unit just before is open, where the store sees the wait
     /// (`UnitTransaction.awaitUnit`: a deadlock through another writer's locks and this turn is then found in a
     /// second, not after a lock timeout); the order here decides all the same.
+    ///
+    /// With `rollingBackAfterRetriesSince`, it throws `EarlierUnitRetrying` once an earlier unit is written again
+    /// after `retrySerial` was that value (the caller's transaction then rolls back, and is written again at its
+    /// turn: `UnitWriter.commit`).
     func waitForTurn(
         _ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity,
-        visibly: () throws -> Void = {}
+        visibly: () throws -> Void = {}, rollingBackAfterRetriesSince serial: Int? = nil
     ) throws {
         condition.lock()
         defer { condition.unlock() }
         let period = min(seconds, 86_400)
         var due = Date(timeIntervalSinceNow: period)  // not moved by the other units' commits that wake it
+        func earlierRetried() -> Bool {
+            guard let serial else { return false }
+            return retries.contains { $0.serial > serial && $0.index < index }
+        }
         while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
+            if earlierRetried() { throw EarlierUnitRetrying() }
             do {
                 condition.unlock()
                 defer { condition.lock() }
                 try visibly()
             }
             guard committedCount < index, (earliestFailure?.index ?? Int.max) > index else { break }
+            if earlierRetried() { throw EarlierUnitRetrying() }
             // The unit before is not open (not begun, between its attempts, or just committed): a short wait.
             if condition.wait(until: min(due, Date(timeIntervalSinceNow: 0.02))) { continue }
             guard Date() >= due else { continue }
@@ -218,6 +241,25 @@ final class CommitOrder: @unchecked Sendable {
             due = Date(timeIntervalSinceNow: period)
         }
         guard committedCount == index else { throw EarlierUnitFailed() }
+    }
+
+    /// Units written again after a write conflict, each with its serial (`retrying`).
+    private var retries: [(index: Int, serial: Int)] = []
+
+    /// The serial of the latest retry (0: none yet); a unit notes it when it begins an attempt.
+    var retrySerial: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return retries.last?.serial ?? 0
+    }
+
+    /// Unit `index` is written again after a write conflict: the later units waiting for their turn roll back
+    /// (`waitForTurn`, `EarlierUnitRetrying`).
+    func retrying(_ index: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        retries.append((index, (retries.last?.serial ?? 0) + 1))
+        condition.broadcast()
     }
 
     /// Records unit `index` committed, running `account` (the writer's bookkeeping) under the lock, in order.
@@ -254,4 +296,8 @@ final class CommitOrder: @unchecked Sendable {
 
     /// A unit that would commit after a failed one: rolled back, never reported (the failure is).
     struct EarlierUnitFailed: Error {}
+
+    /// A unit waiting for its turn while an earlier one is written again: rolled back, and written again at its
+    /// turn (`UnitWriter.commit`); never reported.
+    struct EarlierUnitRetrying: Error {}
 }
