@@ -123,6 +123,9 @@ final class UnitWriter: @unchecked Sendable {
                 where error.isWriteConflict && attempt < WriteConflictRetry.attempts
             {
                 order.retrying(index)
+                // Written again at its turn: a unit the database ended while it waited for its turn would otherwise
+                // take its rows back at once, before the other writer is done with them, and close the circle again.
+                atItsTurn = true
                 attempt += 1
                 order.serialized {
                     output.handle(
@@ -159,7 +162,7 @@ final class UnitWriter: @unchecked Sendable {
                 busy.signal()
                 try order.waitForTurn(
                     index, keepAlive: { try tx.keepAlive() }, every: turnKeepAliveSeconds,
-                    visibly: { try tx.awaitUnit(Self.unitKey(runId: run.id, index: index - 1)) },
+                    visibly: { head in try tx.awaitUnit(Self.unitKey(runId: run.id, index: head)) },
                     rollingBackAfterRetriesSince: serial)
             })
         order.committed(index) {
@@ -204,7 +207,9 @@ final class CommitOrder: @unchecked Sendable {
     /// Returns when every unit before `index` has committed; throws when one of them failed. While it waits,
     /// `keepAlive` runs every `seconds` (outside the lock): an earlier unit may take minutes (a row lock another
     /// writer holds, its retries), and the server would end this unit's session as idle in its transaction.
-    /// `visibly` (outside the lock) waits while the unit just before is open, where the store sees the wait
+    /// `visibly` (outside the lock) waits while the unit whose turn it is (the lowest not committed, given) is open,
+    /// where the store sees the wait: not the unit just before, which may be waiting with no transaction open (rolled
+    /// back behind a retry) and so hide the chain (review of session 29)
     /// (`UnitTransaction.awaitUnit`: a deadlock through another writer's locks and this turn is then found in a
     /// second, not after a lock timeout); the order here decides all the same.
     ///
@@ -213,7 +218,7 @@ final class CommitOrder: @unchecked Sendable {
     /// turn: `UnitWriter.commit`).
     func waitForTurn(
         _ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity,
-        visibly: () throws -> Void = {}, rollingBackAfterRetriesSince serial: Int? = nil
+        visibly: (_ head: Int) throws -> Void = { _ in }, rollingBackAfterRetriesSince serial: Int? = nil
     ) throws {
         condition.lock()
         defer { condition.unlock() }
@@ -225,10 +230,11 @@ final class CommitOrder: @unchecked Sendable {
         }
         while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
             if earlierRetried() { throw EarlierUnitRetrying() }
+            let head = committedCount
             do {
                 condition.unlock()
                 defer { condition.lock() }
-                try visibly()
+                try visibly(head)
             }
             guard committedCount < index, (earliestFailure?.index ?? Int.max) > index else { break }
             if earlierRetried() { throw EarlierUnitRetrying() }
