@@ -81,7 +81,9 @@ struct MetricsFile {
             let descriptor = MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
             for (extra, value) in samples {
                 if type == "counter" {
-                    registry.makeCounter(descriptor: descriptor, labels: base + extra).increment(by: value)
+                    // A counter only goes up from 0: swift-prometheus traps on a negative increment, and a previous
+                    // file edited by hand may hold anything (review of session 29).
+                    registry.makeCounter(descriptor: descriptor, labels: base + extra).increment(by: max(0, value))
                 } else {
                     registry.makeGauge(descriptor: descriptor, labels: base + extra).set(value)
                 }
@@ -103,7 +105,7 @@ struct MetricsFile {
         var totals: [([(String, String)], Double)] = []
         for r in Result.allCases {
             let k = key("matcher_runs_total", ",result=\"\(r.rawValue)\"")
-            totals.append(([("result", r.rawValue)], (previous[k] ?? 0) + (r == result ? 1 : 0)))
+            totals.append(([("result", r.rawValue)], max(0, previous[k] ?? 0) + (r == result ? 1 : 0)))
         }
         metric(
             "matcher_runs_total", "counter", "Runs finished, by result (locked: another run held the shard's lock).",
@@ -294,8 +296,10 @@ struct MetricsFile {
     static func parse(_ text: String) -> [String: Double] {
         var values: [String: Double] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
-                continue
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]),
+                value.isFinite
+            else {
+                continue  // a NaN or infinite value (a file edited by hand) is not carried over
             }
             values[String(line[..<space])] = value
         }

@@ -77,6 +77,28 @@ import Testing
         #expect(v["matcher_last_success_clock_timestamp_seconds{\(l)}"] == 1_772_334_000)
     }
 
+    /// Review of session 29: a previous file edited by hand (a negative or NaN counter) made the next run trap in
+    /// swift-prometheus (a negative increment) after it had succeeded. Such values are not carried over.
+    @Test func aHandEditedPreviousFileDoesNotStopTheRun() throws {
+        let path = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = MetricsFile(path: path, kind: .run, shard: .all)
+        try file.write(.success, summary: Self.summary())
+        let l = "kind=\"run\",shard=\"0/1\""
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        text = text.replacingOccurrences(
+            of: "matcher_runs_total{\(l),result=\"success\"} 1", with: "matcher_runs_total{\(l),result=\"success\"} -5")
+        text = text.replacingOccurrences(
+            of: "matcher_runs_total{\(l),result=\"failure\"} 0", with: "matcher_runs_total{\(l),result=\"failure\"} NaN"
+        )
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try Self.values(path)["matcher_runs_total{\(l),result=\"success\"}"] == -5)
+        try file.write(.success, summary: Self.summary())
+        let v = try Self.values(path)
+        #expect(v["matcher_runs_total{\(l),result=\"success\"}"] == 1)
+        #expect(v["matcher_runs_total{\(l),result=\"failure\"}"] == 0)
+    }
+
     /// A file another kind or shard wrote is left as it is: a backfill given the run's file would have dropped
     /// the run's series (its alerts blind), and a failure after it wrote `kind` and `shard` twice on a line.
     @Test func aFileOfAnotherKindOrShardIsLeftAsItIs() throws {

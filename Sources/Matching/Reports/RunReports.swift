@@ -53,7 +53,7 @@ extension Report {
             sections.append(
                 .fields(
                     "completed_run",
-                    "Completed interrupted run #\(done.runId) (all its attempts; not in the counts above)",
+                    "Completed interrupted run #\(done.runId) (its counts over all its attempts; not in the counts above)",
                     [
                         ReportField("run_id", "Run", .integer(Int(done.runId))),
                         ReportField("matches_written", "Matches written", .integer(done.counters.matchesWritten)),
@@ -61,7 +61,8 @@ extension Report {
                             "notifications_written", "Notifications written",
                             .integer(done.counters.notificationsWritten)),
                         ReportField("matches_forgotten", "Matches forgotten", .integer(done.counters.matchesForgotten)),
-                        ReportField("total", "Total", .seconds(done.totalSeconds)),
+                        // This process's time completing it, not its earlier attempts' (review of session 29).
+                        ReportField("total", "Completing it took", .seconds(done.totalSeconds)),
                     ]))
         }
         return Report(title: title, sections: sections)

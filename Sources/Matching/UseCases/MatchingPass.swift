@@ -179,7 +179,9 @@ extension MatchingPass {
             try? runs.fail(runId: run.id, owner: run.owner, error: String(describing: error))
             throw error
         }
-        let counters = (try runs.run(id: run.id)?.counters ?? outcome.counters)
+        // The run is committed as succeeded: reading its counters back is best effort, and a connection lost now
+        // does not turn the success into a failure (review of session 29); this process's counts stand in.
+        let counters = ((try? runs.run(id: run.id)) ?? nil)?.counters ?? outcome.counters
         return summarize(
             runId: run.id, kind: run.kind, shard: run.shard, clock: run.clock, dryRun: false,
             resumedId: resumedId, counters: counters, found: counters.matchesWritten, timer: timer,
