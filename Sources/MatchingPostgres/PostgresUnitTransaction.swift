@@ -423,13 +423,9 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     /// Not an in-place (HOT) update since migrations 0016-0017: their partial index reads `passed_over`. A few thousand
     /// entries a day at 200k x 20k.
-    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws {
-        guard !pairs.isEmpty else { return }
-        let sorted = pairs.sorted()
-        let from: [Timestamp] = try sorted.map { pair in
-            guard let at = comebackFrom[pair.filterId] else { throw MissingComebackStart(filterId: pair.filterId) }
-            return at
-        }
+    func markPassedOver(_ entries: [(pair: MatchPair, comebackFrom: Timestamp)]) throws {
+        guard !entries.isEmpty else { return }
+        let sorted = entries.sorted { $0.pair < $1.pair }
         try tx.query(
             """
             UPDATE matcher_waiting_matches w SET passed_over = true, passed_over_at = u.comeback_from
@@ -437,8 +433,8 @@ struct PostgresUnitTransaction: UnitTransaction {
             WHERE w.filter_id = u.filter_id AND w.profile_id = u.profile_id AND NOT w.passed_over
             """,
             [
-                .int8Array(sorted.map(\.filterId)), .int8Array(sorted.map(\.profileId)),
-                .textArray(from.map { $0.iso8601 }),
+                .int8Array(sorted.map(\.pair.filterId)), .int8Array(sorted.map(\.pair.profileId)),
+                .textArray(sorted.map(\.comebackFrom.iso8601)),
             ])
     }
 

@@ -40,10 +40,8 @@ import Testing
         let world = try TwoFilters()
         let connection = world.connection
         defer { connection.close() }
-        func run(_ clock: Timestamp) throws -> RunSummary { try world.run(clock) }
-        func count(_ sql: String) throws -> Int64 { try world.count(sql) }
 
-        #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        #expect(try world.run(ScenarioWorld.day1).counters.notificationsWritten == 2)
         // The push sender sent filter 100's digest; filter 200's is still unsent.
         try connection.execute("UPDATE notifications SET sent_at = created_at WHERE filter_id = 100")
         // The app hard-deletes filter 200 and profile 13; an old capture row and a quarantined row stay behind.
@@ -57,22 +55,22 @@ import Testing
             INSERT INTO matcher_quarantine (kind, row_id, reason, detected_at)
             VALUES ('filter', 200, 'x', $1), ('profile', 12, 'y', $1), ('profile', 99, 'recent', now())
             """, [.timestamptz(ScenarioWorld.day1)])
-        _ = try run(ScenarioWorld.day2)
+        _ = try world.run(ScenarioWorld.day2)
 
-        let later = try run(ScenarioWorld.day1.adding(days: 12))
+        let later = try world.run(ScenarioWorld.day1.adding(days: 12))
         #expect(later.counters.matchesForgotten == 8)  // 4 pairs of filter 100, 4 of the deleted filter 200
-        #expect(try count("SELECT count(*) FROM filter_matches") == 0)
+        #expect(try world.count("SELECT count(*) FROM filter_matches") == 0)
         // The sent digest is forgotten; the unsent one is the push sender's and stays.
-        #expect(try count("SELECT count(*) FROM notifications WHERE filter_id = 100") == 0)
-        #expect(try count("SELECT count(*) FROM notifications WHERE filter_id = 200") == 1)
+        #expect(try world.count("SELECT count(*) FROM notifications WHERE filter_id = 100") == 0)
+        #expect(try world.count("SELECT count(*) FROM notifications WHERE filter_id = 200") == 1)
         // Day 1's run is past the retention and neither the latest nor the one progress points at.
-        #expect(try count("SELECT count(*) FROM matcher_runs") == 2)
-        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
-        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+        #expect(try world.count("SELECT count(*) FROM matcher_runs") == 2)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
         // Filter 200's entry goes; profile 12 still exists; profile 99's entry is gone only after the retention.
-        #expect(try count("SELECT count(*) FROM matcher_quarantine") == 2)
-        #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 13") == 0)
-        #expect(try count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 12") == 1)
+        #expect(try world.count("SELECT count(*) FROM matcher_quarantine") == 2)
+        #expect(try world.count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 13") == 0)
+        #expect(try world.count("SELECT count(*) FROM matcher_profile_changes WHERE profile_id = 12") == 1)
     }
 
     /// Found by review in session 29: the notification state of a filter the app soft-deletes (`deleted_at`,
@@ -81,15 +79,13 @@ import Testing
         let world = try TwoFilters()
         let connection = world.connection
         defer { connection.close() }
-        func run(_ clock: Timestamp) throws -> RunSummary { try world.run(clock) }
-        func count(_ sql: String) throws -> Int64 { try world.count(sql) }
 
-        #expect(try run(ScenarioWorld.day1).counters.notificationsWritten == 2)
-        #expect(try count("SELECT count(*) FROM matcher_filter_state") == 2)
+        #expect(try world.run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state") == 2)
         try connection.query(
             "UPDATE saved_filters SET deleted_at = $1 WHERE id = 200", [.timestamptz(ScenarioWorld.day2)])
-        _ = try run(ScenarioWorld.day1.adding(days: 12))
-        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
-        #expect(try count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+        _ = try world.run(ScenarioWorld.day1.adding(days: 12))
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
     }
 }

@@ -28,6 +28,13 @@ import Testing
         try Matching.Backfill(MatchingRepositories(store: store), output: output).execute(input)
     }
 
+    /// The refusal of a backfill with `input`.
+    private func refusal(
+        _ store: InMemoryStore, _ input: Matching.Backfill.Input
+    ) throws -> Matching.Backfill.SelectionRefused {
+        try #require(throws: Matching.Backfill.SelectionRefused.self) { try backfill(store, input) }
+    }
+
     private func skipped(_ output: RecordingRunOutput) -> [[String]] {
         output.events.compactMap { event in
             if case .selectionSkipped(let skipped) = event { return skipped }
@@ -38,11 +45,8 @@ import Testing
     @Test func aFilterIdNoFilterHasIsRefusedAndNothingIsWritten() throws {
         let store = store()
         let shard = try Shard(index: 1, count: 2)  // owner 1's
-        let refused = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: {
-                try backfill(store, .init(filters: .ids([100, 4222, 300, 201, 300]), now: World.day1, shard: shard))
-            })
+        let refused = try refusal(
+            store, .init(filters: .ids([100, 4222, 300, 201, 300]), now: World.day1, shard: shard))
         #expect(refused.failureKind == .usage)
         // 300 (deleted) and 201 (shard 0/2's part of the list) alone would only be skipped: this shard has 100.
         #expect(refused.problems == ["--filter 4222: no saved filter has this id"])
@@ -71,9 +75,7 @@ import Testing
         #expect(theirs.counters.matchesWritten == 3)
 
         // Nothing of the list here: refused, each named.
-        let refused = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .ids([201, 300]), now: World.day2, shard: shard)) })
+        let refused = try refusal(store, .init(filters: .ids([201, 300]), now: World.day2, shard: shard))
         #expect(
             refused.problems == [
                 "--filter 201: its owner 2 is in shard 0/2, not 1/2", "--filter 300: the filter is deleted",
@@ -82,18 +84,12 @@ import Testing
 
     @Test func ownersAreRefusedWhenNoProfileHasTheIdOrNoneHasWorkHere() throws {
         let store = store()
-        let typo = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .owners([1, 99]), now: World.day1)) })
+        let typo = try refusal(store, .init(filters: .owners([1, 99]), now: World.day1))
         #expect(typo.problems == ["--owner 99: no profile has this id"])
-        let none = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .owners([3]), now: World.day1)) })
+        let none = try refusal(store, .init(filters: .owners([3]), now: World.day1))
         #expect(none.problems == ["--owner 3: owns no saved filter (not deleted)"])
         let shard = try Shard(index: 1, count: 2)
-        let otherShard = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: { try backfill(store, .init(filters: .owners([2]), now: World.day1, shard: shard)) })
+        let otherShard = try refusal(store, .init(filters: .owners([2]), now: World.day1, shard: shard))
         #expect(otherShard.problems == ["--owner 2: is in shard 0/2, not 1/2"])
         #expect(store.allRuns.isEmpty)
 
@@ -109,11 +105,7 @@ import Testing
 
     @Test func aWindowStartingAtOrAfterTheClockIsRefused() throws {
         let store = store()
-        let refused = try #require(
-            throws: Matching.Backfill.SelectionRefused.self,
-            performing: {
-                try backfill(store, .init(profiles: .changed(from: World.day2, to: nil), now: World.day1))
-            })
+        let refused = try refusal(store, .init(profiles: .changed(from: World.day2, to: nil), now: World.day1))
         #expect(
             refused.problems == [
                 "--changed-since \(World.day2.iso8601) is not before the backfill's clock \(World.day1.iso8601):"

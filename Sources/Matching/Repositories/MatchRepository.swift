@@ -268,9 +268,9 @@ public protocol UnitTransaction {
     /// Marks listed matches that a digest decision read and did not count (a digest written without them, or
     /// held back because none still qualified): they no longer wait for a digest, though they stay listed and a
     /// later digest counts any that qualify again (`UnitCommitter.passedOver`) until `Retention.comebackDays`
-    /// after `comebackFrom[pair.filterId]` (`Retention.comebackStart`: the deciding unit's clock, or the filter's
+    /// after each entry's `comebackFrom` (`Retention.comebackStart`: the deciding unit's clock, or the filter's
     /// next digest if that is later). Stored as the entry's `passed_over_at`.
-    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws
+    func markPassedOver(_ entries: [(pair: MatchPair, comebackFrom: Timestamp)]) throws
     /// Whether notifications are paused service-wide (`ServiceStateRepository`), as this transaction sees it.
     func notificationsPaused() throws -> Bool
     /// Moves run `runId`'s cursor past `lastFilterId` and adds to its counters; throws `RunTakenOver` when the run
@@ -408,16 +408,6 @@ public struct UnitWriterShortfall: Sendable, Equatable {
         self.opened = opened
         self.configured = configured
         self.reason = reason
-    }
-}
-
-/// A passed-over match whose filter the deciding unit did not give a comeback start
-/// (`UnitTransaction.markPassedOver`): a defect in the caller, never the data's.
-public struct MissingComebackStart: Error, CustomStringConvertible {
-    public let filterId: Int64
-    public init(filterId: Int64) { self.filterId = filterId }
-    public var description: String {
-        "no comeback start was given for filter \(filterId) when its passed-over matches were marked"
     }
 }
 

@@ -138,8 +138,9 @@ public struct UnitCommitter: Sendable {
             try tx.addWaiting(waitingNow, at: now)
             try tx.recordNotified(planned.map(\.filterId), at: now)
             try tx.markPassedOver(
-                Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated),
-                comebackFrom: Self.comebackStarts(deciding, unit.clock))
+                Self.withComebackStarts(
+                    Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated), of: deciding,
+                    unit.clock))
             return WorkUnitOutcome(
                 matchesWritten: inserted, notificationsWritten: planned.count,
                 mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
@@ -166,10 +167,11 @@ public struct UnitCommitter: Sendable {
         // lists them waiting after it decides): only the waiting matches a digest had read before.
         let insertedNow = Set(inserted)
         try tx.markPassedOver(
-            Self.passedOver(
-                nowWaiting, by: redecided, newDigests,
-                evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }),
-            comebackFrom: Self.comebackStarts(deciding, unit.clock))
+            Self.withComebackStarts(
+                Self.passedOver(
+                    nowWaiting, by: redecided, newDigests,
+                    evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }),
+                of: deciding, unit.clock))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
@@ -194,18 +196,24 @@ public struct UnitCommitter: Sendable {
         }
     }
 
-    /// When the comeback of a match each deciding filter passes over now starts (`Retention.comebackStart`).
-    static func comebackStarts(
-        _ deciding: [NotificationCandidateFilter], _ clock: EvaluationClock
-    ) -> [Int64: Timestamp] {
-        Dictionary(
-            deciding.map {
-                (
-                    $0.filter.id,
-                    Retention.comebackStart(decidedAt: clock.now, every: $0.filter.notifyEvery, in: clock.timeZone)
-                )
-            },
-            uniquingKeysWith: { first, _ in first })
+    /// Each passed-over pair with when its comeback starts (`Retention.comebackStart`), computed once per filter
+    /// among those the pairs belong to (a unit decides up to thousands of filters; few pass a match over).
+    static func withComebackStarts(
+        _ pairs: [MatchPair], of deciding: [NotificationCandidateFilter], _ clock: EvaluationClock
+    ) -> [(pair: MatchPair, comebackFrom: Timestamp)] {
+        guard !pairs.isEmpty else { return [] }
+        let every = Dictionary(deciding.map { ($0.filter.id, $0.filter.notifyEvery) }, uniquingKeysWith: { a, _ in a })
+        var starts: [Int64: Timestamp] = [:]
+        return pairs.map { pair in
+            if let start = starts[pair.filterId] { return (pair, start) }
+            // Every passed-over pair is a deciding filter's; the decision's clock alone would be the old rule.
+            let start =
+                every[pair.filterId].map {
+                    Retention.comebackStart(decidedAt: clock.now, every: $0, in: clock.timeZone)
+                } ?? clock.now
+            starts[pair.filterId] = start
+            return (pair, start)
+        }
     }
 
     /// Inserts in one go; on a conflict, again skipping the pairs already recorded.

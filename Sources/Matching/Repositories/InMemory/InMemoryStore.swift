@@ -536,9 +536,8 @@ final class InMemoryUnitTransaction: UnitTransaction {
     func holdUnit(_ key: Int64) throws {}
     func awaitUnit(_ key: Int64) throws {}
 
-    func markPassedOver(_ pairs: [MatchPair], comebackFrom: [Int64: Timestamp]) throws {
-        for pair in pairs where written.waiting[pair] != nil && written.passedOverAt[pair] == nil {
-            guard let from = comebackFrom[pair.filterId] else { throw MissingComebackStart(filterId: pair.filterId) }
+    func markPassedOver(_ entries: [(pair: MatchPair, comebackFrom: Timestamp)]) throws {
+        for (pair, from) in entries where written.waiting[pair] != nil && written.passedOverAt[pair] == nil {
             written.passedOverAt[pair] = from
         }
     }
