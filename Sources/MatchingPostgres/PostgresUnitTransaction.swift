@@ -8,8 +8,6 @@ struct PostgresUnitTransaction: UnitTransaction {
     /// `blocks`' row estimate for the block lookups' form (the store's, read once); nil: read when needed.
     var blockRows: Double? = nil
 
-    func keepAlive() throws { try tx.execute("SELECT 1") }
-
     /// An advisory lock of the one-bigint form (the run locks use two int4 keys, another space), held until the
     /// transaction ends.
     func holdUnit(_ key: Int64) throws {

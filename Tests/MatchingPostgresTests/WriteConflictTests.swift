@@ -205,10 +205,12 @@ import Testing
     }
 
     /// A unit written ahead of its turn waits inside its transaction while an earlier unit is held up (here by
-    /// another writer's row lock, 3 s): to the server it is idle in a transaction, which
-    /// `idle_in_transaction_session_timeout` ends (the worker sets it to the network timeout + 30 s). The waiting
-    /// unit sends a statement that does nothing every `turnKeepAliveSeconds`, so the run goes on (review of
-    /// session 23: with a 50 s network timeout, one 60 s lock wait of an earlier unit failed the run).
+    /// another writer's row lock, 8 s). Idle in its transaction, the server would end its session after
+    /// `idle_in_transaction_session_timeout` (the worker sets it to the network timeout + 30 s; review of session
+    /// 23: with a 50 s network timeout, one 60 s lock wait of an earlier unit failed the run). Its wait is itself
+    /// a statement, renewed every two seconds at most (`UnitTransaction.awaitUnit` on the held-up unit's lock),
+    /// so the session is never idle for longer than a moment and the run goes on. (A separate keep-alive
+    /// statement every few seconds did this before session 29's visible waits; session 30 removed it.)
     @Test func aUnitWaitingForItsTurnIsNotTakenForIdle() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1
@@ -224,7 +226,7 @@ import Testing
                     updatedAt: day1)
             })
         // The server ends a session idle in a transaction after 3 s; the other writer holds unit 0 for 8 s, while
-        // unit 1, written, waits for its turn; it sends its statement that does nothing every half second.
+        // unit 1, written, waits for its turn.
         let other = OtherWriter(
             connection: try twin.database.connect(), pair: MatchPair(filterId: 100, profileId: 10)
         ) { _, _ in Thread.sleep(forTimeInterval: 8) }
@@ -236,7 +238,7 @@ import Testing
             connection: try idleAfterThreeSeconds(), writeConnections: 2, faultPoints: other,
             openConnection: idleAfterThreeSeconds)
         let summary = try RunMatching(
-            MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 1, turnKeepAliveSeconds: 0.5)
+            MatchingRepositories(store: store), options: PassOptions(unitFilterLimit: 1)
         ).execute(.init(now: day1))
         let seen = other.finish()
         #expect(seen.failure == nil)

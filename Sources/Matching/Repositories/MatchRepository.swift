@@ -202,10 +202,6 @@ public struct NewMatch: Sendable, Hashable {
 /// The primitives of one unit-of-work transaction. `UnitCommitter` holds the algorithm; a store supplies
 /// only these, so production and the in-memory twin commit units the same way.
 public protocol UnitTransaction {
-    /// A statement that changes nothing, so that a transaction waiting for its turn to commit does not look
-    /// idle to the server (PostgreSQL ends a session idle in a transaction after
-    /// `idle_in_transaction_session_timeout`).
-    func keepAlive() throws
     /// Marks this transaction as unit `key`'s until it ends, so that a later unit's `awaitUnit(key)` waits for it
     /// where the store's deadlock detection sees the wait (`UnitWriter`). Nothing to do for a store without one.
     func holdUnit(_ key: Int64) throws

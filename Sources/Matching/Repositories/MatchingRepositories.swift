@@ -40,9 +40,6 @@ public struct PassOptions: Sendable {
     public var unitFilterLimit: Int
     /// …or this many new matches, whichever comes first.
     public var unitMatchLimit: Int
-    /// A unit written ahead of its turn sends a statement that does nothing this often while it waits for the
-    /// earlier units to commit, so that the server never takes it for idle in its transaction.
-    public var turnKeepAliveSeconds: Double
     /// Pairs the retention sweep deletes a transaction, and the batches a run's sweep takes at least
     /// (`Retention.sweepBatches`: more when the run recorded more).
     public var retentionBatchSize: Int
@@ -50,13 +47,12 @@ public struct PassOptions: Sendable {
 
     public init(
         stop: StopRequest = StopRequest(), unitFilterLimit: Int = 2_000, unitMatchLimit: Int = 50_000,
-        turnKeepAliveSeconds: Double = 10, retentionBatchSize: Int = Retention.batchSize,
+        retentionBatchSize: Int = Retention.batchSize,
         retentionMinimumBatches: Int = Retention.minimumBatchesPerRun
     ) {
         self.stop = stop
         self.unitFilterLimit = max(1, unitFilterLimit)
         self.unitMatchLimit = max(1, unitMatchLimit)
-        self.turnKeepAliveSeconds = max(0.01, turnKeepAliveSeconds)
         self.retentionBatchSize = max(1, retentionBatchSize)
         self.retentionMinimumBatches = max(1, retentionMinimumBatches)
     }

@@ -121,7 +121,7 @@ struct MatchingPass {
         for row in allIssues.quarantined.dropFirst(readIssues.quarantined.count) { output.handle(.quarantined(row)) }
         try runs.recordReadIssues(allIssues, runId: run.id)
         let writer = UnitWriter(
-            output: output, stop: options.stop, turnKeepAliveSeconds: options.turnKeepAliveSeconds, run: run,
+            output: output, stop: options.stop, run: run,
             plan: plan,
             lastLogins: candidates.lastLogins, readAt: candidates.readAt, filtersTotal: chosen.count,
             findings: findings, expired: selection.expired)

@@ -32,7 +32,6 @@ final class UnitWriter: @unchecked Sendable {
 
     private let output: any RunOutputHandler
     private let stop: StopRequest
-    private let turnKeepAliveSeconds: Double
     private let run: RunRecord
     private let plan: MatchingPass.Plan
     private let lastLogins: [Int64: Timestamp]
@@ -47,12 +46,11 @@ final class UnitWriter: @unchecked Sendable {
     private var done = 0
 
     init(
-        output: any RunOutputHandler, stop: StopRequest, turnKeepAliveSeconds: Double, run: RunRecord,
+        output: any RunOutputHandler, stop: StopRequest, run: RunRecord,
         plan: MatchingPass.Plan, lastLogins: [Int64: Timestamp], readAt: ChangeMark?, filtersTotal: Int,
         findings: DigestFindings, expired: Set<MatchPair> = []
     ) {
         self.expired = expired
-        self.turnKeepAliveSeconds = turnKeepAliveSeconds
         self.readAt = readAt
         self.findings = findings
         self.output = output
@@ -161,7 +159,7 @@ final class UnitWriter: @unchecked Sendable {
                 holding = false
                 busy.signal()
                 try order.waitForTurn(
-                    index, keepAlive: { try tx.keepAlive() }, every: turnKeepAliveSeconds,
+                    index,
                     visibly: { head in try tx.awaitUnit(Self.unitKey(runId: run.id, index: head)) },
                     rollingBackAfterRetriesSince: serial)
             })
@@ -204,9 +202,7 @@ final class CommitOrder: @unchecked Sendable {
         return handedOut - 1
     }
 
-    /// Returns when every unit before `index` has committed; throws when one of them failed. While it waits,
-    /// `keepAlive` runs every `seconds` (outside the lock): an earlier unit may take minutes (a row lock another
-    /// writer holds, its retries), and the server would end this unit's session as idle in its transaction.
+    /// Returns when every unit before `index` has committed; throws when one of them failed.
     /// `visibly` (outside the lock) waits while the unit whose turn it is (the lowest not committed, given) is open,
     /// where the store sees the wait: not the unit just before, which may be waiting with no transaction open (rolled
     /// back behind a retry) and so hide the chain (review of session 29)
@@ -217,13 +213,11 @@ final class CommitOrder: @unchecked Sendable {
     /// after `retrySerial` was that value (the caller's transaction then rolls back, and is written again at its
     /// turn: `UnitWriter.commit`).
     func waitForTurn(
-        _ index: Int, keepAlive: () throws -> Void = {}, every seconds: Double = .infinity,
+        _ index: Int,
         visibly: (_ head: Int) throws -> Void = { _ in }, rollingBackAfterRetriesSince serial: Int? = nil
     ) throws {
         condition.lock()
         defer { condition.unlock() }
-        let period = min(seconds, 86_400)
-        var due = Date(timeIntervalSinceNow: period)  // not moved by the other units' commits that wake it
         func earlierRetried() -> Bool {
             guard let serial else { return false }
             return retries.contains { $0.serial > serial && $0.index < index }
@@ -239,12 +233,7 @@ final class CommitOrder: @unchecked Sendable {
             guard committedCount < index, (earliestFailure?.index ?? Int.max) > index else { break }
             if earlierRetried() { throw EarlierUnitRetrying() }
             // The unit before is not open (not begun, between its attempts, or just committed): a short wait.
-            if condition.wait(until: min(due, Date(timeIntervalSinceNow: 0.02))) { continue }
-            guard Date() >= due else { continue }
-            condition.unlock()
-            defer { condition.lock() }
-            try keepAlive()
-            due = Date(timeIntervalSinceNow: period)
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.02))
         }
         guard committedCount == index else { throw EarlierUnitFailed() }
     }

@@ -404,7 +404,6 @@ extension InMemoryStore: MatchRepository {
 
 /// The unit-of-work primitives over a copy of the store's written state, kept only when the body returns.
 final class InMemoryUnitTransaction: UnitTransaction {
-    func keepAlive() throws {}
 
     var written: InMemoryStore.Written
     private var saved: InMemoryStore.Written?
