@@ -81,16 +81,19 @@ import Testing
         -> (postgres: RunSummary, memory: RunSummary)
     {
         twin.memory.setClock(clock)
+        let pgHook = WhenWriting { try hook?(true) }
         let pg = try RunMatching(
-            MatchingRepositories(store: twin.postgres), output: WhenWriting { try hook?(true) },
-            options: PassOptions(unitFilterLimit: 7)
+            MatchingRepositories(store: twin.postgres), output: pgHook, options: PassOptions(unitFilterLimit: 7)
         )
         .execute(.init(now: clock, retentionDays: retentionDays))
+        let memHook = WhenWriting { try hook?(false) }
         let mem = try RunMatching(
-            MatchingRepositories(store: twin.memory), output: WhenWriting { try hook?(false) },
-            options: PassOptions(unitFilterLimit: 7)
+            MatchingRepositories(store: twin.memory), output: memHook, options: PassOptions(unitFilterLimit: 7)
         )
         .execute(.init(now: clock, retentionDays: retentionDays))
+        // What the hook wrote is part of the history both runs are compared on.
+        #expect(pgHook.failure == nil, "PostgreSQL's hook: \(String(describing: pgHook.failure))")
+        #expect(memHook.failure == nil, "in-memory hook: \(String(describing: memHook.failure))")
         #expect(pg.counters == mem.counters)
         // The counters the run persisted are the ones it reported.
         let runId = try #require(pg.runId)
@@ -99,12 +102,15 @@ import Testing
         return (pg, mem)
     }
 
-    /// Runs `action` when the run starts writing: after it read profiles, filters and blocks.
+    /// Runs `action` when the run starts writing: after it read profiles, filters and blocks. Keeps the error it
+    /// threw, for the caller to check.
     final class WhenWriting: RunOutputHandler, @unchecked Sendable {
         let action: () throws -> Void
+        private(set) var failure: (any Error)?
         init(_ action: @escaping () throws -> Void) { self.action = action }
         func handle(_ event: RunEvent) {
-            if case .phaseStarted(.write) = event { try? action() }
+            guard case .phaseStarted(.write) = event else { return }
+            do { try action() } catch { failure = error }
         }
     }
 

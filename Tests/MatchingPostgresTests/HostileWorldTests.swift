@@ -138,9 +138,9 @@ import Testing
             (#"{"residence": {"anyOf": [0, 13, 13, 13, 48, 0]}, "languages": {"allOf": [1, 1, 2]}}"#, "1 day", owner),
             (#"{"last_login": {"withinDays": 365}, "age": {"min": 18}}"#, "1 day", owner + 6),
             (nil, "1 day", owner),  // conditions NULL
-            // notify_every NULL. (Owners with a NULL status or plan are left out: `owners(ids:)`, which reads
-            // them, is being rewritten elsewhere; see docs/decisions.md.)
-            (#"{"gender": {"anyOf": [1]}}"#, nil, owner + 8),
+            (#"{"gender": {"anyOf": [1]}}"#, nil, owner + 8),  // notify_every NULL
+            (#"{"gender": {"anyOf": [1, 2]}}"#, "1 day", owner + 7),  // owner's status NULL: not active
+            (#"{"gender": {"anyOf": [1, 2]}}"#, "1 day", owner + 10),  // owner's plan NULL: free
         ]
         for (offset, (conditions, every, filterOwner)) in filters.enumerated() {
             try c.query(
@@ -201,6 +201,17 @@ import Testing
             """, [.int8(Self.hostileFilterBase + 9)]
         ).rows[0].int64(0)
         #expect(ownerless == 0)
+        // An owner whose status is NULL is not active: her filter is not evaluated. One whose plan is NULL is
+        // free, and her filter of free items matches as any other.
+        let byOddOwners = try hostile.connection.query(
+            """
+            SELECT (SELECT count(*) FROM filter_matches WHERE filter_id = $1)
+                 + (SELECT count(*) FROM notifications WHERE filter_id = $1),
+                   (SELECT count(*) FROM filter_matches WHERE filter_id = $2)
+            """, [.int8(Self.hostileFilterBase + 21), .int8(Self.hostileFilterBase + 22)]
+        ).rows[0]
+        #expect(try byOddOwners.int64(0) == 0)
+        #expect(try byOddOwners.int64(1) > 0)
 
         // Day 2: ordinary changes in both, new hostile rows; the '2147483647 days' filter is due again
         // never, the negative ones at once: nothing traps, nothing differs for the ordinary filters.

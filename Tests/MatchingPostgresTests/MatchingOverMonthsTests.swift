@@ -62,7 +62,9 @@ import Testing
     /// values proposed) calls no capture function: the insert trigger is a row trigger, and such a statement
     /// inserts no row. As a statement trigger it was called by every one (0.86-0.88 of an upsert login's
     /// throughput, `scripts/bench-login-tps --upsert`). A real insert is still recorded, once per row.
-    @Test(.enabled(if: TestDatabase.isSuperuser, "SET track_functions needs a superuser, as scripts/pg's role is"))
+    @Test(
+        .enabled(
+            if: TestDatabase.isSuperuser != false, "SET track_functions needs a superuser, as scripts/pg's role is"))
     func aLoginWrittenAsAnUpsertCallsNoCaptureFunction() throws {
         let twin = try Twin()
         _ = try Self.world(twin)
@@ -763,6 +765,57 @@ import Testing
         #expect(Set(sharded.allMatches.map(\.pair)) == Set(plain.allMatches.map(\.pair)))
         #expect(sharded.allMatches.count == plain.allMatches.count)
         #expect(sharded.allRuns.filter { $0.status == .abandoned }.map(\.shard) == [try Shard(index: 1, count: 4)])
+    }
+
+    /// The same history on PostgreSQL: the shard's run dies after its first unit's commit (the store's own
+    /// transaction, then an injected failure), the layout changes, and the rows equal one unsharded history's;
+    /// the dead run is recorded as abandoned.
+    @Test func onPostgreSQLAnInterruptedRunUnderFourShardsThenRunsUnderTwoLoseAndDoubleNothing() throws {
+        let sharded = try Twin()
+        let plain = try Twin()
+        var world = ScenarioWorld(seed: 11)
+        let day1 = world.day1(profiles: 200, filters: 40)
+        for twin in [sharded, plain] { try twin.load(day1) }
+        func run(_ repositories: MatchingRepositories, _ shard: Shard, at clock: Timestamp) throws {
+            _ = try RunMatching(repositories, options: PassOptions(unitFilterLimit: 2))
+                .execute(.init(now: clock, shard: shard))
+        }
+        for k in 0..<4 {
+            try run(
+                MatchingRepositories(store: sharded.postgres), try Shard(index: k, count: 4), at: ScenarioWorld.day1)
+        }
+        try run(MatchingRepositories(store: plain.postgres), .all, at: ScenarioWorld.day1)
+
+        let edited = (0..<30).map { world.profile(Int64(1 + $0 * 6), at: ScenarioWorld.day2) }
+        for twin in [sharded, plain] { try twin.writer.upsertProfiles(edited, updatedAt: ScenarioWorld.day2) }
+        try run(MatchingRepositories(store: sharded.postgres), try Shard(index: 0, count: 4), at: ScenarioWorld.day2)
+        let dying = MatchingRepositories(store: sharded.postgres)
+            .replacing(matches: FailingMatches(sharded.postgres, commitsBeforeFailure: 1))
+        #expect(throws: FailingMatches.InjectedFailure.self) {
+            try run(dying, try Shard(index: 1, count: 4), at: ScenarioWorld.day2)
+        }
+        let recordedByTheDeadRun = try sharded.connection.query(
+            """
+            SELECT count(*) FROM filter_matches WHERE run_id =
+              (SELECT max(id) FROM matcher_runs WHERE shard_index = 1 AND shard_count = 4)
+            """
+        ).rows[0].int64(0)
+        #expect(recordedByTheDeadRun > 0, "the dead run committed a unit before it failed")
+        for k in 0..<2 {
+            try run(
+                MatchingRepositories(store: sharded.postgres), try Shard(index: k, count: 2), at: ScenarioWorld.day2)
+        }
+        try run(MatchingRepositories(store: plain.postgres), .all, at: ScenarioWorld.day2)
+
+        let (matches, notifications) = Rows.differences(
+            try Rows.of(sharded.connection), from: try Rows.of(plain.connection))
+        #expect(matches.isEmpty, "\(matches)")
+        #expect(notifications.isEmpty, "\(notifications)")
+        #expect(try Rows.of(plain.connection).matches.count > 0)
+        let abandoned = try sharded.connection.query(
+            "SELECT shard_index, shard_count FROM matcher_runs WHERE status = 'abandoned'"
+        ).rows.map { [try $0.int64(0), try $0.int64(1)] }
+        #expect(abandoned == [[1, 4]])
     }
 }
 

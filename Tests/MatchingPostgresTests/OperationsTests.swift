@@ -140,7 +140,7 @@ import Testing
     /// private server ask `matcher_password_probe` for one.
     @Test(
         .enabled(
-            if: TestDatabase.asksProbeRoleForPassword,
+            if: TestDatabase.asksProbeRoleForPassword != false,
             "needs a server that asks matcher_password_probe for a password, as scripts/pg's does"))
     func aRefusedPasswordIsAConfigurationErrorInAnyLanguage() throws {
         let admin = try TestDatabase.adminConninfo
@@ -307,8 +307,13 @@ import Testing
         git.waitUntilExit()
         let head = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        // Without git or outside a checkout there is no HEAD to compare with.
-        guard git.terminationStatus == 0, !head.isEmpty else { return }
+        // Outside a checkout there is no HEAD to compare with; in one, git must answer.
+        guard git.terminationStatus == 0, !head.isEmpty else {
+            if FileManager.default.fileExists(atPath: root.appendingPathComponent(".git").path) {
+                Issue.record("git rev-parse HEAD failed in the checkout at \(root.path)")
+            }
+            return
+        }
         #expect(outcome.stdout.hasPrefix("0.1.0 (commit \(head)"), "\(outcome.stdout) against HEAD \(head)")
     }
 }

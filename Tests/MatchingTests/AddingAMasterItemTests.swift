@@ -147,6 +147,7 @@ private enum FakeSeen: RecencyItemDefinition {
         for (variant, engine) in BitsetEngineTests.engineVariants.enumerated() {
             let results = engine.evaluate(
                 filters, against: batch, limit: Int.max, clock: Self.clock, exclusions: none)
+            #expect(results.count == filters.count, "variant \(variant)")
             for (filter, (result, wanted)) in zip(filters, zip(results, expected)) where result.profileIds != wanted {
                 Issue.record(
                     """

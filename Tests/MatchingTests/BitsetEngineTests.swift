@@ -327,6 +327,7 @@ struct BitsetTestWorld {
                 filters, against: batch, limit: 3,
                 clock: BitsetTestWorld.clock, exclusions: exclusions)
             #expect(counted.results == expectedResults)
+            #expect(counted.matchCounts.count == filters.count)
             for (filter, count) in zip(filters, counted.matchCounts) {
                 let expected = candidates.filter {
                     ReferenceEvaluator.satisfies($0, filter.conditions, clock: BitsetTestWorld.clock)

@@ -60,27 +60,30 @@ public final class TestDatabase: Sendable {
         }
     }
 
-    /// Whether the tests' role is a superuser (as on `scripts/pg`'s private server); false when it cannot tell.
-    public static let isSuperuser: Bool = {
-        guard let connection = try? PostgresConnection(adminConninfo) else { return false }
+    /// Whether the tests' role is a superuser (as on `scripts/pg`'s private server); nil when it cannot tell. A
+    /// test that needs one is skipped only when the answer is no: when the server cannot be asked, it runs, and
+    /// fails on the server it cannot reach.
+    public static let isSuperuser: Bool? = {
+        guard let connection = try? PostgresConnection(adminConninfo) else { return nil }
         defer { connection.close() }
-        return
-            (try? connection.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").rows.first?
-            .bool(0)) ?? false
+        return try? connection.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").rows.first?
+            .bool(0)
     }()
 
     /// Whether the server asks the role `matcher_password_probe` for a password over its Unix socket, as
-    /// `scripts/pg` makes the private server do (`pg_hba_file_rules`, which a superuser reads).
-    public static let asksProbeRoleForPassword: Bool = {
-        guard isSuperuser, let connection = try? PostgresConnection(adminConninfo) else { return false }
+    /// `scripts/pg` makes the private server do (`pg_hba_file_rules`, which a superuser reads); nil when it cannot
+    /// tell, as `isSuperuser`.
+    public static let asksProbeRoleForPassword: Bool? = {
+        guard let superuser = isSuperuser else { return nil }
+        guard superuser else { return false }
+        guard let connection = try? PostgresConnection(adminConninfo) else { return nil }
         defer { connection.close() }
-        return
-            (try? connection.query(
-                """
-                SELECT EXISTS (SELECT 1 FROM pg_hba_file_rules WHERE type = 'local'
-                               AND 'matcher_password_probe' = ANY (user_name) AND auth_method = 'scram-sha-256')
-                """
-            ).rows.first?.bool(0)) ?? false
+        return try? connection.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM pg_hba_file_rules WHERE type = 'local'
+                           AND 'matcher_password_probe' = ANY (user_name) AND auth_method = 'scram-sha-256')
+            """
+        ).rows.first?.bool(0)
     }()
 
     /// The connection string of the server's maintenance database, for a role that may create databases.
