@@ -359,6 +359,21 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
     }
 
+    /// The note is rewritten only when it moves earlier: a notify-off filter records matches most days, and its
+    /// row is noted from its first.
+    func markUnlisted(_ filterIds: [Int64], at time: Timestamp) throws {
+        guard !filterIds.isEmpty else { return }
+        try tx.query(
+            """
+            INSERT INTO matcher_filter_state AS s (filter_id, last_notified_at, unlisted_from)
+            SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id), $2
+            FROM unnest($1::bigint[]) AS f(id)
+            ORDER BY f.id
+            ON CONFLICT (filter_id) DO UPDATE SET unlisted_from = EXCLUDED.unlisted_from
+                WHERE s.unlisted_from IS NULL OR s.unlisted_from > EXCLUDED.unlisted_from
+            """, [.int8Array(filterIds), .timestamptz(time)])
+    }
+
     func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64] {
         guard !planned.isEmpty else { return [] }
         let ids = try tx.query(

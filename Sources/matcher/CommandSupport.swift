@@ -354,6 +354,10 @@ struct LoggingRunOutput: RunOutputHandler {
             logger.notice(
                 "backfill skips listed filters or owners it has nothing to do for",
                 metadata: ["skipped": "\(skipped.joined(separator: "; "))"])
+        case .unlistedMatchesListed(let filters, let matches):
+            logger.info(
+                "matches recorded while notify was off now wait for their filters' digests (notify turned on)",
+                metadata: ["filters": "\(filters)", "matches": "\(matches)"])
         case .interruptedBackfillAbandoned(let runId):
             logger.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",

@@ -42,6 +42,13 @@ final class FailingMatches: MatchRepository, @unchecked Sendable {
             stop: stop)
     }
 
+    func listUnlistedMatches(
+        ofNotifying filterIds: [Int64], recordedFrom: Timestamp
+    ) throws -> (
+        filters: Int, matches: Int
+    ) {
+        try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
+    }
     func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
     func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }
 }

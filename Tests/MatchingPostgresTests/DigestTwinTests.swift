@@ -114,6 +114,48 @@ import Testing
         }
     }
 
+    /// Matches recorded while notify was off are counted by the first digest after notify is turned on, each once,
+    /// in both stores alike (`DigestTests.matchesRecordedWhileNotifyWasOffAreInTheFirstDigestAfterItIsTurnedOn`).
+    @Test func matchesRecordedWhileNotifyWasOffAreInTheFirstDigestAfterItIsTurnedOn() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [
+                World.profile(1, gender: 1), World.profile(10, loginHoursAgo: 2), World.profile(11, loginHoursAgo: 1),
+                World.profile(12, loginHoursAgo: 3),
+            ], at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1, notify: false)])
+        try runBoth(twin, at: day1)
+        let day2 = ScenarioWorld.day2
+        try twin.saveProfiles(
+            [World.profile(13, at: day2), World.profile(12, status: 2, loginHoursAgo: 3, at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        func noted() throws -> [Bool] {
+            try twin.connection.query(
+                "SELECT unlisted_from IS NOT NULL FROM matcher_filter_state WHERE filter_id = 100"
+            ).rows.map { try $0.bool(0) }
+        }
+        #expect(try noted() == [true])
+        #expect(try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0) == 0)
+
+        try twin.saveFilters([World.filter(100, owner: 1, notify: true)])
+        let (on, _) = try runBoth(twin, at: day1.adding(days: 2))
+        #expect(on.counters.notificationsWritten == 1)
+        #expect(try noted() == [false])
+        try runBoth(twin, at: day1.adding(days: 3))
+        try twin.saveFilters([World.filter(100, owner: 1, notify: false)])
+        let day5 = day1.adding(days: 4)
+        try twin.saveProfiles([World.profile(14, at: day5)], at: day5)
+        try runBoth(twin, at: day5)
+        try twin.saveFilters([World.filter(100, owner: 1, notify: true)])
+        try runBoth(twin, at: day1.adding(days: 5))
+
+        let shown = try twin.connection.query("SELECT profile_ids FROM notifications WHERE filter_id = 100 ORDER BY id")
+            .rows.map { try $0.int64Array(0) }
+        #expect(shown == [[13, 11, 10], [14]])
+        try expectSameRows(twin, "notify off, on, off, on")
+    }
+
     @Test func aSeededWorldOverThreeDaysGivesTheSameDigestsMutualFlagsAndCounters() throws {
         let twin = try Twin()
         var world = ScenarioWorld(seed: 13)

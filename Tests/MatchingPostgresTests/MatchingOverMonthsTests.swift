@@ -836,6 +836,45 @@ extension Twin {
 
 /// An existing database migrates forward without losing the changes its old capture recorded.
 @Suite struct ChangeCaptureUpgradeTests {
+    /// Migration 0019 notes the filters whose notify is off and that recorded unnotified, non-silent matches
+    /// before it, so that the first digest after notify is turned on counts them as it counts later ones.
+    @Test func matchesRecordedWhileNotifyWasOffBeforeTheUpgradeAreNoted() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 18 })
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([
+            World.filter(100, owner: 1, notify: false), World.filter(200, owner: 1, notify: false),
+            World.filter(300, owner: 1),
+        ])
+        // Recorded under the old schema: filter 100's match unnotified, 200's silent (a backfill's), 300's
+        // waiting (notify on).
+        try connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at, run_id, silent)
+            VALUES (100, 10, $1, 1, false), (200, 10, $1, 1, true), (300, 10, $1, 1, false);
+            """, [.timestamptz(ScenarioWorld.day1)])
+        try connection.query(
+            "INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at) VALUES (300, 10, $1)",
+            [.timestamptz(ScenarioWorld.day1)])
+
+        try MigrationRunner(connection: connection).apply(migrations)
+        let noted = try connection.query(
+            "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from = '-infinity' ORDER BY 1"
+        ).rows.map { try $0.int64(0) }
+        #expect(noted == [100])
+
+        try writer.upsertFilters([World.filter(100, owner: 1), World.filter(200, owner: 1)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let run = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: ScenarioWorld.day2))
+        #expect(run.counters.notificationsWritten == 2)
+        let shown = try connection.query("SELECT filter_id, profile_ids FROM notifications ORDER BY filter_id").rows
+            .map { "\(try $0.int64(0)) \(try $0.int64Array(1))" }
+        #expect(shown == ["100 [10]", "300 [10]"])
+    }
+
     @Test func changesRecordedBeforeTheUpgradeAreTheNextRunsCandidates() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()

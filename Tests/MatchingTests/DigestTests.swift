@@ -24,6 +24,83 @@ import Testing
         return try World.run(store, now: now, maxPerFilter: maxPerFilter, output: output)
     }
 
+    // MARK: Notify turned on
+
+    /// runs.md: a filter with notify on and unnotified matches gets a digest when it is due. The matches a filter
+    /// recorded while its owner had notify off are counted by its first digest after notify is turned on (those
+    /// still candidates then), each once; turned off and on again, only what was recorded meanwhile.
+    @Test func matchesRecordedWhileNotifyWasOffAreInTheFirstDigestAfterItIsTurnedOn() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([
+            World.profile(1, gender: 1), World.profile(10, loginHoursAgo: 2), World.profile(11, loginHoursAgo: 1),
+            World.profile(12, loginHoursAgo: 3),
+        ])
+        store.save([World.filter(100, owner: 1, notify: false)])
+        let day1 = try run(store, World.day1)
+        #expect(day1.counters.matchesWritten == 3 && day1.counters.notificationsWritten == 0)
+        #expect(store.waitingPairs.isEmpty)
+        // Still off on day 2: 13 signs up and is recorded; 12 hides.
+        store.setClock(World.day2)
+        store.save([World.profile(13, at: World.day2), World.profile(12, status: 2, loginHoursAgo: 3, at: World.day2)])
+        let day2 = try run(store, World.day2)
+        #expect(day2.counters.matchesWritten == 1 && day2.counters.notificationsWritten == 0)
+        #expect(store.waitingPairs.isEmpty)
+
+        // The owner turns notify on: the next run lists the four unnotified matches, and its digest counts the
+        // three still candidates, latest login first; 12 (hidden) is left out.
+        store.save([World.filter(100, owner: 1, notify: true)])
+        let output = RecordingRunOutput()
+        let day3 = try run(store, World.day1.adding(days: 2), output: output)
+        #expect(day3.counters.notificationsWritten == 1)
+        let listed = output.events.compactMap { event -> [Int]? in
+            if case .unlistedMatchesListed(let filters, let matches) = event { return [filters, matches] }
+            return nil
+        }
+        #expect(listed == [[1, 4]])
+        let digest = try #require(try store.notifications(filterId: 100).first)
+        #expect(digest.matchCount == 3)
+        #expect(digest.profileIds == [13, 11, 10])
+        // Nothing is listed or counted twice.
+        let day4 = try run(store, World.day1.adding(days: 3))
+        #expect(day4.counters.notificationsWritten == 0)
+        #expect(try store.notifications(filterId: 100).count == 1)
+
+        // Off again: 14 is recorded, not listed; on again: the next digest counts 14 alone.
+        store.save([World.filter(100, owner: 1, notify: false)])
+        let day5 = World.day1.adding(days: 4)
+        store.setClock(day5)
+        store.save([World.profile(14, at: day5)])
+        #expect(try run(store, day5).counters.matchesWritten == 1)
+        store.save([World.filter(100, owner: 1, notify: true)])
+        let day6 = try run(store, World.day1.adding(days: 5))
+        #expect(day6.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[13, 11, 10], [14]])
+    }
+
+    /// A match recorded while notify was off and now past the retention is forgotten, not listed: the first
+    /// digest after notify is turned on does not count it.
+    @Test func aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, notify: false)])
+        #expect(try run(store, World.day1).counters.matchesWritten == 1)
+        store.save([World.filter(100, owner: 1, notify: true)])
+        let later = World.day1.adding(days: 3)
+        store.setClock(later)
+        let output = RecordingRunOutput()
+        let summary = try RunMatching(MatchingRepositories(store: store), output: output)
+            .execute(.init(now: later, retentionDays: 2))
+        #expect(summary.counters.notificationsWritten == 0)
+        #expect(store.waitingPairs.isEmpty)
+        #expect(try store.notifications(filterId: 100).isEmpty)
+        // The note was read and cleared all the same (one filter, nothing to list).
+        let listed = output.events.compactMap { event -> [Int]? in
+            if case .unlistedMatchesListed(let filters, let matches) = event { return [filters, matches] }
+            return nil
+        }
+        #expect(listed == [[1, 0]])
+    }
+
     // MARK: 1. The due rule's tolerance
 
     @Test func dailyDigestsAtFourOhSevenThenFourOhThreeAreBothSent() throws {
@@ -159,6 +236,13 @@ import Testing
             try base.forgetExpired(
                 before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
                 stop: stop)
+        }
+        func listUnlistedMatches(
+            ofNotifying filterIds: [Int64], recordedFrom: Timestamp
+        ) throws -> (
+            filters: Int, matches: Int
+        ) {
+            try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
         }
         func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
         func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }

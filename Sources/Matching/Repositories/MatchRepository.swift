@@ -254,6 +254,10 @@ public protocol UnitTransaction {
     ) throws -> [MatchPair]
     /// Lists recorded, unnotified, non-silent matches as waiting for a digest.
     func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws
+    /// Notes that these filters (sorted, each once) recorded matches at `time` that are not listed as waiting,
+    /// because their `notify` was off: the first run that finds one notifying lists them
+    /// (`MatchRepository.listUnlistedMatches`). An earlier time noted stays.
+    func markUnlisted(_ filterIds: [Int64], at time: Timestamp) throws
     /// Writes the digests; returns their ids in `planned` order.
     func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64]
     /// Marks recorded matches notified by the given digests (and no longer waiting), with their latest
@@ -367,6 +371,16 @@ public protocol MatchRepository: Sendable {
     func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome?
+    /// Of `filterIds` (filters with `notify` on), those noted as having recorded matches while `notify` was off
+    /// (`UnitTransaction.markUnlisted`): lists as waiting for a digest their unnotified, non-silent matches
+    /// recorded since the note and not before `recordedFrom` (the run's retention cutoff), unless listed already,
+    /// and clears the notes, together. Returns how many filters and matches. runs.md: a filter with notify on and
+    /// unnotified matches gets a digest when due, those recorded while notify was off included.
+    func listUnlistedMatches(
+        ofNotifying filterIds: [Int64], recordedFrom: Timestamp
+    ) throws -> (
+        filters: Int, matches: Int
+    )
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
 }

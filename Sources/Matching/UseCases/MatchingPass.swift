@@ -102,9 +102,19 @@ struct MatchingPass {
                 counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
         }
 
-        // What the digests need: the waiting matches that still qualify, and which pairs are mutual.
+        // What the digests need: the waiting matches that still qualify, and which pairs are mutual. First, the
+        // matches a filter recorded while its `notify` was off wait for its digests from the run that finds it
+        // notifying (runs.md: a filter with notify on and unnotified matches gets a digest when due).
         try stopIfRequested(plan)
         timings.begin(.evaluate, output)
+        if plan.writesNotifications {
+            let listed = try matches.listUnlistedMatches(
+                ofNotifying: chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id),
+                recordedFrom: plan.forgottenBefore)
+            if listed.filters > 0 {
+                output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
+            }
+        }
         let findings = try DigestFindings.gather(
             prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
             repositories: repositories, engine: engine, candidates: candidates.columns)

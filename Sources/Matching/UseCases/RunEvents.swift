@@ -27,6 +27,9 @@ public enum RunEvent: Sendable {
     /// Listed filters or owners a backfill skips (a deleted filter, another shard's, an owner without filters),
     /// each with why (`Backfill.SelectionRefused`).
     case selectionSkipped([String])
+    /// Filters found notifying that had recorded matches while their `notify` was off: those matches (within the
+    /// retention, not notified, not silent) were listed as waiting for the filters' digests.
+    case unlistedMatchesListed(filters: Int, matches: Int)
     case finished(RunSummary)
 }
 

@@ -56,10 +56,17 @@ public struct UnitCommitter: Sendable {
             if !expired.isEmpty { try tx.forgetExpired(expired, before: cutoff) }
         }
         let notifyOn = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
-        // A match waits for a digest only when its filter notifies: one recorded while `notify` is off (or
-        // silently, by a backfill) never enters a digest, even if notify is turned on later.
+        // A match is listed as waiting for a digest when its filter notifies. One recorded silently (by a backfill
+        // without `--notify`) never enters a digest. One recorded while `notify` is off is not listed; its filter
+        // is noted instead, and the first run that finds the filter notifying lists it
+        // (`MatchRepository.listUnlistedMatches`), so that its first digest counts it (runs.md).
         let notifying = Set(notifyOn.map(\.filter.id))
         func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
+        func noteUnlisted(_ inserted: [MatchPair]) throws {
+            guard !unit.silent else { return }
+            let ids = inserted.lazy.map(\.filterId).filter { !notifying.contains($0) }
+            if !ids.isEmpty { try tx.markUnlisted(Self.sortedUnique(Array(ids)), at: now) }
+        }
         // Notifications paused service-wide (`matcher notifications pause`): the unit decides no digest, so its
         // matches are recorded and listed waiting, no digest is written and no last_notified_at moves.
         let paused = notifyOn.isEmpty ? false : try tx.notificationsPaused()
@@ -84,6 +91,7 @@ public struct UnitCommitter: Sendable {
             }
             let inserted = try insertSkippingConflicts(rows, unit, tx)
             try tx.addWaiting(inserted.filter(waits), at: now)
+            try noteUnlisted(inserted)
             return WorkUnitOutcome(
                 matchesWritten: inserted.count, notificationsWritten: 0,
                 mutualWritten: unit.mutualCount(inserted))
@@ -136,6 +144,7 @@ public struct UnitCommitter: Sendable {
         if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId, bulk: unit.bulk) {
             try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
             try tx.addWaiting(waitingNow, at: now)
+            try noteUnlisted(pairs)
             try tx.recordNotified(planned.map(\.filterId), at: now)
             try tx.markPassedOver(
                 Self.withComebackStarts(
@@ -151,6 +160,7 @@ public struct UnitCommitter: Sendable {
         let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
         let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
         try tx.addWaiting(inserted.filter(waits), at: now)
+        try noteUnlisted(inserted)
         let nowWaiting = try tx.waitingMatches(deciding, forgetting: unit.passedOverCutoffs)
         // Read back from the table, the unit's new matches are waiting ones like the others.
         let newPairs = Set(pairs)

@@ -37,6 +37,8 @@ public final class InMemoryStore: @unchecked Sendable {
         var waiting: [MatchPair: Timestamp] = [:]
         var notificationRows: [MatchNotification] = []
         var lastNotifiedAt: [Int64: Timestamp] = [:]
+        /// Filters that recorded matches while their `notify` was off, from when (`markUnlisted`).
+        var unlistedFrom: [Int64: Timestamp] = [:]
         /// Listed matches a digest decision read and did not count (`markPassedOver`), with when their comeback
         /// starts (`Retention.comebackStart`: the deciding unit's clock, or the filter's next digest).
         var passedOverAt: [MatchPair: Timestamp] = [:]
@@ -384,9 +386,34 @@ extension InMemoryStore: MatchRepository {
             for id in written.lastNotifiedAt.keys where filterRows[id].map({ $0.isDeleted }) ?? true {
                 written.lastNotifiedAt[id] = nil
             }
+            for id in written.unlistedFrom.keys where filterRows[id].map({ $0.isDeleted }) ?? true {
+                written.unlistedFrom[id] = nil
+            }
             return RetentionOutcome(
                 forgotten: forgotten, backlog: false,
                 notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries)
+        }
+    }
+
+    public func listUnlistedMatches(
+        ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
+    ) throws -> (
+        filters: Int, matches: Int
+    ) {
+        locked {
+            let noted = Set(filterIds).filter { written.unlistedFrom[$0] != nil }
+            guard !noted.isEmpty else { return (0, 0) }
+            var listed = 0
+            for (pair, row) in written.matchRows where noted.contains(pair.filterId) {
+                guard let from = written.unlistedFrom[pair.filterId], row.notificationId == nil,
+                    !written.silentPairs.contains(pair), row.matchedAt >= max(from, cutoff),
+                    written.waiting[pair] == nil
+                else { continue }
+                written.waiting[pair] = row.matchedAt
+                listed += 1
+            }
+            for id in noted { written.unlistedFrom[id] = nil }
+            return (noted.count, listed)
         }
     }
 
@@ -505,6 +532,10 @@ final class InMemoryUnitTransaction: UnitTransaction {
 
     func addWaiting(_ pairs: [MatchPair], at time: Timestamp) throws {
         for pair in pairs { written.waiting[pair] = time }
+    }
+
+    func markUnlisted(_ filterIds: [Int64], at time: Timestamp) throws {
+        for id in filterIds { written.unlistedFrom[id] = min(written.unlistedFrom[id] ?? time, time) }
     }
 
     func writeNotifications(_ planned: [PlannedNotification], at time: Timestamp, runId: Int64) throws -> [Int64] {
