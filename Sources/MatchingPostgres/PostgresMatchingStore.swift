@@ -649,9 +649,13 @@ extension PostgresMatchingStore: MatchRepository {
 
     static let probeChunk = 50_000
 
-    /// The noted filters are read first by their partial index (filters with notify off and matches: a few per
-    /// cent of the table); on most days none of them has notify on, and nothing else is read. Those that do are
-    /// listed and cleared in one statement, their notes locked in id order as units lock them.
+    /// The noted filters are read first, unlocked, by their partial index (the notify-off filters that recorded
+    /// matches: about an eighth of the filters in the seeded worlds); on most days none of them has notify on,
+    /// and nothing else is read. Those that do are listed in a transaction of two statements: the notes locked in
+    /// id order, then the matches listed and the notes cleared. A unit that records a match of the filter holds
+    /// its note's row from `markUnlisted` to its commit, so the lock waits for it, and the second statement's
+    /// snapshot, taken after the lock, sees its match (one statement would list from a snapshot taken before the
+    /// wait, and clear a note whose match it never saw; review of session 30).
     public func listUnlistedMatches(
         ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
     ) throws -> (
@@ -663,28 +667,34 @@ extension PostgresMatchingStore: MatchRepository {
             "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
         ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
         guard !noted.isEmpty else { return (0, 0) }
-        let row = try connection.query(
-            """
-            WITH noted AS (
-                SELECT s.filter_id, s.unlisted_from FROM matcher_filter_state s
-                WHERE s.filter_id = ANY($1) AND s.unlisted_from IS NOT NULL
-                ORDER BY s.filter_id FOR UPDATE
-            ), listed AS (
-                INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
-                SELECT m.filter_id, m.profile_id, m.matched_at
-                FROM noted d JOIN filter_matches m ON m.filter_id = d.filter_id
-                WHERE m.notification_id IS NULL AND NOT m.silent AND m.matched_at >= greatest(d.unlisted_from, $2)
-                ORDER BY m.filter_id, m.profile_id
-                ON CONFLICT (filter_id, profile_id) DO NOTHING
-                RETURNING 1
-            ), cleared AS (
-                UPDATE matcher_filter_state s SET unlisted_from = NULL FROM noted d WHERE s.filter_id = d.filter_id
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM cleared), (SELECT count(*) FROM listed)
-            """, [.int8Array(noted), .timestamptz(cutoff)]
-        ).rows[0]
-        return (Int(try row.int64(0)), Int(try row.int64(1)))
+        return try connection.transaction { tx in
+            let locked = try tx.query(
+                """
+                SELECT filter_id FROM matcher_filter_state
+                WHERE filter_id = ANY($1) AND unlisted_from IS NOT NULL
+                ORDER BY filter_id FOR UPDATE
+                """, [.int8Array(noted)]
+            ).rows.map { try $0.int64(0) }
+            guard !locked.isEmpty else { return (0, 0) }
+            let listed = try tx.query(
+                """
+                WITH listed AS (
+                    INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
+                    SELECT m.filter_id, m.profile_id, m.matched_at
+                    FROM matcher_filter_state s JOIN filter_matches m ON m.filter_id = s.filter_id
+                    WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
+                      AND m.matched_at >= greatest(s.unlisted_from, $2)
+                    ORDER BY m.filter_id, m.profile_id
+                    ON CONFLICT (filter_id, profile_id) DO NOTHING
+                    RETURNING 1
+                ), cleared AS (
+                    UPDATE matcher_filter_state SET unlisted_from = NULL WHERE filter_id = ANY($1)
+                )
+                SELECT count(*) FROM listed
+                """, [.int8Array(locked), .timestamptz(cutoff)]
+            ).rows[0].int64(0)
+            return (locked.count, Int(listed))
+        }
     }
 
     /// The unit's unlocked reading (`UnitTransaction.notificationStates`), outside a unit's transaction.

@@ -38,4 +38,17 @@ public enum WriteConflictRetry {
     public static func pause(beforeAttempt attempt: Int) {
         Thread.sleep(forTimeInterval: 0.05 * Double(attempt - 1) * Double.random(in: 1...2))
     }
+
+    /// `body`, one transaction, started again after a write conflict up to `attempts` times in all.
+    public static func run<T>(_ body: () throws -> T) throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try body()
+            } catch let error as any ClassifiedError where error.isWriteConflict && attempt < attempts {
+                attempt += 1
+                pause(beforeAttempt: attempt)
+            }
+        }
+    }
 }

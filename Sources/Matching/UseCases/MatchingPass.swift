@@ -108,9 +108,10 @@ struct MatchingPass {
         try stopIfRequested(plan)
         timings.begin(.evaluate, output)
         if plan.writesNotifications {
-            let listed = try matches.listUnlistedMatches(
-                ofNotifying: chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id),
-                recordedFrom: plan.forgottenBefore)
+            let notifying = chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id)
+            let listed = try WriteConflictRetry.run {
+                try matches.listUnlistedMatches(ofNotifying: notifying, recordedFrom: plan.forgottenBefore)
+            }
             if listed.filters > 0 {
                 output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
             }
