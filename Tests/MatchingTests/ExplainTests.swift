@@ -274,6 +274,7 @@ import Testing
         store.save([
             World.filter(100, owner: 1),
             World.filter(200, owner: 1, every: NotifyInterval(days: 7)),
+            World.filter(300, owner: 1, notify: false),
         ])
         // Filter 200 had its digest the day before: its match waits.
         try store.withUnitTransaction { tx in try tx.recordNotified([200], at: World.day1.adding(days: -1)) }
@@ -295,5 +296,9 @@ import Testing
         #expect(
             try recorded(200, 10).hasSuffix(
                 ", not notified (waiting for its filter's digest, or passed over by one)"))
+        #expect(
+            try recorded(300, 10).hasSuffix(
+                ", not notified (the filter's notify is off: its first digest after notify is turned on counts it,"
+                    + " if still a candidate)"))
     }
 }

@@ -89,7 +89,10 @@ extension Report {
                             + (match.silent
                                 ? ", silent (a backfill's without --notify: never in a digest)"
                                 : match.notificationId.map { ", notified by notification \($0)" }
-                                    ?? ", not notified (waiting for its filter's digest, or passed over by one)")
+                                    ?? (result.filter.notify
+                                        ? ", not notified (waiting for its filter's digest, or passed over by one)"
+                                        : ", not notified (the filter's notify is off: its first digest after notify"
+                                            + " is turned on counts it, if still a candidate)"))
                             + (result.recordedForgotten
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
                                     + "waiting for a digest): a run records it again if it matches" : ""))
