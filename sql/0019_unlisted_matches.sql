@@ -3,9 +3,11 @@
 -- first digest after notify is turned on (those still within the retention, and still candidates then).
 -- They are not listed as waiting while notify is off: matcher_waiting_matches holds what a digest may count, and
 -- listing every notify-off filter's pairs for the whole retention would double their writes and their forgetting.
--- Instead a unit that records such matches notes here the earliest clock it recorded them at; the first run that
--- finds the filter notifying lists its unnotified, non-silent matches recorded from then on (and within the
--- retention) as waiting, and clears the note, in one statement. One row per filter, forgotten with the filter.
+-- Instead a unit that records such matches notes here the earliest clock it recorded them at, holding the row until
+-- it commits; the first run that finds the filter notifying lists its unnotified, non-silent matches recorded from
+-- then on (and within the retention) as waiting, and clears the note, in one transaction of two statements (the
+-- notes locked, then listed and cleared: PostgresMatchingStore.listUnlistedMatches). One row per filter, forgotten
+-- with the filter.
 ALTER TABLE matcher_filter_state ADD COLUMN IF NOT EXISTS unlisted_from timestamptz;
 -- The runs read the noted filters only (a few per cent of the table at most).
 CREATE INDEX IF NOT EXISTS matcher_filter_state_unlisted ON matcher_filter_state (filter_id)

@@ -22,7 +22,7 @@ public struct UnitCommitter: Sendable {
     ///   - beforeAdvance: called inside the transaction once the unit's rows are written, just before
     ///     the run's cursor moves: `UnitWriter` waits there until every earlier unit has committed, so that units
     ///     written in parallel still commit in filter-id order (a throw rolls the unit back). It is given the
-    ///     transaction, to keep it alive and to wait where the store sees the wait (`awaitUnit`).
+    ///     transaction, to wait where the store sees the wait (`awaitUnit`).
     public func commit(
         _ unit: WorkUnit, to store: any MatchRepository,
         atBegin: (_ tx: any UnitTransaction) throws -> Void = { _ in },
