@@ -107,6 +107,41 @@ import Testing
         #expect(try entry?.bool(0) == false, "listed waiting, not passed over")
     }
 
+    /// A unit that decides a digest (filter 10) and records matches of a notify-off filter (20) notes filter 20,
+    /// whether or not another writer recorded one of filter 20's pairs meanwhile (the fallback path), and lists
+    /// none of its matches as waiting.
+    @Test(arguments: [false, true])
+    func aUnitNotesTheNotifyOffFilterItRecordsForOnEitherPath(recordedMeanwhile: Bool) throws {
+        let (twin, run, notify) = try setUp()
+        let off = SavedFilter(
+            id: 20, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, notify: false,
+            createdAt: ScenarioWorld.day1, updatedAt: ScenarioWorld.day1)
+        try twin.writer.upsertFilters([off])
+        if recordedMeanwhile {
+            try twin.connection.query(
+                "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (20, 3, $1)",
+                [.timestamptz(ScenarioWorld.day1)])
+        }
+        let both = WorkUnit(
+            runId: run.id, clock: clock, lastFilterId: 20,
+            matches: [
+                FilterResult(filterId: 10, profileIds: [2, 3]), FilterResult(filterId: 20, profileIds: [2, 3]),
+            ],
+            notify: [notify, NotificationCandidateFilter(filter: off, owner: FilterOwner(id: 1, status: 1, plan: 0))],
+            filterCounters: RunCounters(filtersEvaluated: 2),
+            lastLoginAt: [2: ScenarioWorld.day1, 3: ScenarioWorld.day1], runOwner: run.owner)
+        let outcome = try twin.postgres.commit(both, planner: NotificationPlanner())
+        #expect(outcome.matchesWritten == (recordedMeanwhile ? 3 : 4) && outcome.notificationsWritten == 1)
+        let note = try twin.connection.query(
+            "SELECT filter_id, unlisted_from = $1 FROM matcher_filter_state WHERE unlisted_from IS NOT NULL",
+            [.timestamptz(ScenarioWorld.day1)]
+        ).rows.map { "\(try $0.int64(0)) \(try $0.bool(1))" }
+        #expect(note == ["20 true"])
+        let listed = try twin.connection.query("SELECT count(*) FROM matcher_waiting_matches WHERE filter_id = 20")
+            .rows[0].int64(0)
+        #expect(listed == 0)
+    }
+
     @Test func aPairRecordedMeanwhileFallsBackAndIsNeitherDuplicatedNorNotifiedTwice() throws {
         let (twin, run, notify) = try setUp()
         // Another writer (a backfill with --notify) recorded (10, 3) after this run read the table.
