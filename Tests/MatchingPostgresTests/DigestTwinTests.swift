@@ -114,6 +114,30 @@ import Testing
         }
     }
 
+    /// A filter whose notification state the sweep forgot (soft-deleted, then restored by the app) is due again
+    /// only `notify_every` after its last notification, in both stores: the state is made again from the
+    /// notifications (review of session 31: the in-memory twin took the filter for one that never had a digest,
+    /// and wrote one that PostgreSQL holds back).
+    @Test func aRestoredFilterWhoseStateWasForgottenIsDueByItsLastNotification() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        let monthly = NotifyInterval(months: 0, days: 30, microseconds: 0)
+        try twin.saveProfiles([World.profile(1, gender: 1), World.profile(10), World.profile(11)], at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1, every: monthly)])
+        #expect(try runBoth(twin, at: day1, retentionDays: 7).postgres.counters.notificationsWritten == 1)
+        try twin.saveFilters([World.filter(100, owner: 1, every: monthly, deleted: true)])
+        try runBoth(twin, at: day1.adding(days: 12), retentionDays: 7)
+        #expect(try twin.postgres.lastNotified(filterIds: [100]).isEmpty, "the state forgotten")
+        #expect(try twin.memory.lastNotified(filterIds: [100]).isEmpty, "the state forgotten")
+        try twin.saveFilters([World.filter(100, owner: 1, every: monthly)])
+        let day13 = day1.adding(days: 13)
+        try twin.saveProfiles([World.profile(12, at: day13.adding(days: -1))], at: day13.adding(days: -1))
+        let later = try runBoth(twin, at: day13, retentionDays: 7)
+        #expect(later.postgres.counters.matchesWritten == 1)
+        #expect(later.postgres.counters.notificationsWritten == 0, "day 1's digest is 12 days old, of 30")
+        try expectSameRows(twin, "after the restored filter's run")
+    }
+
     /// Matches recorded while notify was off are counted by the first digest after notify is turned on, each once,
     /// in both stores alike (`DigestTests.matchesRecordedWhileNotifyWasOffAreInTheFirstDigestAfterItIsTurnedOn`).
     /// Filter 200 (notify on, daily) shares the units, so that they decide digests while they note filter 100, as

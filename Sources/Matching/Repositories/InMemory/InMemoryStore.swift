@@ -319,9 +319,8 @@ extension InMemoryStore: MatchRepository {
         }
     }
 
-    /// Whether a listed match still waits for a digest (`RetentionSQL.stillWaits`): its filter notifies, its
-    /// owner has a profile that is not deleted, and no digest decision has read it and passed it over. Called
-    /// under the store's lock.
+    /// Whether recorded `pair` is forgotten at `cutoff` (`isExpired(_:before:_:filters:profiles:)`). Called under
+    /// the store's lock.
     private func isExpired(_ pair: MatchPair, before cutoff: Timestamp) -> Bool {
         Self.isExpired(pair, before: cutoff, written, filters: filterRows, profiles: profileRows)
     }
@@ -469,11 +468,24 @@ final class InMemoryUnitTransaction: UnitTransaction {
     }
 
     func notificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
-        try lockNotificationStates(filterIds)
+        written.lastNotifiedAt.filter { filterIds.contains($0.key) }
     }
 
     func lockNotificationStates(_ filterIds: [Int64]) throws -> [Int64: Timestamp] {
-        written.lastNotifiedAt.filter { filterIds.contains($0.key) }
+        makeNotificationStates(filterIds)
+        return written.lastNotifiedAt.filter { filterIds.contains($0.key) }
+    }
+
+    /// The state of each of `filterIds` that has none, from its latest notification, as PostgreSQL makes the
+    /// row (`lockNotificationStates`, `markUnlisted`): a filter whose state the sweep forgot (soft-deleted, then
+    /// restored) is due by its last digest, not taken for one that never had one.
+    private func makeNotificationStates(_ filterIds: [Int64]) {
+        let missing = Set(filterIds.filter { written.lastNotifiedAt[$0] == nil })
+        guard !missing.isEmpty else { return }
+        for row in written.notificationRows where missing.contains(row.filterId) {
+            written.lastNotifiedAt[row.filterId] = max(
+                written.lastNotifiedAt[row.filterId] ?? row.createdAt, row.createdAt)
+        }
     }
 
     func waitingMatches(
@@ -535,6 +547,7 @@ final class InMemoryUnitTransaction: UnitTransaction {
     }
 
     func markUnlisted(_ filterIds: [Int64], at time: Timestamp) throws {
+        makeNotificationStates(filterIds)
         for id in filterIds { written.unlistedFrom[id] = min(written.unlistedFrom[id] ?? time, time) }
     }
 
