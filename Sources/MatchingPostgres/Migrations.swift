@@ -277,6 +277,8 @@ public struct MigrationRunner {
         // 0016 as 909ddd3 wrote it (the decision's time and its index, now 0017's work): 0017 brings a database
         // migrated with it to the same end state (the column is there already; its index goes by name).
         16: ["9289947144f982e4"],
+        // 0019 as 7778be3 wrote it: the same statements, its comment since corrected (d281c6b).
+        19: ["d7af339a71ef7f"],
     ]
 
     /// This process's executable: /proc/self/exe where there is one (argv[0] may be a bare name found on PATH).

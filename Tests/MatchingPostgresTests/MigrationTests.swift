@@ -304,6 +304,55 @@ import Testing
 
         """
 
+    /// Session 30 corrected migration 0019's comment after 7778be3 had written it (d281c6b): a database migrated
+    /// with the first text migrates on, not told the migration "was edited" (`equivalentChecksums`; review of
+    /// session 31).
+    @Test func migration19AsFirstWrittenIsNotAnEditedMigration() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        #expect(Migration(version: 19, name: "x", sql: Self.migration19At7778be3).checksum == "d7af339a71ef7f")
+        try MigrationRunner(connection: connection).apply(
+            migrations.filter { $0.version <= 19 }.map { migration in
+                migration.version == 19
+                    ? Migration(version: 19, name: migration.name, sql: Self.migration19At7778be3) : migration
+            })
+        try MigrationRunner(connection: connection).apply(migrations)
+        // Taken for the current text from then on.
+        let recorded = try connection.query(
+            "SELECT checksum FROM matcher_schema_migrations WHERE version = 19"
+        ).rows.map { try $0.string(0) }
+        #expect(recorded == migrations.filter { $0.version == 19 }.map(\.checksum))
+    }
+
+    /// sql/0019 as commit 7778be3 had it, byte for byte.
+    static let migration19At7778be3 = """
+        -- Matches recorded while their filter's notify is off. runs.md: a filter with notify on and unnotified matches gets
+        -- a digest when it is due, so the matches a filter recorded while its owner had notify off are counted by its
+        -- first digest after notify is turned on (those still within the retention, and still candidates then).
+        -- They are not listed as waiting while notify is off: matcher_waiting_matches holds what a digest may count, and
+        -- listing every notify-off filter's pairs for the whole retention would double their writes and their forgetting.
+        -- Instead a unit that records such matches notes here the earliest clock it recorded them at; the first run that
+        -- finds the filter notifying lists its unnotified, non-silent matches recorded from then on (and within the
+        -- retention) as waiting, and clears the note, in one statement. One row per filter, forgotten with the filter.
+        ALTER TABLE matcher_filter_state ADD COLUMN IF NOT EXISTS unlisted_from timestamptz;
+        -- The runs read the noted filters only (a few per cent of the table at most).
+        CREATE INDEX IF NOT EXISTS matcher_filter_state_unlisted ON matcher_filter_state (filter_id)
+            WHERE unlisted_from IS NOT NULL;
+        -- Matches recorded before this migration while their filter's notify was off are noted from the start of time
+        -- (the retention bounds what is listed). A filter that had notify on, passed a match over and then turned
+        -- notify off may so get such a match listed once more; the note cannot tell them apart.
+        INSERT INTO matcher_filter_state (filter_id, last_notified_at, unlisted_from)
+        SELECT f.id, (SELECT max(n.created_at) FROM notifications n WHERE n.filter_id = f.id), '-infinity'
+        FROM saved_filters f
+        WHERE f.deleted_at IS NULL AND coalesce(f.notify::text, 'true') NOT IN ('true', 't')
+          AND EXISTS (SELECT 1 FROM filter_matches m
+                      WHERE m.filter_id = f.id AND m.notification_id IS NULL AND NOT m.silent)
+        ORDER BY f.id
+        ON CONFLICT (filter_id) DO UPDATE SET unlisted_from = '-infinity';
+
+        """
+
     @Test func anEditedMigrationIsRefused() throws {
         let database = try TestDatabase.create()
         let connection = try database.connect()
