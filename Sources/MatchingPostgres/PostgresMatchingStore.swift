@@ -5,8 +5,9 @@ import PostgresClient
 
 /// The repositories over PostgreSQL (runs.md's tables plus the worker's bookkeeping from `sql/`).
 ///
-/// One work connection serves every read and unit of work; run locks live on connections of their
-/// own, opened by `openConnection`, so that a lock lasts exactly as long as its holder's session.
+/// One work connection serves the reads; units of work are written on it and on up to `writeConnections - 1`
+/// more (`withUnitWriters`); run locks and the retention sweepers use connections of their own, opened by
+/// `openConnection`, so that a lock lasts exactly as long as its holder's session.
 public final class PostgresMatchingStore: @unchecked Sendable {
     public let connection: PostgresConnection
     let openConnection: @Sendable () throws -> PostgresConnection
@@ -27,13 +28,15 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// By default: 500 runs' clocks and 500 older ones, a statement each (under a millisecond for a clock
     /// holding only matches that wait).
     public static let defaultSweepClocks = 500
-    /// How long a unit waits for another writer's row lock before it gives up and is written again: far
-    /// longer than any unit's transaction (seconds), far shorter than the statement timeout (300 s).
+    /// About how long a unit waits for another writer's row lock before it gives up and is written again
+    /// (75-125 % of it, `jittered`): far longer than any unit's transaction (seconds), far shorter than the
+    /// statement timeout (300 s).
     public static let defaultUnitLockTimeout: Duration = .seconds(60)
     let unitLockTimeout: Duration
     /// How long a retention sweep's batch waits for another writer's row lock before it gives up and is tried
-    /// again (`BatchConflicts`): shorter than a unit's, so that in a circle through a concurrent run's commit
-    /// order the sweep, whose work can wait for the next run, is the side that gives up.
+    /// again (`BatchConflicts`): shorter than a unit's, so that where a sweep and a run's unit wait on each other
+    /// in a way the deadlock detector cannot see, the sweep, whose work can wait for the next run, gives up
+    /// first. (A circle through a run's commit order is seen: units wait for their turn by `awaitUnit`.)
     public static let defaultSweepLockTimeout: Duration = .seconds(10)
     let sweepLockTimeout: Duration
 
@@ -42,7 +45,7 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     ///   - writeConnections: how many connections write units of work at once (1: the work connection alone).
     ///   - faultPoints: the tests' seam (`StoreFaultPoints`), shared with the extra writers; nil in production.
     ///   - sweepClocks: the retention sweep's expired clocks a run, newest and older ones each.
-    ///   - unitLockTimeout: how long a unit's statement may wait for a row another writer holds (whole seconds).
+    ///   - unitLockTimeout: about how long a unit's statement may wait for a row another writer holds.
     ///   - sweepLockTimeout: the same for a retention sweep's batch.
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
@@ -655,7 +658,9 @@ extension PostgresMatchingStore: MatchRepository {
     /// id order, then the matches listed and the notes cleared. A unit that records a match of the filter holds
     /// its note's row from `markUnlisted` to its commit, so the lock waits for it, and the second statement's
     /// snapshot, taken after the lock, sees its match (one statement would list from a snapshot taken before the
-    /// wait, and clear a note whose match it never saw; review of session 30).
+    /// wait, and clear a note whose match it never saw; review of session 30). A unit setting the filter's first
+    /// note, which the unlocked read could not see yet, is not waited for: its note stays, and the next run lists
+    /// its match.
     public func listUnlistedMatches(
         ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
     ) throws -> (
@@ -760,11 +765,12 @@ extension PostgresMatchingStore: MatchRepository {
 
     /// A unit's transaction waits at most `unitLockTimeout` for a row lock another writer holds, then gives up
     /// as a write conflict (55P03), which `UnitWriter` retries. Units written in parallel wait for their turn
-    /// to commit inside their open transactions, an order PostgreSQL cannot see: with a `backfill --notify`
-    /// writing the same filters, unit i may wait for the backfill while the backfill waits for unit i + 1,
-    /// which waits for unit i. No deadlock is detected there; the lock timeout on either side breaks the
-    /// circle (the side that gives up rolls back, and the others go on) where the statement timeout
-    /// would have failed the run after minutes. Each transaction's timeout is drawn from 75-125 % of
+    /// to commit inside their open transactions, through `awaitUnit`, a lock wait PostgreSQL sees: with a
+    /// `backfill --notify` writing the same filters, unit i may wait for the backfill while the backfill waits
+    /// for unit i + 1, which waits for its turn behind unit i; that circle is found as a deadlock (40P01) within
+    /// about `deadlock_timeout` and retried as a write conflict (session 29). The lock timeout is the fallback
+    /// for waits outside such a circle, where the statement timeout would have failed the run after minutes.
+    /// Each transaction's timeout is drawn from 75-125 % of
     /// `unitLockTimeout` (`jittered`): the two sides of such a circle start waiting within milliseconds of each
     /// other, and with equal timeouts both gave up at once, wrote again, and met again: 120 s instead of 60
     /// (`scripts/fault-scenarios` 6c, session 29).

@@ -359,8 +359,9 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
     }
 
-    /// The note is rewritten only when it moves earlier: a notify-off filter records matches most days, and its
-    /// row is noted from its first.
+    /// The note is written when the filter has none (its first, or the first since a listing cleared it) and
+    /// rewritten only when it moves earlier: a notify-off filter records matches most days, and its row is noted
+    /// from its first.
     func markUnlisted(_ filterIds: [Int64], at time: Timestamp) throws {
         guard !filterIds.isEmpty else { return }
         try tx.query(

@@ -8,8 +8,9 @@
 /// forgotten like any other.
 ///
 /// Only an unnotified, non-silent pair can wait, and its list entry carries the pair's own clock
-/// (`UnitCommitter` lists a pair waiting only in the transaction that records it unnotified for a notifying
-/// filter, with the same clock, and `markNotified` takes it off the list in the transaction that notifies it).
+/// (`UnitCommitter` lists a pair waiting in the transaction that records it unnotified for a notifying filter,
+/// and `listUnlistedMatches` lists later those a filter recorded while its notify was off, once it is on: both
+/// with the pair's `matched_at`; `markNotified` takes it off the list in the transaction that notifies it).
 /// So a batch first reads the list's entries of its clock and filter ids that still wait (`kept`: the list's
 /// `(matched_at, filter_id)` index, migration 0011, a few thousand entries for a day's batch), hashes them,
 /// and deletes every pair of the batch outside that set; then the same clock's and filter ids' entries whose

@@ -298,7 +298,7 @@ import Testing
                 ", not notified (waiting for its filter's digest, or passed over by one)"))
         #expect(
             try recorded(300, 10).hasSuffix(
-                ", not notified (the filter's notify is off: recorded while it was off, its first digest after notify"
-                    + " is turned on counts it if still a candidate)"))
+                ", not notified (the filter's notify is off now: once it is on, a digest counts it if it is still a"
+                    + " candidate then and within the retention, unless a digest passed it over)"))
     }
 }

@@ -205,7 +205,8 @@ public protocol UnitTransaction {
     /// Marks this transaction as unit `key`'s until it ends, so that a later unit's `awaitUnit(key)` waits for it
     /// where the store's deadlock detection sees the wait (`UnitWriter`). Nothing to do for a store without one.
     func holdUnit(_ key: Int64) throws
-    /// Waits, for at most about two seconds, while unit `key`'s transaction is open (`holdUnit`), as a wait the
+    /// Waits, for at most twice the store's deadlock-check delay (at least two seconds), while unit `key`'s
+    /// transaction is open (`holdUnit`), as a wait the
     /// store's deadlock detection sees: units wait for their turn to commit inside open transactions, and a
     /// circle through another writer's row locks and a turn was invisible, broken only by a lock timeout a
     /// minute later (session 29). Returns at once when no transaction holds `key`; throws a write conflict when

@@ -83,8 +83,9 @@ final class UnitWriter: @unchecked Sendable {
     }
 
     /// The key unit `index` of run `runId` holds while its transaction is open (`UnitTransaction.holdUnit`), and
-    /// the next unit waits on (`awaitUnit`): the run's id and the unit's index in one bigint. Only neighbours
-    /// meet, so an index past 2^24 may share a key with one 16M units earlier.
+    /// that later units waiting for their turn wait on while it is the lowest not committed (`awaitUnit`): the
+    /// run's id and the unit's index in one bigint. Only units open at the same time meet (at most one a writer),
+    /// so an index past 2^24 may share a key with one 16M units earlier.
     static func unitKey(runId: Int64, index: Int) -> Int64 {
         (runId << 24) | Int64(index & 0xFF_FFFF)
     }
@@ -222,7 +223,9 @@ final class CommitOrder: @unchecked Sendable {
             guard let serial else { return false }
             return retries.contains { $0.serial > serial && $0.index < index }
         }
-        while committedCount < index, (earliestFailure?.index ?? Int.max) > index {
+        // Not yet this unit's turn, and no earlier unit has failed.
+        func waiting() -> Bool { committedCount < index && (earliestFailure?.index ?? Int.max) > index }
+        while waiting() {
             if earlierRetried() { throw EarlierUnitRetrying() }
             let head = committedCount
             do {
@@ -230,10 +233,9 @@ final class CommitOrder: @unchecked Sendable {
                 defer { condition.lock() }
                 try visibly(head)
             }
-            guard committedCount < index, (earliestFailure?.index ?? Int.max) > index else { break }
-            if earlierRetried() { throw EarlierUnitRetrying() }
-            // The unit before is not open (not begun, between its attempts, or just committed): a short wait.
-            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.02))
+            // Still waiting, the unit whose turn it is (`head`) is not open (not begun, between its attempts, or
+            // just committed): a short wait. (The loop's head ends the wait or throws for a retried earlier unit.)
+            if waiting() && !earlierRetried() { _ = condition.wait(until: Date(timeIntervalSinceNow: 0.02)) }
         }
         guard committedCount == index else { throw EarlierUnitFailed() }
     }
