@@ -9,7 +9,8 @@ public enum FailureKind: String, Sendable, Hashable {
     case configuration
     /// The database cannot be reached (exit 69).
     case unavailable
-    /// Another run of the same shard holds the run lock (exit 75).
+    /// Another run of the same shard holds the run lock, or `matcher migrate` could not take its locks in time
+    /// (exit 75).
     case locked
     /// Anything else (exit 1).
     case other
@@ -19,7 +20,8 @@ public enum FailureKind: String, Sendable, Hashable {
 public protocol ClassifiedError: Error {
     var failureKind: FailureKind { get }
     /// The database gave up this transaction because it conflicted with another writer's (a deadlock, a
-    /// serialization failure): nothing of it was written, and the same work started again may succeed.
+    /// serialization failure, a row lock not granted within the lock timeout, a conflict the unit's fallback
+    /// met again): nothing of it was written, and the same work started again may succeed.
     var isWriteConflict: Bool { get }
 }
 
@@ -28,7 +30,8 @@ extension ClassifiedError {
 }
 
 /// How work the database gave up for a conflict with another writer is started again: a run's unit
-/// (`UnitWriter`) and a retention batch (`BatchConflicts`) alike. The transaction rolled back whole, so the same
+/// (`UnitWriter`), a retention batch (`BatchConflicts`) and the listing of notify-off matches (`MatchingPass`)
+/// alike. The transaction rolled back whole, so the same
 /// work is done again, up to `attempts` times in all, after a pause that grows.
 public enum WriteConflictRetry {
     public static let attempts = 3

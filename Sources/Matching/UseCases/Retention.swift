@@ -15,7 +15,8 @@ public enum Retention {
     /// backfill or a first run beside a backlog must not make one run's sweep outlast its schedule's limit.
     public static let batchesCeiling = 1_000
 
-    /// The batches a run's sweep may delete: `minimum`, or enough for twice the pairs the run recorded, whichever
+    /// The batches a run's sweep may delete: `minimum`, or enough for twice `recorded` (the caller's: the more of
+    /// the pairs the run recorded and those the whole service recorded in the day before its clock), whichever
     /// is more, and not more than `ceiling` (unless `minimum` is). A day's expiring pairs are about what a day
     /// records (the pairs of the day `--retention-days` ago, like today's), so a fixed budget would fall behind
     /// a service that records more than it a day (at 1M x 100k a day records about 6.7M pairs, more than 5M),
