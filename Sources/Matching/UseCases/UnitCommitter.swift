@@ -44,8 +44,40 @@ public struct UnitCommitter: Sendable {
         }
     }
 
+    /// What every path of a unit's write needs: the unit, its transaction, and which of its filters notify.
+    private struct UnitWrite {
+        let unit: WorkUnit
+        let tx: any UnitTransaction
+        /// The unit's new pairs (`WorkUnit.pairs`, made once).
+        let pairs: [MatchPair]
+        /// The unit's filters whose matches are listed as waiting for a digest (`notify` on, not silent).
+        let notifying: Set<Int64>
+
+        var now: Timestamp { unit.clock.now }
+
+        /// A match is listed as waiting for a digest when its filter notifies. One recorded silently (by a
+        /// backfill without `--notify`) never enters a digest. One recorded while `notify` is off is not listed;
+        /// its filter is noted instead (`noteUnlisted`), and the first run that finds the filter notifying lists
+        /// it (`MatchRepository.listUnlistedMatches`), so that its first digest counts it (runs.md).
+        func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
+
+        func noteUnlisted(_ inserted: [MatchPair]) throws {
+            guard !unit.silent else { return }
+            let ids = inserted.lazy.map(\.filterId).filter { !notifying.contains($0) }
+            if !ids.isEmpty { try tx.markUnlisted(UnitCommitter.sortedUnique(Array(ids)), at: now) }
+        }
+    }
+
+    /// The digests a unit decides: its due filters with new or waiting matches, their states locked.
+    private struct Deciding {
+        let filters: [NotificationCandidateFilter]
+        let lastNotifiedAt: [Int64: Timestamp]
+        /// A waiting match counts only if the run found it still qualifies; the unit's new ones always do
+        /// (`WaitingMatch.isNew`: they are not looked up pair by pair).
+        let waitingQualifies: (MatchPair) -> Bool
+    }
+
     private func write(_ unit: WorkUnit, _ tx: any UnitTransaction) throws -> WorkUnitOutcome {
-        let now = unit.clock.now
         let pairs = unit.pairs
         // Pairs recorded before the retention's cutoff are forgotten at this clock, swept or not: the rows of the
         // unit's pairs that the run found so go first, as the sweep would take them, and the pairs are recorded
@@ -56,17 +88,7 @@ public struct UnitCommitter: Sendable {
             if !expired.isEmpty { try tx.forgetExpired(expired, before: cutoff) }
         }
         let notifyOn = unit.silent ? [] : (unit.notify ?? []).filter { $0.filter.notify }
-        // A match is listed as waiting for a digest when its filter notifies. One recorded silently (by a backfill
-        // without `--notify`) never enters a digest. One recorded while `notify` is off is not listed; its filter
-        // is noted instead, and the first run that finds the filter notifying lists it
-        // (`MatchRepository.listUnlistedMatches`), so that its first digest counts it (runs.md).
-        let notifying = Set(notifyOn.map(\.filter.id))
-        func waits(_ pair: MatchPair) -> Bool { notifying.contains(pair.filterId) }
-        func noteUnlisted(_ inserted: [MatchPair]) throws {
-            guard !unit.silent else { return }
-            let ids = inserted.lazy.map(\.filterId).filter { !notifying.contains($0) }
-            if !ids.isEmpty { try tx.markUnlisted(Self.sortedUnique(Array(ids)), at: now) }
-        }
+        let write = UnitWrite(unit: unit, tx: tx, pairs: pairs, notifying: Set(notifyOn.map(\.filter.id)))
         // Notifications paused service-wide (`matcher notifications pause`): the unit decides no digest, so its
         // matches are recorded and listed waiting, no digest is written and no last_notified_at moves.
         let paused = notifyOn.isEmpty ? false : try tx.notificationsPaused()
@@ -83,30 +105,42 @@ public struct UnitCommitter: Sendable {
             due.isEmpty
             ? []
             : try tx.filtersWithWaitingMatches(due.map(\.filter.id), forgetting: unit.passedOverCutoffs)
-        let deciding = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
+        let filters = due.filter { withNew.contains($0.filter.id) || withWaiting.contains($0.filter.id) }
+        guard !filters.isEmpty else { return try recordWithoutDigests(write) }
 
-        guard !deciding.isEmpty else {
-            let rows = pairs.map {
-                NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0), waits: waits($0))
-            }
-            let inserted = try insertSkippingConflicts(rows, unit, tx)
-            try tx.addWaiting(inserted.filter(waits), at: now)
-            try noteUnlisted(inserted)
-            return WorkUnitOutcome(
-                matchesWritten: inserted.count, notificationsWritten: 0,
-                mutualWritten: unit.mutualCount(inserted))
-        }
-        let lastNotifiedAt = try tx.lockNotificationStates(deciding.map(\.filter.id))
-        // A waiting match counts only if the run found it still qualifies; the unit's new ones always do
-        // (`WaitingMatch.isNew`: they are not looked up pair by pair).
-        let waitingQualifies: (MatchPair) -> Bool = { pair in unit.qualifyingWaiting?.contains(pair) ?? true }
-
-        // Planned with the new matches as just evaluated (their status and blocks as they stand now, under
-        // the lock, for the filters that are due); written once, already marked.
+        let deciding = Deciding(
+            filters: filters, lastNotifiedAt: try tx.lockNotificationStates(filters.map(\.filter.id)),
+            waitingQualifies: { pair in unit.qualifyingWaiting?.contains(pair) ?? true })
         try tx.savepoint()
-        let waiting = try tx.waitingMatches(deciding, forgetting: unit.passedOverCutoffs)
-        let dueUnderLock = deciding.filter {
-            NotificationPlanner.isDue($0.filter, lastNotifiedAt: lastNotifiedAt[$0.filter.id], clock: unit.clock)
+        if let outcome = try recordMarked(write, deciding) { return outcome }
+        // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
+        try tx.rollbackToSavepoint()
+        return try recordThenDecide(write, deciding)
+    }
+
+    /// No filter of the unit has a digest to decide: its matches are recorded, and listed waiting or noted.
+    private func recordWithoutDigests(_ write: UnitWrite) throws -> WorkUnitOutcome {
+        let unit = write.unit
+        let rows = write.pairs.map {
+            NewMatch(pair: $0, silent: unit.silent, mutual: unit.mutual.contains($0), waits: write.waits($0))
+        }
+        let inserted = try insertSkippingConflicts(rows, unit, write.tx)
+        try write.tx.addWaiting(inserted.filter(write.waits), at: write.now)
+        try write.noteUnlisted(inserted)
+        return WorkUnitOutcome(
+            matchesWritten: inserted.count, notificationsWritten: 0, mutualWritten: unit.mutualCount(inserted))
+    }
+
+    /// The common path: the digests are planned with the new matches as just evaluated (their status and blocks
+    /// as they stand now, under the lock, for the filters that are due), and each new match is written once,
+    /// already marked. Nil when the insert met a pair another writer recorded meanwhile (the caller rolls back
+    /// to the savepoint taken before this).
+    private func recordMarked(_ write: UnitWrite, _ deciding: Deciding) throws -> WorkUnitOutcome? {
+        let unit = write.unit, tx = write.tx, now = write.now
+        let waiting = try tx.waitingMatches(deciding.filters, forgetting: unit.passedOverCutoffs)
+        let dueUnderLock = deciding.filters.filter {
+            NotificationPlanner.isDue(
+                $0.filter, lastNotifiedAt: deciding.lastNotifiedAt[$0.filter.id], clock: unit.clock)
         }
         let dueIds = Set(dueUnderLock.map(\.filter.id))
         let dueProfiles = Self.sortedUnique(unit.matches.filter { dueIds.contains($0.filterId) }.flatMap(\.profileIds))
@@ -118,18 +152,18 @@ public struct UnitCommitter: Sendable {
                 facts: try tx.profileFacts(
                     dueProfiles, ownerIds: Self.sortedUnique(dueUnderLock.map(\.filter.ownerId)), readAt: unit.readAt))
         let decision = planner.decide(
-            filters: deciding, waiting: waiting + fresh, lastNotifiedAt: lastNotifiedAt,
-            clock: unit.clock, qualifies: waitingQualifies, mutual: unit.mutual)
+            filters: deciding.filters, waiting: waiting + fresh, lastNotifiedAt: deciding.lastNotifiedAt,
+            clock: unit.clock, qualifies: deciding.waitingQualifies, mutual: unit.mutual)
         let planned = decision.planned
         let ids = try tx.writeNotifications(planned, at: now, runId: unit.runId)
         let digests = DigestMarks(planned, ids)
         // Each new match once: its row (marked when a digest counts it), and whether it waits.
         var rows: [NewMatch] = []
-        rows.reserveCapacity(pairs.count)
+        rows.reserveCapacity(write.pairs.count)
         var waitingNow: [MatchPair] = []
         for result in unit.matches {
             let digest = digests.byFilter[result.filterId]
-            let listed = notifying.contains(result.filterId)
+            let listed = write.notifying.contains(result.filterId)
             for profileId in result.profileIds {
                 let pair = MatchPair(filterId: result.filterId, profileId: profileId)
                 let notificationId = digest.flatMap { $0.counts(profileId) ? $0.id : nil }
@@ -141,32 +175,37 @@ public struct UnitCommitter: Sendable {
                 if waitsNow { waitingNow.append(pair) }
             }
         }
-        if let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId, bulk: unit.bulk) {
-            try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
-            try tx.addWaiting(waitingNow, at: now)
-            try noteUnlisted(pairs)
-            try tx.recordNotified(planned.map(\.filterId), at: now)
-            try tx.markPassedOver(
-                Self.withComebackStarts(
-                    Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated), of: deciding,
-                    unit.clock))
-            return WorkUnitOutcome(
-                matchesWritten: inserted, notificationsWritten: planned.count,
-                mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
+        guard let inserted = try tx.insertMatches(rows, at: now, runId: unit.runId, bulk: unit.bulk) else {
+            return nil
         }
+        try tx.markNotified(digests.marks(of: waiting.map(\.pair)), mutual: unit.mutual)
+        try tx.addWaiting(waitingNow, at: now)
+        try write.noteUnlisted(write.pairs)  // every pair was inserted
+        try tx.recordNotified(planned.map(\.filterId), at: now)
+        try tx.markPassedOver(
+            Self.withComebackStarts(
+                Self.passedOver(waiting, by: decision, digests, evaluated: unit.evaluated), of: deciding.filters,
+                unit.clock))
+        return WorkUnitOutcome(
+            matchesWritten: inserted, notificationsWritten: planned.count,
+            mutualWritten: rows.count { $0.mutual }, digestsHeldBack: decision.heldBack.count)
+    }
 
-        // Some pair was recorded meanwhile by another writer: record what is new, then decide from the table.
-        try tx.rollbackToSavepoint()
-        let unmarked = pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: waits($0)) }
+    /// The fallback, after another writer recorded one of the unit's pairs: the pairs not yet recorded are
+    /// recorded unmarked, and the digests are decided from the table as it then stands.
+    private func recordThenDecide(_ write: UnitWrite, _ deciding: Deciding) throws -> WorkUnitOutcome {
+        let unit = write.unit, tx = write.tx, now = write.now
+        let unmarked = write.pairs.map { NewMatch(pair: $0, mutual: unit.mutual.contains($0), waits: write.waits($0)) }
         let inserted = try tx.insertMatchesSkippingRecorded(unmarked, at: now, runId: unit.runId, bulk: unit.bulk)
-        try tx.addWaiting(inserted.filter(waits), at: now)
-        try noteUnlisted(inserted)
-        let nowWaiting = try tx.waitingMatches(deciding, forgetting: unit.passedOverCutoffs)
+        try tx.addWaiting(inserted.filter(write.waits), at: now)
+        try write.noteUnlisted(inserted)
+        let nowWaiting = try tx.waitingMatches(deciding.filters, forgetting: unit.passedOverCutoffs)
         // Read back from the table, the unit's new matches are waiting ones like the others.
-        let newPairs = Set(pairs)
+        let newPairs = Set(write.pairs)
         let redecided = planner.decide(
-            filters: deciding, waiting: nowWaiting, lastNotifiedAt: lastNotifiedAt,
-            clock: unit.clock, qualifies: { newPairs.contains($0) || waitingQualifies($0) }, mutual: unit.mutual)
+            filters: deciding.filters, waiting: nowWaiting, lastNotifiedAt: deciding.lastNotifiedAt,
+            clock: unit.clock, qualifies: { newPairs.contains($0) || deciding.waitingQualifies($0) },
+            mutual: unit.mutual)
         let replanned = redecided.planned
         let newIds = try tx.writeNotifications(replanned, at: now, runId: unit.runId)
         // A digest counts only matches it was planned from, all of them in `nowWaiting`.
@@ -181,7 +220,7 @@ public struct UnitCommitter: Sendable {
                 Self.passedOver(
                     nowWaiting, by: redecided, newDigests,
                     evaluated: { !insertedNow.contains($0) && (newPairs.contains($0) || unit.evaluated($0)) }),
-                of: deciding, unit.clock))
+                of: deciding.filters, unit.clock))
         return WorkUnitOutcome(
             matchesWritten: inserted.count, notificationsWritten: replanned.count,
             mutualWritten: unit.mutualCount(inserted), digestsHeldBack: redecided.heldBack.count)
