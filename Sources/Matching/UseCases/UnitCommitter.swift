@@ -6,10 +6,12 @@ import Chronology
 /// matches they count are marked, and the run's cursor and counters move past the unit. A crash at any
 /// instant loses and duplicates nothing: the transaction commits whole or not at all.
 ///
-/// The common case writes each new match once, already marked with its digest: the digests are planned
-/// from the waiting matches plus the unit's new ones before the insert. If the insert meets a pair some
-/// other writer recorded meanwhile, the unit goes back to its savepoint, records only what is new, and
-/// decides the digests from the table as it then stands.
+/// Three paths (`write`): a unit whose filters have no digest to decide records its matches
+/// (`recordWithoutDigests`). Otherwise the common case writes each new match once, already marked with its
+/// digest: the digests are planned from the waiting matches plus the unit's new ones before the insert
+/// (`recordMarked`). If the insert meets a pair some other writer recorded meanwhile, the unit goes back to
+/// its savepoint, records only what is new, and decides the digests from the table as it then stands
+/// (`recordThenDecide`).
 public struct UnitCommitter: Sendable {
     public let planner: NotificationPlanner
 
