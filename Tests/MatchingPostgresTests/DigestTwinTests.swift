@@ -114,6 +114,29 @@ import Testing
         }
     }
 
+    /// The sweep forgets a sent notification once it is past the retention and keeps an unsent one (the push
+    /// sender's), in both stores alike (review of session 31: nothing sent a notification in the twin, so its
+    /// rule had never run).
+    @Test func sentNotificationsPastTheRetentionAreForgottenAndUnsentOnesKept() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1), World.filter(200, owner: 2)])
+        #expect(try runBoth(twin, at: day1, retentionDays: 7).postgres.counters.notificationsWritten == 2)
+        // The push sender sends filter 100's digest; filter 200's stays unsent.
+        try twin.connection.execute("UPDATE notifications SET sent_at = created_at WHERE filter_id = 100")
+        twin.memory.markNotificationsSent(filterId: 100, at: day1)
+        let later = try runBoth(twin, at: day1.adding(days: 12), retentionDays: 7)
+        #expect(later.postgres.counters.matchesForgotten == 4)
+        let kept = try twin.connection.query("SELECT filter_id FROM notifications ORDER BY 1").rows.map {
+            try $0.int64(0)
+        }
+        #expect(kept == [200])
+        #expect(twin.memory.allNotifications.map(\.filterId) == [200])
+        try expectSameRows(twin, "after the sweep")
+    }
+
     /// A filter whose notification state the sweep forgot (soft-deleted, then restored by the app) is due again
     /// only `notify_every` after its last notification, in both stores: the state is made again from the
     /// notifications (review of session 31: the in-memory twin took the filter for one that never had a digest,

@@ -108,6 +108,19 @@ public final class InMemoryStore: @unchecked Sendable {
         locked { _ = blockRows.insert(Block(blockerId: blocker, blockedId: blocked)) }
     }
 
+    /// The push sender's write: filter `filterId`'s unsent notifications are sent at `time` (`sent_at`).
+    public func markNotificationsSent(filterId: Int64, at time: Timestamp) {
+        locked {
+            written.notificationRows = written.notificationRows.map { n in
+                guard n.filterId == filterId, n.sentAt == nil else { return n }
+                return MatchNotification(
+                    id: n.id, recipientId: n.recipientId, filterId: n.filterId, matchCount: n.matchCount,
+                    profileIds: n.profileIds, createdAt: n.createdAt, sentAt: time, runId: n.runId,
+                    mutualCount: n.mutualCount)
+            }
+        }
+    }
+
     /// Makes the `count`-th next unit-of-work commit fail (before writing anything), as a crash would.
     public func failCommit(after count: Int) { locked { commitsUntilFailure = count } }
 
