@@ -16,7 +16,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
     /// Below this many rows (the planner's estimate) `filter_matches` is counted exactly.
     static let countedBelow: Int64 = 1_000_000
 
-    public func serviceStatus(retention: Bool) throws -> ServiceStatus {
+    public func serviceStatus(retention: Bool, digestsOf digestShard: Shard) throws -> ServiceStatus {
         try connection.transaction(isolation: .repeatableRead) { tx in
             let now = try tx.query("SELECT now()").rows[0].timestamp(0)
             let coverage = try PostgresMatchingStore.coverage(tx)
@@ -74,7 +74,15 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
 
             // Waiting for a digest: the retention sweep's rule (`RetentionSQL.stillWaits`), for owners who are
             // active (their digests can come now), by filter; the other listed rows apart.
-            let listed = try tx.query("SELECT count(*) FROM matcher_waiting_matches").rows[0].int64(0)
+            // Of `digestShard`'s filters (a filter whose row is gone is no shard's: counted only for `.all`).
+            let shardParameters: [PostgresValue] = [.int8(Int64(digestShard.count)), .int8(Int64(digestShard.index))]
+            let listed = try tx.query(
+                """
+                SELECT count(*) FROM matcher_waiting_matches w
+                WHERE $1 = 1 OR EXISTS (SELECT 1 FROM saved_filters f
+                                        WHERE f.id = w.filter_id AND ((f.owner_id % $1) + $1) % $1 = $2)
+                """, shardParameters
+            ).rows[0].int64(0)
             let zone = coverage.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
             var waiting = (matches: Int64(0), filters: 0, oldest: Timestamp?.none, dueSince: Timestamp?.none)
             // A filter no run prepares sends no digest however long its matches wait: invalid, quarantined, or
@@ -91,7 +99,8 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                                      AND coalesce(f.notify::text, 'true') IN ('true', 't')
                 JOIN profiles o ON o.id = f.owner_id AND o.status = 1
                 LEFT JOIN matcher_filter_state s ON s.filter_id = g.filter_id
-                WHERE NOT EXISTS (SELECT 1 FROM matcher_invalid_filters i WHERE i.filter_id = g.filter_id)
+                WHERE ((f.owner_id % $3) + $3) % $3 = $4
+                  AND NOT EXISTS (SELECT 1 FROM matcher_invalid_filters i WHERE i.filter_id = g.filter_id)
                   AND NOT EXISTS (SELECT 1 FROM matcher_quarantine q WHERE q.kind = 'filter' AND q.row_id = g.filter_id)
                   AND NOT CASE WHEN json_typeof(f.conditions::json) <> 'object' THEN false  -- invalid: listed
                       WHEN NOT EXISTS (SELECT 1 FROM json_object_keys(f.conditions::json)) THEN false  -- matches all
@@ -101,7 +110,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                               SELECT 1 FROM unnest($1::text[], $2::int2[]) AS p(key, plan)
                               WHERE p.key = k.key AND p.plan > greatest(o.plan, 0)))
                       END
-                """, [.textArray(paid.map(\.key)), .int2Array(paid.map(\.requiredPlan))]
+                """, [.textArray(paid.map(\.key)), .int2Array(paid.map(\.requiredPlan))] + shardParameters
             ).rows {
                 let first = try row.timestamp(1)
                 // An interval the worker cannot read counts as the column's default, as a run reads it.

@@ -144,7 +144,9 @@ final class PauseProbe: @unchecked Sendable {
                 "notification pause not read for metrics", metadata: ["error": "\(redactingSecrets("\(error)"))"])
         }
         do {
-            let status = try PostgresStatusRepository(connection: connection).serviceStatus(retention: false)
+            // The digests of the shard's own filters: what its run left (`StatusRepository.serviceStatus`).
+            let status = try PostgresStatusRepository(connection: connection).serviceStatus(
+                retention: false, digestsOf: shard)
             gauges.lagSeconds = status.shard(shard).flatMap { status.lagSeconds(of: $0) }.map(Double.init)
             gauges.stalestShardSince = status.stalestShardSince.map { Double($0.microsecondsSinceEpoch) / 1_000_000 }
             gauges.quarantinedRows = status.quarantinedRows

@@ -559,6 +559,38 @@ import Testing
         try expectSameRows(twin, "held back")
     }
 
+    /// A run's metrics file reports the digests of its own shard's filters (review of session 31: each file
+    /// carried a service-wide reading taken when its shard's run ended, and the alert's maximum over the files
+    /// kept a shard's reading of another shard's digests, sent minutes later, for a day). Filter 100 is owner 1's
+    /// (shard 1/2), filter 200 owner 2's (shard 0/2), filter 300 owner 3's (shard 1/2), deleted by its owner.
+    @Test func theDigestsOfAShardAreThoseOfItsOwnersFilters() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        let weekly = NotifyInterval(months: 0, days: 7, microseconds: 0)
+        try twin.saveProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1), World.profile(3, gender: 1), World.profile(9)],
+            at: day1)
+        try twin.saveFilters([
+            World.filter(100, owner: 1, every: weekly), World.filter(200, owner: 2, every: weekly),
+            World.filter(300, owner: 3, every: weekly),
+        ])
+        try runBoth(twin, at: day1)  // each filter's first digest: woman 9
+        // Two new women wait for each filter's weekly digest.
+        try twin.saveProfiles([World.profile(10, at: day2), World.profile(11, at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        try twin.saveFilters([World.filter(300, owner: 3, every: weekly, deleted: true)])
+        var seen: [String] = []
+        for shard in [Shard.all, try Shard(index: 0, count: 2), try Shard(index: 1, count: 2)] {
+            let pg = try PostgresStatusRepository(connection: twin.connection).serviceStatus(
+                retention: false, digestsOf: shard)
+            let mem = try twin.memory.serviceStatus(retention: false, digestsOf: shard)
+            #expect(pg.digests == mem.digests, "\(shard)")
+            seen.append("\(shard) \(pg.digests.filters) \(pg.digests.matches) \(pg.digests.notNotifiable)")
+        }
+        // Filters with waiting matches, the matches, the listed ones no digest can count (filter 300's).
+        #expect(seen == ["0/1 2 4 2", "0/2 1 2 0", "1/2 1 2 2"])
+    }
+
     /// Review of session 24: status counted the waiting matches of a filter no run prepares (suspended: its
     /// owner's plan lapsed under an all-paid filter; invalid; quarantined) as a digest overdue, for as long as
     /// the owner did not pay, and `MatcherDigestsWaitingTooLong` could not clear. They are listed apart.

@@ -155,6 +155,27 @@ import Testing
         let marks = try #require(values["matcher_filter_matches_marks_total" + labels] ?? nil, "\(text)")
         let inPlace = try #require(values["matcher_filter_matches_marks_in_place_total" + labels] ?? nil, "\(text)")
         #expect(marks >= 0 && inPlace <= marks)
+
+        // A shard's run reports its own filters' waiting digests (review of session 31), not the service's.
+        let shardMetrics = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "status-\(UUID().uuidString).prom")
+        defer { try? FileManager.default.removeItem(at: shardMetrics) }
+        let shardRun = try MatcherProcess.run(
+            FaultScenarioTests.run + ["--shard", "1/2", "--metrics-file", shardMetrics.path],
+            database: twin.database.conninfo)
+        try FaultScenarioTests.expectSuccess(shardRun)
+        let shardText = try String(contentsOf: shardMetrics, encoding: .utf8)
+        let ofShard = try twin.connection.query(
+            """
+            SELECT count(DISTINCT w.filter_id) FROM matcher_waiting_matches w JOIN saved_filters f ON f.id = w.filter_id
+            JOIN profiles o ON o.id = f.owner_id AND o.status = 1
+            WHERE f.notify AND f.deleted_at IS NULL AND NOT w.passed_over AND f.owner_id % 2 = 1
+            """
+        ).rows[0].int64(0)
+        #expect(ofShard > 0 && ofShard < waiting)
+        #expect(
+            shardText.contains("matcher_digests_waiting{kind=\"run\",shard=\"1/2\"} \(Double(ofShard))\n"),
+            "\(shardText)")
     }
 
     // MARK: - 10. Time going backwards (a restore): refused, reset, then the next run is exact

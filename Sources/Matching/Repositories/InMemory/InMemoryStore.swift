@@ -818,7 +818,7 @@ extension InMemoryStore {
 }
 
 extension InMemoryStore: StatusRepository {
-    public func serviceStatus(retention: Bool) throws -> ServiceStatus {
+    public func serviceStatus(retention: Bool, digestsOf digestShard: Shard) throws -> ServiceStatus {
         locked {
             let runs = written.runRows.values.filter { $0.kind == .run }.sorted { $0.id < $1.id }
             func brief(_ run: RunRecord) -> RunBrief {
@@ -852,7 +852,11 @@ extension InMemoryStore: StatusRepository {
                 else { return false }
                 return !Self.allKeysNeedAPlan(filter.conditionsJSON, above: owner.plan)
             }
-            let waiting = written.waiting.filter { pair, _ in
+            // Of `digestShard`'s filters (a filter whose row is gone is no shard's: counted only for `.all`).
+            let listed = written.waiting.filter { pair, _ in
+                digestShard == .all || filterRows[pair.filterId].map { digestShard.owns(ownerId: $0.ownerId) } == true
+            }
+            let waiting = listed.filter { pair, _ in
                 Self.stillWaits(pair, written, filters: filterRows, profiles: profileRows) && sends(pair.filterId)
             }
             let zone = coverageEntries.entries.lazy.compactMap(\.timeZone).first.flatMap(TimeZone.init(identifier:))
@@ -870,7 +874,7 @@ extension InMemoryStore: StatusRepository {
                 digests: WaitingDigests(
                     matches: waiting.count, filters: Set(waiting.keys.map(\.filterId)).count,
                     oldestMatchedAt: waiting.values.min(), oldestDueSince: dueSince.min(),
-                    notNotifiable: written.waiting.count - waiting.count),
+                    notNotifiable: listed.count - waiting.count),
                 invalidFilters: invalidRows.keys.filter { filterRows[$0].map { !$0.isDeleted } ?? false }.count,
                 quarantinedProfiles: Set(quarantineRows.filter { $0.kind == .profile }.map(\.rowId)).count,
                 quarantinedFilters: Set(quarantineRows.filter { $0.kind == .filter }.map(\.rowId)).count,
