@@ -298,7 +298,7 @@ import Testing
                 ", not notified (waiting for its filter's digest, or passed over by one)"))
         #expect(
             try recorded(300, 10).hasSuffix(
-                ", not notified (the filter's notify is off now: once it is on, a digest counts it if it is still a"
-                    + " candidate then and within the retention, unless a digest passed it over)"))
+                ", not notified (the filter's notify is off now: once it is on, a digest may count it, if it is still"
+                    + " a candidate then and within the retention)"))
     }
 }

@@ -91,9 +91,8 @@ extension Report {
                                 : match.notificationId.map { ", notified by notification \($0)" }
                                     ?? (result.filter.notify
                                         ? ", not notified (waiting for its filter's digest, or passed over by one)"
-                                        : ", not notified (the filter's notify is off now: once it is on, a digest counts it if it is"
-                                            + " still a candidate then and within the retention, unless a digest"
-                                            + " passed it over)"))
+                                        : ", not notified (the filter's notify is off now: once it is on, a digest may count it, if it"
+                                            + " is still a candidate then and within the retention)"))
                             + (result.recordedForgotten
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
                                     + "waiting for a digest): a run records it again if it matches" : ""))
