@@ -283,8 +283,9 @@ package enum RetentionSQL {
 
     /// Bookkeeping that would otherwise grow with history, each statement a bounded batch ($1 the cutoff, $2
     /// the batch size): finished runs older than the cutoff except each layout's latest and those a shard's
-    /// progress points at; and rows of filters and profiles whose row is gone (a filter's too when it is
-    /// soft-deleted: users delete filters every day, and a deleted filter gets no digest). The scans are of tables as
+    /// progress points at; and rows of filters and profiles whose row is gone (a filter's too when it was
+    /// soft-deleted before the cutoff: users delete filters every day, and a deleted filter gets no digest; one
+    /// the app restores within the retention keeps its last digest's time and its notify-off note, session 31). The scans are of tables as
     /// large as filters or profiles, never of history. A change row of a deleted profile is kept until the
     /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`);
     /// a quarantine entry of a gone row too, so operators still find it listed for the retention.
@@ -301,7 +302,8 @@ package enum RetentionSQL {
         """
         DELETE FROM matcher_filter_state WHERE filter_id = ANY (ARRAY(
             SELECT s.filter_id FROM matcher_filter_state s
-            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = s.filter_id AND f.deleted_at IS NULL)
+            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = s.filter_id
+                              AND (f.deleted_at IS NULL OR (f.deleted_at >= $1 AND f.deleted_at < 'infinity')))
               AND $1::timestamptz IS NOT NULL
             LIMIT $2))
         """,

@@ -114,6 +114,33 @@ import Testing
         }
     }
 
+    /// A filter soft-deleted within the retention keeps its notification state, so that a restore finds the
+    /// matches it recorded while its notify was off, and its first digest after notify is turned on counts
+    /// them, in both stores (review of session 31's diff: the sweep forgot the note of every soft-deleted
+    /// filter at once, and a restored filter never listed them). Past the retention the state goes.
+    @Test func aFilterRestoredWithinTheRetentionListsWhatItRecordedWhileNotifyWasOff() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles([World.profile(1, gender: 1), World.profile(10)], at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1, notify: false)])
+        #expect(try runBoth(twin, at: day1, retentionDays: 7).postgres.counters.matchesWritten == 1)
+        // Deleted by its owner (a day before day 1), swept on day 3, restored with notify on.
+        try twin.saveFilters([World.filter(100, owner: 1, notify: false, deleted: true)])
+        try runBoth(twin, at: day1.adding(days: 2), retentionDays: 7)
+        try twin.saveFilters([World.filter(100, owner: 1)])
+        let restored = try runBoth(twin, at: day1.adding(days: 3), retentionDays: 7)
+        #expect(restored.postgres.counters.notificationsWritten == 1)
+        #expect(try twin.postgres.notifications(filterId: 100).map(\.profileIds) == [[10]])
+        try expectSameRows(twin, "after the restored filter's first digest")
+        // Deleted again, and swept once the deletion is past the retention: the state goes.
+        try twin.saveFilters([World.filter(100, owner: 1, deleted: true)])
+        try runBoth(twin, at: day1.adding(days: 12), retentionDays: 7)
+        let state = try twin.connection.query("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100")
+            .rows[0].int64(0)
+        #expect(state == 0)
+        #expect(try twin.memory.lastNotified(filterIds: [100]).isEmpty)
+    }
+
     /// The sweep forgets a sent notification once it is past the retention and keeps an unsent one (the push
     /// sender's), in both stores alike (review of session 31: nothing sent a notification in the twin, so its
     /// rule had never run).

@@ -394,13 +394,14 @@ extension InMemoryStore: MatchRepository {
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
             written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
-            // And the notification state of filters gone or soft-deleted (`RetentionSQL.forgetBookkeeping`).
-            for id in written.lastNotifiedAt.keys where filterRows[id].map({ $0.isDeleted }) ?? true {
-                written.lastNotifiedAt[id] = nil
+            // And the notification state of filters gone or soft-deleted before the cutoff
+            // (`RetentionSQL.forgetBookkeeping`; an infinite `deleted_at`, read as `Timestamp.missing`, is long ago).
+            func stateGoes(_ id: Int64) -> Bool {
+                guard let filter = filterRows[id] else { return true }
+                return filter.deletedAt.map { $0 < cutoff } ?? false
             }
-            for id in written.unlistedFrom.keys where filterRows[id].map({ $0.isDeleted }) ?? true {
-                written.unlistedFrom[id] = nil
-            }
+            for id in written.lastNotifiedAt.keys where stateGoes(id) { written.lastNotifiedAt[id] = nil }
+            for id in written.unlistedFrom.keys where stateGoes(id) { written.unlistedFrom[id] = nil }
             return RetentionOutcome(
                 forgotten: forgotten, backlog: false,
                 notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries)
