@@ -302,8 +302,16 @@ package enum RetentionSQL {
         """
         DELETE FROM matcher_filter_state WHERE filter_id = ANY (ARRAY(
             SELECT s.filter_id FROM matcher_filter_state s
-            WHERE NOT EXISTS (SELECT 1 FROM saved_filters f WHERE f.id = s.filter_id
-                              AND (f.deleted_at IS NULL OR (f.deleted_at >= $1 AND f.deleted_at < 'infinity')))
+            WHERE NOT EXISTS (
+                SELECT 1 FROM saved_filters f
+                WHERE f.id = s.filter_id
+                  AND (f.deleted_at IS NULL
+                       -- Compared only when the app's column is timestamptz (a retyped one is read as
+                       -- unreadable, its rows quarantined: the comparison would fail the run's sweep).
+                       OR CASE WHEN pg_typeof(f.deleted_at) = 'timestamptz'::regtype
+                               THEN f.deleted_at::text::timestamptz >= $1
+                                    AND f.deleted_at::text::timestamptz < 'infinity'
+                               ELSE false END))
               AND $1::timestamptz IS NOT NULL
             LIMIT $2))
         """,

@@ -88,4 +88,24 @@ import Testing
         #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
         #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
     }
+
+    /// The sweep compares a soft-deleted filter's `deleted_at` with its cutoff (session 31: a filter restored
+    /// within the retention keeps its state), but only while the app's column is a timestamptz: retyped, the
+    /// sweep forgets a deleted filter's state as before, and never fails the run on the comparison.
+    @Test func aDeletedAtTheAppRetypedNeverFailsTheSweep() throws {
+        let world = try TwoFilters()
+        let connection = world.connection
+        defer { connection.close() }
+
+        #expect(try world.run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        try connection.query(
+            "UPDATE saved_filters SET deleted_at = $1 WHERE id = 200", [.timestamptz(ScenarioWorld.day1)])
+        _ = try world.run(ScenarioWorld.day1.adding(days: 3))
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 1)
+        try connection.execute("ALTER TABLE saved_filters ALTER COLUMN deleted_at TYPE text USING deleted_at::text")
+        let later = try world.run(ScenarioWorld.day1.adding(days: 12))
+        #expect(later.retention?.stoppedByConflict == nil)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+    }
 }
