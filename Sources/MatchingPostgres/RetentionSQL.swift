@@ -285,8 +285,8 @@ package enum RetentionSQL {
     /// the batch size): finished runs older than the cutoff except each layout's latest and those a shard's
     /// progress points at; and rows of filters and profiles whose row is gone (a filter's too when it was
     /// soft-deleted before the cutoff: users delete filters every day, and a deleted filter gets no digest; one
-    /// the app restores within the retention keeps its last digest's time and its notify-off note, session 31). The scans are of tables as
-    /// large as filters or profiles, never of history. A change row of a deleted profile is kept until the
+    /// the app restores within the retention keeps its last digest's time and its notify-off note, session 31).
+    /// The scans are of tables as large as filters or profiles, never of history. A change row of a deleted profile is kept until the
     /// cutoff, so a run still writing never misses the deletion (`PostgresUnitTransaction.profileFacts`);
     /// a quarantine entry of a gone row too, so operators still find it listed for the retention.
     static let forgetBookkeeping = [
@@ -306,8 +306,8 @@ package enum RetentionSQL {
                 SELECT 1 FROM saved_filters f
                 WHERE f.id = s.filter_id
                   AND (f.deleted_at IS NULL
-                       -- Compared only when the app's column is timestamptz (a retyped one is read as
-                       -- unreadable, its rows quarantined: the comparison would fail the run's sweep).
+                       -- Compared only while the app's column is a timestamptz: on a column the app retyped
+                       -- the comparison would fail the run's sweep, so a deleted filter's state goes at once.
                        OR CASE WHEN pg_typeof(f.deleted_at) = 'timestamptz'::regtype
                                THEN f.deleted_at::text::timestamptz >= $1
                                     AND f.deleted_at::text::timestamptz < 'infinity'
