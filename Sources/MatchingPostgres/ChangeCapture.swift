@@ -174,7 +174,7 @@ public enum ChangeCapture {
         let triggers = try tx.query(
             """
             SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = $1 AND c.relname = 'profiles'
+            WHERE n.nspname = $1 AND c.relname = 'profiles' AND t.tgenabled IN ('O', 'A')
               AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
             """, [.text(schema)]
         ).rows[0].int64(0)
@@ -233,6 +233,37 @@ public enum ChangeCapture {
             ORDER BY 1
             """, [.text(schema)]
         ).rows.map { try $0.string(0) }
+    }
+
+    /// Refuses (a configuration error, exit 78) when one of the capture's three triggers is gone or does not fire
+    /// in the app's sessions: dropped with a column (`DROP COLUMN … CASCADE`), by a retype that did not create it
+    /// again (docs/runbook.md), or disabled. The changes made meanwhile were not recorded, and a run would read
+    /// none of them and succeed: found by review in session 32, when only `matcher migrate` counted the triggers.
+    public static func verifyCapturing(_ connection: PostgresConnection) throws {
+        let schema = try connection.query("SELECT current_schema()").rows[0].string(0)
+        let states = try Dictionary(
+            uniqueKeysWithValues: connection.query(
+                """
+                SELECT t.tgname::text, t.tgenabled::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+                JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = $1 AND c.relname = 'profiles'
+                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
+                """, [.text(schema)]
+            ).rows.map { (try $0.string(0), try $0.string(1)) })
+        let names = ["matcher_profiles_inserted", "matcher_profiles_changed", "matcher_profiles_deleted"]
+        let missing = names.filter { states[$0] == nil }
+        // 'O' fires in ordinary sessions, 'A' always; 'D' never, 'R' only where session_replication_role = replica.
+        let silent = names.filter { states[$0].map { !["O", "A"].contains($0) } ?? false }
+        guard !missing.isEmpty || !silent.isEmpty else { return }
+        let what = [
+            missing.isEmpty ? nil : "trigger(s) \(missing.joined(separator: ", ")) missing",
+            silent.isEmpty ? nil : "trigger(s) \(silent.joined(separator: ", ")) disabled",
+        ].compactMap { $0 }.joined(separator: ", ")
+        throw MigrationError(
+            description: "the change capture on profiles is incomplete (\(what)): the changes made meanwhile were not "
+                + "recorded, and a run would not see them. Nothing was changed. Run matcher migrate (as the owner) to "
+                + "install it again, then matcher backfill --changed-since <when it went> --notify for the profiles "
+                + "changed meanwhile (docs/runbook.md)")
     }
 
     /// Why the installed capture may miss changes, for a run to warn about: the app added `BEFORE UPDATE`

@@ -358,13 +358,15 @@ extension PostgresMatchingStore: ProfileRepository {
                 return try copyProfiles(tx)
             case .changed(let from, let to):
                 // An open end: no bound (a start not given; an end not closed by the backfill, `ProfileSelection.upTo`).
+                // An infinite `updated_at` counts as NULL (runs.md), in no window: `-infinity` is not at or after the
+                // open start's `-infinity` (found by review in session 32).
                 try setLocal(
                     tx, [("matcher.from", from?.iso8601 ?? "-infinity"), ("matcher.to", to?.iso8601 ?? "infinity")])
                 return try copyProfiles(
                     tx,
                     where: """
                         p.updated_at >= current_setting('matcher.from')::timestamptz
-                        AND p.updated_at < current_setting('matcher.to')::timestamptz
+                        AND p.updated_at < current_setting('matcher.to')::timestamptz AND isfinite(p.updated_at)
                         """)
             }
         }

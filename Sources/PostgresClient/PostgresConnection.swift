@@ -115,10 +115,12 @@ public final class PostgresConnection: @unchecked Sendable {
                 } else if parsed, let hint = looksLikeURI {
                     // libpq's and the server's words may quote the database name, the server's cut to 63 bytes
                     // (a piece of the password no mask matches), and in the server's language: none is shown. A
-                    // connection failure, retried like any (a legitimate name with `@` meets restarts too); the
-                    // note says what to check.
+                    // connection failure, retried like any (a legitimate name with `@` meets restarts too), unless
+                    // the server was reached and refused the string (found by review in session 32: a string with
+                    // no scheme was retried every 15 minutes); the note says what to check.
                     "could not connect to \(Self.describeEndpoint(connection)) (the reason is not shown: it may "
-                        + "quote the string); note: \(hint)"
+                        + "quote the string)\(Self.refusal(in: reason).map { "; the server refused it: \($0)" } ?? "")"
+                        + "; note: \(hint)"
                 } else if parsed {
                     "could not connect to \(Self.describeEndpoint(connection)): \(reason)"
                 } else {
@@ -157,6 +159,17 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     deinit { close() }
+
+    /// What the server said when it was reached and refused a connection, in words of its own that quote nothing
+    /// of the string (an English server's; in another language the reason stays unknown): nil otherwise.
+    static func refusal(in reason: String) -> String? {
+        if reason.contains("database \""), reason.contains("\" does not exist") { return "database does not exist" }
+        if reason.contains("role \""), reason.contains("\" does not exist") { return "role does not exist" }
+        return [
+            "password authentication failed", "no pg_hba.conf entry", "is not permitted to log in",
+            "permission denied for database",
+        ].first(where: reason.contains)
+    }
 
     private static func describeEndpoint(_ connection: OpaquePointer) -> String {
         func text(_ value: UnsafeMutablePointer<CChar>?) -> String {

@@ -35,6 +35,24 @@ func failureKind(of error: any Error) -> FailureKind {
     return .other
 }
 
+/// A usage error's text with none of an argument that may be a connection string: one typed without its flag, or
+/// a value left unquoted, is quoted back as an unexpected argument, and its password may be written in ways no mask
+/// finds (`user:pa/ss@host` with no scheme, a password with spaces). Found by review in session 32. Such an
+/// argument (not an option; holding `@`, `=`, `://` or the word password) is named by its position instead.
+func withoutPossibleConnectionStrings(_ text: String, arguments: [String] = CommandLine.arguments) -> String {
+    let suspects = arguments.enumerated().dropFirst().filter { _, argument in
+        !argument.hasPrefix("-")
+            && (["@", "=", "://"].contains(where: argument.contains) || argument.lowercased().contains("password"))
+    }
+    var text = text
+    // Longest first: an argument inside another would leave the rest of the longer one showing.
+    for (position, argument) in suspects.sorted(by: { $0.element.count > $1.element.count }) {
+        text = text.replacingOccurrences(
+            of: argument, with: "(argument \(position), not shown: it may hold a password)")
+    }
+    return text
+}
+
 /// `text` without any password this process was given: in `--database-url`, `DATABASE_URL`,
 /// `PGPASSWORD`, or the password file.
 func redactingSecrets(_ text: String) -> String {

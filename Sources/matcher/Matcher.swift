@@ -26,7 +26,8 @@ struct Matcher: ParsableCommand {
             // Redacted: a connection string mistyped on the command line (unquoted, or without its flag) is quoted
             // back as unexpected arguments.
             let message = redactingSecrets(
-                message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error")
+                withoutPossibleConnectionStrings(
+                    message(for: error).split(separator: "\n").first.map(String.init) ?? "usage error"))
             FileHandle.standardError.write(
                 Data(
                     (Log.errorPriority

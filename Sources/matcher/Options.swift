@@ -155,7 +155,9 @@ struct RunOptions: ParsableArguments {
         guard (1...16).contains(writeConnections) else {
             throw ValidationError("--write-connections must be between 1 and 16")
         }
-        guard maxPerFilter >= 0 else { throw ValidationError("--max-per-filter must be 0 or more") }
+        // Not 0 (found by review in session 32): a run that records nothing still moves its shard's progress past
+        // the day's changes, which no later run then reads.
+        guard maxPerFilter >= 1 else { throw ValidationError("--max-per-filter must be at least 1") }
         if let retentionDays, !(1...Retention.maximumDays).contains(retentionDays) {
             throw ValidationError("--retention-days must be between 1 and \(Retention.maximumDays)")
         }

@@ -27,6 +27,7 @@ struct Run: ParsableCommand {
             pause.connection = store.connection
             try MigrationRunner.verifyCurrent(store.connection)
             try AppSchema.verifyBeforeReading(store.connection)
+            try ChangeCapture.verifyCapturing(store.connection)
             try options.checkClock(store)
             if let problem = try ChangeCapture.mismatch(on: store.connection) {
                 logger.warning(

@@ -163,6 +163,37 @@ import Testing
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 
+    /// Found by review in session 32: a capture trigger dropped with a column (`DROP COLUMN … CASCADE`) or
+    /// disabled left every run succeeding while the profiles' edits and status changes went unrecorded; only
+    /// `matcher migrate` counted the triggers, and counted a disabled one. A run now refuses (exit 78, before it
+    /// writes anything), and `matcher migrate` installs the capture again, a disabled trigger included.
+    @Test func aRunRefusesWhileACaptureTriggerIsGoneOrDisabledAndMigrateMendsIt() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let now = ["--now", "2026-03-01T03:00:00Z"]
+        for (breakage, shown) in [
+            ("DROP TRIGGER matcher_profiles_changed ON profiles", "matcher_profiles_changed missing"),
+            ("ALTER TABLE profiles DISABLE TRIGGER matcher_profiles_inserted", "matcher_profiles_inserted disabled"),
+            (
+                "ALTER TABLE profiles ENABLE REPLICA TRIGGER matcher_profiles_deleted",
+                "matcher_profiles_deleted disabled"
+            ),
+        ] {
+            try connection.execute(breakage)
+            let refused = try MatcherProcess.run(["run"] + now, database: database.conninfo)
+            #expect(refused.status == 78, "\(breakage): \(refused.stderr)")
+            #expect(refused.stderr.contains("the change capture on profiles is incomplete"), "\(refused.stderr)")
+            #expect(refused.stderr.contains(shown) && refused.stderr.contains("matcher migrate"), "\(refused.stderr)")
+            #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
+
+            let migrated = try MatcherProcess.run(["migrate"], database: database.conninfo)
+            #expect(migrated.status == 0, "\(breakage): \(migrated.stderr)")
+            try ChangeCapture.verifyCapturing(connection)
+        }
+        let ran = try MatcherProcess.run(["run"] + now, database: database.conninfo)
+        #expect(ran.status == 0, "\(ran.stderr)")
+    }
+
     /// A migration that would wait behind another session's lock gives up whole after `--lock-timeout` (exit 75
     /// from the command line) rather than make every later statement on that table queue behind it; run again once
     /// the lock is gone, it applies.

@@ -25,11 +25,30 @@ import Testing
         #expect(lines.first?.hasSuffix("(exit \(status))") == true, "\(lines)", sourceLocation: sourceLocation)
     }
 
+    /// Found by review in session 32: a URI with no scheme is a database name to libpq; the server it reached
+    /// refused it, the reason was not shown (it quotes the string), and the run exited 69, so its timer retried
+    /// every 15 minutes what retrying cannot mend. A refusal the server states is a configuration error.
+    @Test func aURIWithoutItsSchemeThatTheServerRefusesIsAConfigurationError() throws {
+        let database = try TestDatabase.create()
+        var environment: [String: String] = [:]
+        for (keyword, variable) in [("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER")] {
+            environment[variable] = PostgresConnection.setting(keyword, in: database.conninfo)
+        }
+        #expect(environment["PGHOST"] != nil, "the test reaches the test server")
+        let password = "Sup3rSecretPw"
+        let refused = try MatcherProcess.run(
+            ["status"], database: "matcher_worker:\(password)@db/app", environment: environment)
+        Self.expectOneLine(refused, status: 78, containing: "the server refused it: database does not exist")
+        #expect(!refused.stderr.contains(password) && !refused.stdout.contains(password), "\(refused.stderr)")
+    }
+
     @Test func exitStatusesFollowTheCommandLineContract() throws {
         let password = "Sup3rSecretPw"
         // 64: a usage error, found by the parser or by validation.
         let unknown = try MatcherProcess.run(["run", "--no-such-flag"], database: "")
         Self.expectOneLine(unknown, status: 64, containing: "--no-such-flag")
+        let recordsNothing = try MatcherProcess.run(["run", "--max-per-filter", "0"], database: "")
+        Self.expectOneLine(recordsNothing, status: 64, containing: "--max-per-filter must be at least 1")
         let zoneless = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00"], database: "")
         Self.expectOneLine(zoneless, status: 64, containing: "a time without an offset is refused")
         let zonelessWindow = try MatcherProcess.run(["backfill", "--changed-since", "2026-03-01"], database: "")
@@ -61,13 +80,20 @@ import Testing
 
         // 64: a connection string mistyped on the command line, unquoted or without its flag: the parser quotes
         // the unexpected arguments back, the password masked.
+        // Found by review in session 32: a password holding `/` or `@`, a URI with no scheme, and a password with
+        // spaces left unquoted were quoted back whole or in part; no argument that may be one is shown now.
         for mistyped in [
             ["run", "--database-url", "host=db", "password=\(password)", "dbname=app"],
             ["run", "postgresql://matcher_worker:\(password)@db/app"],
+            ["run", "postgresql://matcher_worker:pa/\(password)@db/app"],
+            ["run", "postgresql://matcher_worker:p@\(password)@db/app"],
+            ["run", "matcher_worker:\(password)@db/app"],
+            ["run", "--database-url", "host=db", "password=correct \(password) staple"],
         ] {
             let usage = try MatcherProcess.run(mistyped, database: "")
             Self.expectOneLine(usage, status: 64, containing: "nexpected argument")
             #expect(!usage.stderr.contains(password), "\(usage.stderr)")
+            #expect(usage.stderr.contains("not shown: it may hold a password"), "\(usage.stderr)")
         }
 
         // 69: nothing listens there (port 1 on loopback); the password never shows.

@@ -165,14 +165,21 @@ struct Twin {
 /// Rows of filter_matches and notifications in a store-independent text form (no generated ids).
 enum Rows {
     /// The rows in one history and not the other, either way: what a failed comparison shows, not whole tables.
+    /// Counted, not compared as sets: the text of a row has no generated id, so a duplicate notification reads
+    /// the same as the one it doubles, and only its count tells them apart.
     static func differences(
         _ rows: (matches: [String], notifications: [String]),
         from reference: (matches: [String], notifications: [String])
     ) -> (matches: [String], notifications: [String]) {
-        (
-            Set(rows.matches).symmetricDifference(reference.matches).sorted(),
-            Set(rows.notifications).symmetricDifference(reference.notifications).sorted()
-        )
+        (surplus(rows.matches, reference.matches), surplus(rows.notifications, reference.notifications))
+    }
+
+    /// Each row as many times as one side holds it more often than the other.
+    static func surplus(_ rows: [String], _ reference: [String]) -> [String] {
+        var balance: [String: Int] = [:]
+        for row in rows { balance[row, default: 0] += 1 }
+        for row in reference { balance[row, default: 0] -= 1 }
+        return balance.flatMap { row, count in Array(repeating: row, count: abs(count)) }.sorted()
     }
 
     static func of(_ connection: PostgresConnection) throws -> (matches: [String], notifications: [String]) {

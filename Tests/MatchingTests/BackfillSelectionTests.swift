@@ -116,5 +116,10 @@ import Testing
             try backfill(store, .init(profiles: .changed(from: World.day1, to: nil), now: World.day1, dryRun: true))
         }
         #expect(dryRun != nil)
+        // With its end given too (found by review in session 32: only an open window was refused).
+        let closed = try refusal(
+            store, .init(profiles: .changed(from: World.day2, to: World.day2.adding(days: 1)), now: World.day1))
+        #expect(closed.problems.first?.hasPrefix("--changed-since \(World.day2.iso8601) is not before") == true)
+        #expect(store.allRuns.isEmpty)
     }
 }

@@ -141,6 +141,7 @@ struct ConnectionTests {
         }
         let description = try #require(error?.description)
         #expect(description.contains("looks like a URI") && description.contains("not shown"), "\(description)")
+        #expect(description.contains("the server refused it: database does not exist"), "\(description)")
         #expect(!description.contains("correct-horse"), "\(description)")
     }
 

@@ -180,7 +180,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 zone: input.timeZone, accepting: input.timeZoneChange)
         }
         let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()
-        if interrupted == nil, case .changed(let from?, nil) = input.profiles, from >= now {
+        if interrupted == nil, case .changed(let from?, _) = input.profiles, from >= now {
             throw SelectionRefused(
                 problems: [
                     "--changed-since \(from.iso8601) is not before the backfill's clock \(now.iso8601):"
