@@ -243,7 +243,8 @@ import Testing
 
     /// Odd values the summary counts and that change no one else's result: an owner's plan below 0 is free
     /// (her filters of free items are not suspended), a plan other than 0 or 1 and a gender of 0 (never
-    /// unanswered) are counted, and a birth date after the run's date is unanswered, not a negative age.
+    /// unanswered) are counted, and a birth date after the run's date is unanswered, not a negative age; so is one
+    /// more than 120 years before it (found by review in session 32), and both are counted.
     @Test func oddPlansGendersAndBirthDatesReadAsTheSpecSays() throws {
         let world = try World("hostile_plans")
         let c = world.connection
@@ -254,6 +255,7 @@ import Testing
             (3, 0, 0, "1995-05-01"),  // gender 0: odd, and no gender condition lists it
             (4, 2, 7, nil),  // plan 7: odd
             (5, 2, 0, "2030-01-01"),  // born after the run's date: unanswered
+            (6, 2, 0, "1890-01-01"),  // 136 on the run's date: unanswered
         ]
         for (id, gender, plan, birth) in profiles {
             try c.query(
@@ -268,6 +270,7 @@ import Testing
         }
         for (id, conditions) in [
             (Int64(10), #"{"gender": {"anyOf": [2]}}"#), (11, #"{"gender": {"anyOf": [2]}, "age": {"max": 30}}"#),
+            (12, #"{"age": {"min": 25}}"#),
         ] {
             try c.query(
                 """
@@ -278,9 +281,9 @@ import Testing
         let summary = try world.run(at: ScenarioWorld.day1)
         let pairs = try c.query("SELECT filter_id || '/' || profile_id FROM filter_matches ORDER BY 1").rows
             .map { try $0.string(0) }
-        #expect(pairs == ["10/2", "10/4", "10/5", "11/2"])
+        #expect(pairs == ["10/2", "10/4", "10/5", "10/6", "11/2", "12/2", "12/3"])
         #expect(summary.counters.filtersSuspended == 0)
-        #expect(summary.counters.oddValues == 3)  // profiles 1, 3 and 4
+        #expect(summary.counters.oddValues == 5)  // profiles 1, 3, 4, 5 and 6
 
         // The owner's plan changes (no change the capture takes): the next run has no candidate and still
         // counts the owner it read, as the in-memory store does.

@@ -26,8 +26,11 @@ extension FilterConditions {
                 ? "date_part('year', age($2::date::timestamp, \(column)::timestamp))"
                 : column
             let bounds = [min.map { "\(value) >= \($0)" }, max.map { "\(value) <= \($0)" }].compactMap { $0 }
-            // A date after the run's date is impossible and counts as NULL (runs.md, "Eligibility").
-            let answered = storage == .nullableDate ? "\(column) <= $2::date" : "\(column) IS NOT NULL"
+            // A date after the run's date, or more years before it than the domain holds, is impossible and counts
+            // as NULL (runs.md, "Eligibility").
+            let oldest = condition.item.domain?.upperBound ?? Int32.max
+            let answered =
+                storage == .nullableDate ? "\(column) <= $2::date AND \(value) <= \(oldest)" : "\(column) IS NOT NULL"
             return ([answered] + bounds).joined(separator: " AND ")
         case .anyOf(let codes) where storage == .smallint:
             return "\(column) IN (\(codes.map(String.init).joined(separator: ", ")))"

@@ -8,6 +8,7 @@ import Testing
 /// set a row aside, read issues are counted, and NULL recency never satisfies `withinDays`.
 @Suite struct HostileValuesTests {
     static let now = Timestamp(iso8601: "2026-03-01T03:00:00Z")!
+    static let clock = EvaluationClock(now: now, timeZone: .tokyo)
 
     @Test(arguments: [
         NotifyInterval(days: .max), NotifyInterval(months: .max),
@@ -95,6 +96,22 @@ import Testing
         let ordered = ProfileColumns([Profile(id: 4, status: 1, plan: 0, values: missing.values), a, c])
             .activeRowsInCapOrder()
         #expect(ordered.last == 0)
+
+        // An infinite login (`Int64.max`, which only a profile built in memory can hold: the PostgreSQL read makes it
+        // NULL) is NULL too (found by review in session 32: it passed withinDays and came first in the cap's order).
+        let infinite = Profile(
+            id: 5, status: 1, plan: 0,
+            values: missing.values.enumerated().map { index, value in
+                index == lastLogin.index ? .timestamp(Timestamp(microsecondsSinceEpoch: .max)) : value
+            })
+        #expect(infinite.value(of: lastLogin) == .timestamp(.missing))
+        #expect(infinite.heldOddValues)
+        let withInfinite = ProfileColumns([infinite, a, c])
+        #expect(withInfinite.activeRowsInCapOrder().last == 0)
+        #expect(!lastLogin.evaluate(.withinDays(365), on: infinite.value(of: lastLogin), clock: clock))
+        #expect(
+            !lastLogin.evaluate(.withinDays(365), on: .timestamp(Timestamp(microsecondsSinceEpoch: .max)), clock: clock)
+        )
     }
 
     @Test func readIssuesCountOddAndQuarantinedRows() {
@@ -114,7 +131,7 @@ import Testing
         ]
         let issues = ReadIssues(
             candidates: candidates, filters: filters,
-            owners: [5: FilterOwner(id: 5, status: 1, plan: 0)])
+            owners: [5: FilterOwner(id: 5, status: 1, plan: 0)], clock: Self.clock)
         #expect(issues.oddFilterIds == [2, 3])
         #expect(issues.counters == RunCounters(profilesQuarantined: 1, filtersQuarantined: 1, oddValues: 4))
         #expect(RunCounters(oddValues: 9).withReadIssues(issues.counters).oddValues == 9)
@@ -131,7 +148,7 @@ import Testing
             owners: [
                 6: FilterOwner(id: 6, status: 9, plan: 0), 8: FilterOwner(id: 8, status: 1, plan: 7),
                 9: FilterOwner(id: 9, status: 1, plan: 1),
-            ])
+            ], clock: Self.clock)
         #expect(withOwners.oddProfileIds == [5, 6, 8])
         #expect(withOwners.counters.oddValues == 3)
 
@@ -160,7 +177,8 @@ import Testing
         }
         let pass = ReadIssues(
             candidates: ProfileColumns([Profile.make(id: 5, status: 9, lastLoginAt: now, createdAt: now)]),
-            filters: [filter(1, owner: 5, odd: true)], owners: [5: FilterOwner(id: 5, status: 9, plan: 0)])
+            filters: [filter(1, owner: 5, odd: true)], owners: [5: FilterOwner(id: 5, status: 9, plan: 0)],
+            clock: Self.clock)
         #expect(pass.oddProfileIds == [5] && pass.oddFilterIds == [1])
         let merged = pass.including(
             filters: [

@@ -110,11 +110,11 @@ private func plainOutcomes(
     var outcomes: [String: Bool] = [:]
     if let listed = filter.gender { outcomes["gender"] = listed.contains(Int32(profile.gender)) }
     if let range = filter.age {
-        // A birth after the day is impossible: unanswered (runs.md, "Eligibility").
+        // A birth after the day, or more than 120 years before it, is impossible: unanswered (runs.md, "Eligibility").
         let today = tokyoDay(nowMicros)
         let age = profile.birthDate.flatMap {
             Int64($0.daysSinceEpoch) <= today ? plainAge(birthDay: Int64($0.daysSinceEpoch), onDay: today) : nil
-        }
+        }.flatMap { $0 <= 120 ? $0 : nil }
         outcomes["age"] = inRange(age, range)
     }
     if let range = filter.height { outcomes["height"] = inRange(profile.heightCm, range) }

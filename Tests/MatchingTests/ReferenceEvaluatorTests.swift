@@ -105,8 +105,6 @@ struct EvaluatorFixture {
         #expect(try F.satisfies(profile, condition, clock: F.clock("2026-03-01T00:00:00Z", timeZone: utc)))
     }
 
-    /// A birth date after the run date gives a negative age, as PostgreSQL's age() does: it is below
-    /// every lower bound, and so satisfies an upper bound alone.
     /// runs.md: "an infinite or impossible date ... counts as NULL". A birth after the run's date has not
     /// happened: unanswered, so it satisfies no age condition (PostgreSQL's `age()` would give -3).
     @Test func birthAfterTheRunDateIsUnanswered() throws {
@@ -117,6 +115,20 @@ struct EvaluatorFixture {
         #expect(MasterItem.Age.rangeValue(of: .date(try F.date("2030-01-01")), clock: clock) == nil)
         // Born on the run's date: age 0, answered.
         #expect(MasterItem.Age.rangeValue(of: .date(try F.date("2026-03-01")), clock: clock) == 0)
+    }
+
+    /// Found by review in session 32: a birth more years before the run's date than the age item's domain holds
+    /// (120) is impossible too; a birth in 4713 BC was an age of 6,738, which passed every minimum-only condition.
+    @Test func birthMoreThanTheDomainsYearsBeforeTheRunDateIsUnanswered() throws {
+        let clock = try F.clock("2026-03-01T00:00:00Z")
+        let oldest = try F.date("1905-03-01")  // 121 on the run's date
+        #expect(MasterItem.Age.rangeValue(of: .date(oldest), clock: clock) == nil)
+        #expect(try F.satisfies(F.profile(["age": .date(oldest)]), #"{"age": {"min": 25}}"#, clock: clock) == false)
+        let possible = try F.date("1905-03-02")  // 120
+        #expect(MasterItem.Age.rangeValue(of: .date(possible), clock: clock) == 120)
+        #expect(try F.satisfies(F.profile(["age": .date(possible)]), #"{"age": {"min": 25}}"#, clock: clock))
+        let text = MasterItem.Age.describe(value: .date(oldest), clock: clock)
+        #expect(text.contains("more than 120 years before the run's date: impossible"), "\(text)")
     }
 
     @Test(arguments: [
@@ -293,7 +305,9 @@ struct EvaluatorFixture {
                 """#)
         let expected = [
             "(gender IN (2))",
-            "(birth_date <= $2::date AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) >= 25 AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 32)",
+            "(birth_date <= $2::date AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 120"
+                + " AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) >= 25"
+                + " AND date_part('year', age($2::date::timestamp, birth_date::timestamp)) <= 32)",
             "(height_cm IS NOT NULL AND height_cm <= 180)",
             "(residence IN (0, 13))",
             "(languages @> '{1}'::smallint[])",

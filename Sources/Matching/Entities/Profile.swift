@@ -20,7 +20,12 @@ public struct Profile: Sendable, Hashable {
         self.id = id
         self.status = status
         self.plan = plan
-        self.values = values
+        // An infinite timestamp (`Int64.max`) counts as NULL (runs.md), as the PostgreSQL read makes it: one value
+        // for every reader (the cap's order, the engines' login prefix, the recency items, the odd-value count).
+        // Found by review in session 32: a profile built in memory with one sorted first and passed withinDays.
+        self.values = values.map { value in
+            if case .timestamp(let stamp) = value, stamp.isMissingOrInfinite { .timestamp(.missing) } else { value }
+        }
     }
 
     public var isActive: Bool { PairEligibility.isActive(status) }

@@ -62,7 +62,7 @@ public struct AnyMasterItem: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `value`, as a profile row holds it, is one of the odd values a run counts (runs.md,
     /// "Eligibility"): a code outside the item's domain (or 0 where unanswered is not a value), a range value
-    /// outside the domain, a set with an element outside it, a timestamp NULL or infinite (`Timestamp.missing`). The PostgreSQL read
+    /// outside the domain, a set with an element outside it, a timestamp NULL or infinite (`Timestamp.isMissingOrInfinite`). The PostgreSQL read
     /// applies the same rules to the raw columns, where it also sees NULLs and impossible dates that a value
     /// cannot hold.
     public func holdsOddValue(_ value: ItemValue) -> Bool {
@@ -71,7 +71,7 @@ public struct AnyMasterItem: Sendable, Hashable, CustomStringConvertible {
         case .code(let code): return code == 0 ? !acceptsUnanswered : !domain.contains(Int32(code))
         case .integer(let integer): return integer.map { !domain.contains($0) } ?? false
         case .codes(let codes): return codes.contains { !domain.contains($0) }
-        case .timestamp(let timestamp): return timestamp == .missing
+        case .timestamp(let timestamp): return timestamp.isMissingOrInfinite
         case .date, .flag: return false
         }
     }

@@ -55,7 +55,8 @@ struct MatchingPass {
         let blockSet = try blocks.blocks(involving: candidates.columns.ids)
         timings.end(.read, output)
         // Hostile rows (issue 14): odd and unreadable rows are counted and reported, never a failure.
-        let readIssues = ReadIssues(candidates: candidates.columns, filters: chosen, owners: owners)
+        let readIssues = ReadIssues(
+            candidates: candidates.columns, filters: chosen, owners: owners, clock: plan.clock)
         for row in readIssues.quarantined { output.handle(.quarantined(row)) }
 
         // Every connection units may be written on is opened once, for the probe of recorded pairs and for

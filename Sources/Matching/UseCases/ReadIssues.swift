@@ -24,8 +24,10 @@ public struct ReadIssues: Sendable, Hashable {
         self.profileIdsRead = profileIdsRead
     }
 
-    /// Collects the issues of one pass's reads.
-    public init(candidates: ProfileColumns, filters: [SavedFilter], owners: [Int64: FilterOwner]) {
+    /// Collects the issues of one pass's reads, at its clock.
+    public init(
+        candidates: ProfileColumns, filters: [SavedFilter], owners: [Int64: FilterOwner], clock: EvaluationClock
+    ) {
         var quarantined = candidates.readReport.quarantined
         var oddFilters: [Int64] = []
         for filter in filters {
@@ -40,12 +42,33 @@ public struct ReadIssues: Sendable, Hashable {
         // odd may never be one).
         var oddProfiles = candidates.readReport.oddIds
         var counted = Set(oddProfiles)
+        for id in Self.impossibleDates(in: candidates, clock: clock) where counted.insert(id).inserted {
+            oddProfiles.append(id)
+        }
         for id in Set(filters.map(\.ownerId)).sorted() where owners[id]?.heldOddValues == true {
             if counted.insert(id).inserted { oddProfiles.append(id) }
         }
         self.init(
             quarantined: quarantined, oddProfileIds: oddProfiles, oddFilterIds: oddFilters,
             filterIdsRead: filters.map(\.id), profileIdsRead: candidates.ids)
+    }
+
+    /// The candidates whose date the run's clock makes impossible, which count as NULL (runs.md): a birth after
+    /// the run's date, or more years before it than the item's domain holds (`RangeItemDefinition.rangeValue`).
+    /// The read cannot tell them (it does not know the run's date); found by review in session 32, when they were
+    /// evaluated as NULL but not counted.
+    static func impossibleDates(in candidates: ProfileColumns, clock: EvaluationClock) -> [Int64] {
+        var ids: [Int64] = []
+        for item in MasterItem.all where item.storage == .nullableDate {
+            let column = candidates.columns[item.index]
+            guard case .dates(let dates) = column, let keys = item.orderedKeys(of: column, clock: clock) else {
+                continue
+            }
+            for row in 0..<dates.count where dates.answered[row] && !keys.defined[row] {
+                ids.append(candidates.ids[row])
+            }
+        }
+        return ids
     }
 
     /// These issues and another read's of profiles (the waiting matches' for the digests): an odd or quarantined

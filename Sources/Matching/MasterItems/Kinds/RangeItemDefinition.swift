@@ -28,18 +28,23 @@ extension RangeItemDefinition {
 
     /// The ordered value a range condition compares: the integer, or the full years from the date
     /// to the run's date (PostgreSQL's `date_part('year', age(run_date, date))`); nil when unanswered.
-    /// A date after the run's date (a birth not yet happened) is impossible and counts as unanswered
-    /// (runs.md, "Eligibility").
+    /// A date after the run's date (a birth not yet happened), or more full years before it than the
+    /// item's domain holds (a birth 2,000 years ago), is impossible and counts as unanswered (runs.md,
+    /// "Eligibility"; found by review in session 32: such an age passed every minimum-only condition).
     public static func rangeValue(of value: ItemValue, clock: EvaluationClock) -> Int32? {
         switch value {
         case .integer(let integer):
             return integer
         case .date(let date?) where date <= clock.runDate:
-            return Int32(clamping: clock.runDate.fullYears(since: date))
+            let years = Int32(clamping: clock.runDate.fullYears(since: date))
+            return years <= oldestPossible ? years : nil
         default:
             return nil
         }
     }
+
+    /// The most full years a date of this item can be before the run's date: the domain's top (age 120).
+    static var oldestPossible: Int32 { domain?.upperBound ?? Int32.max }
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
         guard case .range(let min, let max) = form, let actual = rangeValue(of: value, clock: clock) else {
@@ -62,7 +67,7 @@ extension RangeItemDefinition {
     }
 
     /// `rangeValue` of every row: the integer, or the full years from the date to the run's date;
-    /// undefined where unanswered (NULL, or a date after the run's date).
+    /// undefined where unanswered (NULL, or an impossible date: after the run's date, or older than the domain).
     public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
         switch column {
         case .integers(let column):
@@ -82,19 +87,21 @@ extension RangeItemDefinition {
         let runDay = runDate.daysSinceEpoch
         // Memoized by birth day: most candidates share a few thousand days.
         var memo = CodeTable(capacity: 1 << 12)
+        let oldest = oldestPossible
         for row in 0..<column.count where column.answered[row] {
             let days = column.values[row]
             guard days <= runDay else {
                 defined.clear(row)
                 continue
             }
+            let age: Int32
             if let cached = memo.lookupValue(days) {
-                ages[row] = Int64(cached)
+                age = cached
             } else {
-                let age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
+                age = Int32(clamping: runDate.fullYears(since: CalendarDate(daysSinceEpoch: days)))
                 if memo.count < 1 << 16 { memo.insert(days, age) }
-                ages[row] = Int64(age)
             }
+            if age <= oldest { ages[row] = Int64(age) } else { defined.clear(row) }
         }
         return OrderedKeys(keys: ages, defined: defined)
     }
@@ -103,6 +110,9 @@ extension RangeItemDefinition {
         switch value {
         case .date(let date?) where date > clock.runDate:
             return "unanswered (born \(date), after the run's date: impossible, counts as NULL)"
+        case .date(let date?) where rangeValue(of: value, clock: clock) == nil:
+            return "unanswered (born \(date), more than \(oldestPossible) years before the run's date: impossible, "
+                + "counts as NULL)"
         case .date(let date?):
             return "\(describeCode(Int32(clamping: clock.runDate.fullYears(since: date)))) (born \(date))"
         case .integer(let integer?):

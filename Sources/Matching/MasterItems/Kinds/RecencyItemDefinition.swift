@@ -29,7 +29,7 @@ extension RecencyItemDefinition {
 
     public static func evaluate(_ form: ConditionForm, on value: ItemValue, clock: EvaluationClock) -> Bool {
         guard case .withinDays(let days) = form, case .timestamp(let actual) = value,
-            actual != .missing  // NULL (and infinite, read as NULL) never satisfies withinDays
+            !actual.isMissingOrInfinite  // NULL and infinite (runs.md: counts as NULL) never satisfy withinDays
         else { return false }
         return actual >= threshold(days: days, clock: clock)
     }
@@ -40,11 +40,12 @@ extension RecencyItemDefinition {
         return .anyOf([.atLeast(threshold(days: days, clock: clock).microsecondsSinceEpoch)])
     }
 
-    /// The microseconds of every row; undefined where `missing` (NULL, or infinite read as NULL).
+    /// The microseconds of every row; undefined where `missing` or infinite (runs.md: counts as NULL; the
+    /// PostgreSQL read makes both `missing`, a profile built in memory may hold `Int64.max`).
     public static func orderedKeys(of column: ProfileColumns.Column, clock: EvaluationClock) -> OrderedKeys? {
         guard case .timestamps(let stamps) = column else { return nil }
         var defined = Bitmap(count: stamps.count)
-        for (row, stamp) in stamps.enumerated() where stamp != Timestamp.missing.microsecondsSinceEpoch {
+        for (row, stamp) in stamps.enumerated() where !Timestamp(microsecondsSinceEpoch: stamp).isMissingOrInfinite {
             defined.set(row)
         }
         return OrderedKeys(keys: stamps, defined: defined)
