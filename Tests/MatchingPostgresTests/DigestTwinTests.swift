@@ -670,6 +670,26 @@ import Testing
         #expect(again.digests.oldestDueSince != nil)
     }
 
+    /// Found by review in session 32: an app whose `conditions` column is `json` may store `\u0000`, which
+    /// `json_object_keys` refuses ("cannot be converted to text"): `matcher status`, and the metrics file's digest
+    /// gauges, failed on every run until a run had listed the filter invalid.
+    @Test func aJsonConditionsColumnHoldingANulEscapeDoesNotFailTheStatus() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        let weekly = NotifyInterval(months: 0, days: 7, microseconds: 0)
+        try twin.saveProfiles([World.profile(2, gender: 1, at: day1), World.profile(10, at: day1)], at: day1)
+        try twin.saveFilters([World.filter(200, owner: 2, #"{"gender": {"anyOf": [2]}}"#, every: weekly)])
+        try runBoth(twin, at: day1)
+        try twin.saveProfiles([World.profile(11, at: day2)], at: day2)
+        try runBoth(twin, at: day2)  // profile 11 waits for the weekly digest
+        try twin.connection.execute(
+            "ALTER TABLE saved_filters ALTER COLUMN conditions TYPE json USING conditions::json")
+        try twin.connection.execute(
+            #"UPDATE saved_filters SET conditions = '{"gender": {"anyOf": [2]}, "note": "\u0000"}' WHERE id = 200"#)
+        let status = try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false)
+        #expect(status.digests.matches == 1 && status.digests.filters == 1)
+    }
+
     /// A match listed after a digest decision with a later clock, by a writer with an earlier one (a replay with
     /// `--now` in the past, a run resumed at its old clock, a run beside a `backfill --notify`): no decision has
     /// read it, so it waits, although a digest went out after its clock. Told by clocks, it counted as passed
