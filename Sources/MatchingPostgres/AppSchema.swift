@@ -111,13 +111,16 @@ public enum AppSchema {
     }
 
     /// The columns a run reads with binary COPY, which carries no types (`PostgresMatchingStore.profileColumns`
-    /// and the blocks): the rest are read as typed results, which quarantine a row of another type and name it,
-    /// or compared in SQL, which casts.
+    /// and the blocks), and the filters' ids, which its SQL computes with (`owner_id % N`, joins on bigint ids):
+    /// one retyped to text failed every run and every sweep with "operator does not exist" (found by review in
+    /// session 32). The rest are read as typed results, which quarantine a row of another type and name it, or
+    /// compared in SQL, which casts.
     static var readByCopy: [(table: String, columns: [(String, TypeFamily)])] {
         let profileColumns = Set(["id", "status", "plan"] + MasterItem.all.map(\.column))
         return required.compactMap { table, columns in
             switch table {
             case "profiles": (table, columns.filter { profileColumns.contains($0.0) })
+            case "saved_filters": (table, columns.filter { ["id", "owner_id"].contains($0.0) })
             case "blocks": (table, columns)
             default: nil
             }
@@ -145,7 +148,8 @@ public enum AppSchema {
                 + then)
     }
 
-    /// What `run`, `backfill` and `explain` check before they read: the columns they read with binary COPY, as
+    /// What `run`, `backfill` and `explain` check before they read: the columns they read with binary COPY (and the
+    /// filters' ids, `readByCopy`), as
     /// `matcher migrate` checked them. Binary COPY carries no types and tells widths apart by length, so a column
     /// the app retyped since (`height_cm` to `real`: 170.0 is four bytes, read as the integer 1126825984) would
     /// be misread, not refused. Checked before the read's transaction: a type changed in between is still

@@ -157,6 +157,12 @@ import Testing
         #expect(try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 0)
 
         try connection.execute("ALTER TABLE profiles ALTER COLUMN last_login_at TYPE timestamp with time zone")
+        // The filters' owner, which the run's SQL computes the shard with (found by review in session 32).
+        try connection.execute("ALTER TABLE saved_filters ALTER COLUMN owner_id TYPE text")
+        let ownerAsText = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(ownerAsText.status == 78, "\(ownerAsText.stderr)")
+        #expect(ownerAsText.stderr.contains("saved_filters.owner_id is text"), "\(ownerAsText.stderr)")
+        try connection.execute("ALTER TABLE saved_filters ALTER COLUMN owner_id TYPE bigint USING owner_id::bigint")
         // A column no COPY reads (`updated_at` is compared in SQL, which casts) is not the run's concern.
         try connection.execute("ALTER TABLE profiles ALTER COLUMN updated_at TYPE timestamp without time zone")
         let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
