@@ -142,9 +142,13 @@ struct RunOptions: ParsableArguments {
     @Option(
         help: """
             Connections that write units of work; at most one a core writes rows at once, the others wait for \
-            their commit; units still commit in filter-id order (1: one at a time).
+            their commit; units still commit in filter-id order (1: one at a time). A dry run uses one.
             """)
     var writeConnections: Int = PostgresMatchingStore.defaultWriteConnections
+
+    /// The connections the store opens: one for a dry run, which writes nothing and must never take a
+    /// connection slot a real run beside it needs (cli.md; found by review in session 32).
+    var storeConnections: Int { dryRun ? 1 : writeConnections }
 
     @Option(help: "Match engine: bitset (columnar, all cores) or reference (the plain evaluator it is tested against).")
     var engine: EngineChoice = .bitset

@@ -23,7 +23,7 @@ struct Run: ParsableCommand {
         pause.shard = options.shard
         try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {
             let store = try Database(database, applicationName: "matcher run \(options.shard)").store(
-                writeConnections: options.writeConnections)
+                writeConnections: options.storeConnections)
             pause.connection = store.connection
             try MigrationRunner.verifyCurrent(store.connection)
             try AppSchema.verifyBeforeReading(store.connection)

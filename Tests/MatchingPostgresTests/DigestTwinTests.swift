@@ -250,7 +250,8 @@ import Testing
         #expect(first.counters.matchesWritten == 2)
 
         let other = PostgresMatchingStore(connection: try database.connect()) { try database.connect() }
-        let noted = DispatchSemaphore(value: 0)
+        // A handshake, not a pause: the unit stays open until the test has seen the listing wait for it.
+        let noted = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let unit = Locked<(done: Bool, error: (any Error)?)>((false, nil))
         Thread.detachNewThread {
             do {
@@ -259,7 +260,8 @@ import Testing
                     _ = try tx.insertMatches(rows, at: day2, runId: 1, bulk: false)
                     try tx.markUnlisted([100], at: day2)
                     noted.signal()
-                    Thread.sleep(forTimeInterval: 1)
+                    // Bounded: commits anyway after 60 s, and the test fails on `blocked`.
+                    _ = release.wait(timeout: .now() + 60)
                 }
                 unit.update { $0 = (true, nil) }
             } catch {
@@ -267,9 +269,37 @@ import Testing
                 unit.update { $0 = (true, error) }
             }
         }
-        noted.wait()
-        let listed = try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: day1.adding(days: -180))
-        while !unit.value.done { Thread.sleep(forTimeInterval: 0.01) }
+        guard noted.wait(timeout: .now() + 60) == .success else {
+            release.signal()
+            Issue.record("the unit never noted the filter")
+            return
+        }
+        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
+        Thread.detachNewThread {
+            let result = Result {
+                try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: day1.adding(days: -180))
+            }
+            listing.update { $0 = result }
+        }
+        // The listing's backend waits for the unit's (the note's row lock), seen from a third session, before the
+        // unit may commit; a listing that ended without waiting fails the test at once.
+        let watcher = try database.connect()
+        defer { watcher.close() }
+        let (listingPid, unitPid) = (store.connection.backendPID, other.connection.backendPID)
+        var blocked = false
+        let deadline = Date().addingTimeInterval(30)
+        while !blocked, listing.value == nil, unit.value.done == false, Date() < deadline {
+            blocked = try watcher.query(
+                "SELECT $2 = ANY (pg_blocking_pids($1))", [.int4(listingPid), .int4(unitPid)]
+            ).rows[0].bool(0)
+            if !blocked { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        #expect(blocked, "the listing never waited for the open unit")
+        release.signal()
+        let finishBy = Date().addingTimeInterval(60)
+        while listing.value == nil || !unit.value.done, Date() < finishBy { Thread.sleep(forTimeInterval: 0.01) }
+        try #require(unit.value.done, "the unit did not end")
+        let listed = try #require(listing.value, "the listing did not end").get()
         #expect(unit.value.error == nil, "\(String(describing: unit.value.error))")
         #expect(listed.filters == 1 && listed.matches == 3, "\(listed)")
         let waiting = try connection.query(

@@ -140,16 +140,49 @@ import Testing
         #expect(reference.matches.count > 100 && reference.notifications.count > 10, "a reference worth comparing")
 
         let twice = try Self.world()
-        let workers = (0..<2).map { _ in Background(Self.run, database: twice.database.conninfo) }
-        let outcomes = try workers.map { try $0.wait() }
-        let statuses = outcomes.map(\.status).sorted()
-        // Either one was refused (75, nothing written), or the second started after the first had finished.
-        #expect(statuses == [0, 75] || statuses == [0, 0], "\(outcomes.map(\.stderr))")
-        if statuses == [0, 75] {
-            let refused = try #require(outcomes.first { $0.status == 75 })
-            #expect(refused.stderr.contains("holds the lock"))
-            #expect(try twice.connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) == 1)
+        // The runs overlap for certain: a session of the test holds a lock the first run's first unit needs, the
+        // second run starts only once the first waits for it (holding the shard's run lock, its run recorded),
+        // and the lock is let go only after the second has ended.
+        let locker = try twice.database.connect()
+        defer { locker.close() }
+        try locker.execute("BEGIN; LOCK TABLE filter_matches IN SHARE MODE")
+        let first = Background(Self.run, database: twice.database.conninfo)
+        do {
+            _ = try Self.waitFor("the first run's unit waiting on the held lock") {
+                try twice.connection.query(
+                    """
+                    SELECT 1 FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name LIKE 'matcher %'
+                      AND $1 = ANY (pg_blocking_pids(pid))
+                    """, [.int4(locker.backendPID)]
+                ).rows.first.map { _ in true }
+            }
+        } catch {
+            // Let the first run go on and end before the test fails.
+            try locker.execute("ROLLBACK")
+            _ = try? first.wait()
+            throw error
         }
+        // Bounded: a second run that waited for the first instead of being refused fails here, after 30 s.
+        let second = try MatcherProcess.run(Self.run, database: twice.database.conninfo, timeout: 30)
+        // Refused while the first is still inside its run: nothing written, only the first run's row.
+        let runsWhileBlocked = try twice.connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0)
+        let stillBlocked = try twice.connection.query(
+            """
+            SELECT count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name LIKE 'matcher %'
+              AND $1 = ANY (pg_blocking_pids(pid))
+            """, [.int4(locker.backendPID)]
+        ).rows[0].int64(0)
+        try locker.execute("COMMIT")
+        let outcome = try first.wait()
+        let statuses = [outcome, second].map(\.status)
+        #expect(statuses == [0, 75], "\([outcome, second].map(\.stderr))")
+        #expect(!outcome.signalled && !second.signalled)
+        #expect(second.stderr.contains("holds the lock"), "\(second.stderr)")
+        #expect(stillBlocked > 0, "the first run was still waiting when the second ended")
+        #expect(runsWhileBlocked == 1)
+        #expect(try Self.statuses(twice) == ["succeeded"])
         try Self.waitUntilNoWorkerSession(twice)
         try Self.expectSuccess(try MatcherProcess.run(Self.run, database: twice.database.conninfo))
         #expect(try Rows.of(twice.connection).matches == reference.matches)

@@ -151,6 +151,13 @@ import Testing
         // The waiting digests of filters notified on the run's day are due a day later: a digest first due then.
         let overdue = try #require(values["matcher_digest_overdue_seconds" + labels] ?? nil, "\(text)")
         #expect(overdue >= 0 && overdue <= oldest)
+        // What the status reads now (found by review in session 32: a file that always said 0 passed): the oldest
+        // digest due, measured from the server's clock, within the seconds between the two reads.
+        let dueSince = try #require(
+            try PostgresStatusRepository(connection: twin.connection).serviceStatus(retention: false).digests
+                .oldestDueSince)
+        let expectedOverdue = Double((serverNow.microsecondsSinceEpoch - dueSince.microsecondsSinceEpoch) / 1_000_000)
+        #expect(overdue > 0 && abs(overdue - expectedOverdue) < 120, "\(overdue) vs \(expectedOverdue)")
         // Where the marks of waiting matches landed, as the server's statistics stood after the run.
         let marks = try #require(values["matcher_filter_matches_marks_total" + labels] ?? nil, "\(text)")
         let inPlace = try #require(values["matcher_filter_matches_marks_in_place_total" + labels] ?? nil, "\(text)")

@@ -87,6 +87,19 @@ import Testing
         let committed = try committedFilters[0].int64(0)
         #expect(committed > 0, "the units in flight committed")
         #expect(committed <= 10 * Int64(PostgresMatchingStore.defaultWriteConnections))
+        // Each committed filter whole (found by review in session 32: a count alone passed a unit half-written):
+        // its rows are the clean run's rows of that filter, notifications included.
+        let committedIds = Set(
+            try stopped.connection.query("SELECT DISTINCT filter_id FROM filter_matches").rows.map { try $0.int64(0) })
+        func ofCommitted(_ rows: [String]) -> [String] {
+            rows.filter { row in Int64(row.prefix { $0 != "/" }).map(committedIds.contains) ?? false }
+        }
+        let partial = try Rows.of(stopped.connection)
+        #expect(partial.matches == ofCommitted(try Rows.of(clean.connection).matches))
+        let cleanNotifications = try Rows.of(clean.connection).notifications.filter { row in
+            Int64(row.split(separator: " ")[1]).map(committedIds.contains) ?? false
+        }
+        #expect(partial.notifications == cleanNotifications)
 
         // The next run completes the interrupted one: the rows equal one clean run's.
         let next = try MatcherProcess.run(arguments, database: stopped.database.conninfo)
