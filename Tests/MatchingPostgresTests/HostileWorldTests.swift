@@ -160,11 +160,113 @@ import Testing
             """, [.int8(hostileFilterBase + 100), .int8(owner)])
     }
 
+    /// Day `day`'s hostile profiles whose status is not 1...4 (7, NULL, -32768: offsets 6, 7 and 8) get
+    /// languages {1, 2} before the day's run reads them (each still one changed profile).
+    static func speakOneAndTwo(_ c: PostgresConnection, day: Int) throws {
+        let base = hostileProfileBase + Int64(day) * 1_000
+        try c.query(
+            "UPDATE profiles SET languages = '{1,2}' WHERE id BETWEEN $1 AND $2", [.int8(base + 6), .int8(base + 8)])
+    }
+
+    /// Day 2's digests of hostile filters 0...5 (owners active, gender conditions only ordinary profiles
+    /// answer), by their `notify_every` (docs/decisions.md: adding an interval of any size or sign saturates):
+    /// '2147483647 days', '2147483647 months' and '2562047788 hours' (0, 2, 4) are never due again after day 1's
+    /// digest, so day 2's matches wait; the negative ones (1, 3, 5) are due at every run, so day 2 writes their
+    /// second digest, counting exactly day 2's matches. Day 2's matches of each are its new candidates: the
+    /// profiles changed on day 2 (ordinary changes, none of the hostile profiles has a valid gender) that answer
+    /// its gender condition and that day 1 did not record (day 1's cap took 100 of each filter's).
+    static func expectDayTwoDigestsByInterval(_ c: PostgresConnection) throws {
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        // (offset, gender codes its condition lists)
+        let filters: [(Int64, String)] = [(0, "1,2"), (1, "1,2"), (2, "1,2"), (3, "2"), (4, "1"), (5, "1")]
+        for (offset, genders) in filters {
+            let id = hostileFilterBase + offset
+            let row = try c.query(
+                """
+                SELECT (SELECT count(*) FROM notifications WHERE filter_id = $1),
+                       (SELECT count(*) FROM filter_matches WHERE filter_id = $1 AND matched_at = $2),
+                       (SELECT count(*) FROM filter_matches WHERE filter_id = $1 AND matched_at = $3),
+                       (SELECT count(*) FROM filter_matches
+                         WHERE filter_id = $1 AND matched_at = $3 AND notification_id IS NULL),
+                       (SELECT coalesce(array_agg(match_count::bigint ORDER BY created_at), '{}')
+                          FROM notifications WHERE filter_id = $1),
+                       (SELECT coalesce(string_agg(created_at::text, ', ' ORDER BY created_at), '')
+                          FROM notifications WHERE filter_id = $1),
+                       (SELECT count(*) FROM profiles p
+                         WHERE p.updated_at = $3 AND p.status = 1 AND p.gender IN (\(genders))
+                           AND p.id < $4
+                           AND NOT EXISTS (SELECT FROM filter_matches m
+                                            WHERE m.filter_id = $1 AND m.profile_id = p.id AND m.matched_at = $2))
+                """, [.int8(id), .timestamptz(day1), .timestamptz(day2), .int8(hostileProfileBase)]
+            ).rows[0]
+            let notifications = try row.int64(0), dayOne = try row.int64(1), dayTwo = try row.int64(2)
+            let waiting = try row.int64(3), counts = try row.int64Array(4)
+            let label = "filter +\(offset): digests at \(try row.string(5)), counts \(counts)"
+            #expect(dayOne == 100, "\(label)")
+            // Every ordinary profile changed on day 2 that the filter wants and had not matched is recorded.
+            let expectedDayTwo = try row.int64(6)
+            #expect(expectedDayTwo > 0, "\(label)")
+            #expect(dayTwo == expectedDayTwo, "\(label)")
+            if offset % 2 == 0 {
+                #expect(notifications == 1, "\(label): due again never")
+                #expect(counts == [100], "\(label)")
+                #expect(waiting == dayTwo, "\(label): day 2's matches wait")
+            } else {
+                #expect(notifications == 2, "\(label): due at every run")
+                #expect(counts == [100, dayTwo], "\(label)")
+                #expect(waiting == 0, "\(label)")
+            }
+        }
+    }
+
+    /// runs.md: a NULL element inside an array is ignored (the rest of the set counts), and a status other than
+    /// 1...4 is not active. Filter 17 (residence anyOf [0, 13, 48], languages allOf [1, 1, 2], owner: day 1's
+    /// profile 0) records the hostile profiles whose languages hold 1 and 2: day 1's 12 ('{{1,2},{3,NULL}}',
+    /// flattened), day 2's 0 ('{1,NULL,2}'; day 1's is the owner) and day 2's 12; never those of status 7, NULL
+    /// or -32768, which speak {1, 2} too. Its ordinary pairs are the ordinary profiles that satisfy it (none in
+    /// this world: the hostile profiles are its only matches). The profile of status 7 (offset 6) owns filter 18,
+    /// which is not evaluated, and is no one's match.
+    static func expectNullElementsIgnoredAndOddStatusesInactive(_ c: PostgresConnection) throws {
+        let filter17 = hostileFilterBase + 17, filter18 = hostileFilterBase + 18
+        let day1 = hostileProfileBase + 1_000, day2 = hostileProfileBase + 2_000
+        let hostilePairs = try c.query(
+            "SELECT profile_id FROM filter_matches WHERE filter_id = $1 AND profile_id >= $2 ORDER BY 1",
+            [.int8(filter17), .int8(hostileProfileBase)]
+        ).rows.map { try $0.int64(0) }
+        #expect(hostilePairs == [day1 + 12, day2, day2 + 12])
+        let ordinary = try c.query(
+            """
+            SELECT (SELECT coalesce(array_agg(profile_id ORDER BY profile_id), '{}') FROM filter_matches
+                     WHERE filter_id = $1 AND profile_id < $2),
+                   (SELECT coalesce(array_agg(id ORDER BY id), '{}') FROM profiles
+                     WHERE id < $2 AND status = 1 AND residence IN (0, 13, 48) AND languages @> '{1,2}')
+            """, [.int8(filter17), .int8(hostileProfileBase)]
+        ).rows[0]
+        let recorded = try ordinary.int64Array(0), satisfying = try ordinary.int64Array(1)
+        #expect(recorded == satisfying, "no ordinary profile of this world satisfies it: \(satisfying)")
+        let oddStatuses = try c.query(
+            """
+            SELECT (SELECT count(*) FROM filter_matches WHERE profile_id IN ($1, $2, $3, $4, $5, $6)),
+                   (SELECT count(*) FROM filter_matches WHERE filter_id = $7)
+                 + (SELECT count(*) FROM notifications WHERE filter_id = $7)
+            """,
+            [
+                .int8(day1 + 6), .int8(day1 + 7), .int8(day1 + 8), .int8(day2 + 6), .int8(day2 + 7), .int8(day2 + 8),
+                .int8(filter18),
+            ]
+        ).rows[0]
+        #expect(try oddStatuses.int64(0) == 0)
+        #expect(try oddStatuses.int64(1) == 0)
+    }
+
     @Test func hostileRowsNeverStopTheRunNorChangeWhatOthersGet() throws {
         let plain = try World("hostile_plain")
         let hostile = try World("hostile_world")
         for world in [plain, hostile] { try Self.seed(world, day: 1) }
         try Self.addHostileRows(hostile.connection, day: 1)
+        // The profiles whose status is 7, NULL or -32768 speak filter 17's languages (residence unanswered, as
+        // every hostile profile's): only their status keeps them out of its pairs.
+        try Self.speakOneAndTwo(hostile.connection, day: 1)
 
         let plain1 = try plain.run(at: ScenarioWorld.day1)
         let hostile1 = try hostile.run(at: ScenarioWorld.day1)
@@ -217,6 +319,7 @@ import Testing
         // never, the negative ones at once: nothing traps, nothing differs for the ordinary filters.
         for world in [plain, hostile] { try Self.seed(world, day: 2) }
         try Self.addHostileRows(hostile.connection, day: 2)
+        try Self.speakOneAndTwo(hostile.connection, day: 2)
         try hostile.connection.execute(
             "UPDATE profiles SET languages = '{1,NULL,3}' WHERE id = \(Self.hostileProfileBase + 1_000)")
         let plain2 = try plain.run(at: ScenarioWorld.day2)
@@ -230,6 +333,8 @@ import Testing
             "SELECT count(*) FROM notifications WHERE filter_id = $1", [.int8(Self.hostileFilterBase)]
         ).rows[0].int64(0)
         #expect(hugeDays == 1)
+        try Self.expectDayTwoDigestsByInterval(hostile.connection)
+        try Self.expectNullElementsIgnoredAndOddStatusesInactive(hostile.connection)
 
         // The run's row keeps the counts, and the summary report shows them.
         let stored = try hostile.connection.query(
