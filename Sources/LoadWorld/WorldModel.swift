@@ -245,16 +245,6 @@ extension ItemValue {
         if case .date(let d) = self { return d }
         return nil
     }
-
-    var asInteger: Int32? {
-        if case .integer(let i) = self { return i }
-        return nil
-    }
-
-    var asCodes: [Int32]? {
-        if case .codes(let c) = self { return c }
-        return nil
-    }
 }
 
 /// Positions of the items the seeder sets, in `MasterItem.all` (and `Profile.values`).
@@ -305,9 +295,6 @@ enum Communities {
     }
 
     static let popularity = WeightedTable((0..<count).map { ($0, 1 / pow(Double($0 + 1), 1.05)) })
-
-    /// The `n` most popular community ids.
-    static func popular(_ n: Int) -> [Int32] { (0..<n).map { id(rank: $0) } }
 }
 
 /// The distributions of the model.

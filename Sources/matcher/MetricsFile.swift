@@ -40,16 +40,6 @@ struct MetricsFile {
         var marksInPlace: Int64?
     }
 
-    /// The "last successful run" families: kept from the previous file when a run fails.
-    static let lastSuccessFamilies = [
-        "matcher_last_success_timestamp_seconds", "matcher_last_success_clock_timestamp_seconds",
-        "matcher_run_phase_seconds", "matcher_run_duration_seconds", "matcher_run_candidates",
-        "matcher_run_filters_evaluated", "matcher_run_filters_invalid", "matcher_run_filters_paid_ignored",
-        "matcher_run_matches_written", "matcher_run_notifications_written",
-        "matcher_run_filters_suspended", "matcher_run_digests_held_back", "matcher_run_matches_mutual",
-        "matcher_run_matches_forgotten", "matcher_run_retention_backlog", "matcher_run_retention_stopped_early",
-    ]
-
     let path: String
     let kind: RunKind
     let shard: Shard
@@ -60,200 +50,31 @@ struct MetricsFile {
         now: Date = Date()
     ) throws {
         let previous = (try? String(contentsOfFile: path, encoding: .utf8)).map(Self.parse) ?? [:]
-        let base = [("kind", kind.rawValue), ("shard", "\(shard)")]
-        let labels = "kind=\"\(kind.rawValue)\",shard=\"\(shard)\""
-        // One file is one kind and shard's: replacing another's would drop the series its alerts watch, and
-        // carrying its samples over would write their kind and shard twice (a file the collector rejects).
-        if let foreign = previous.keys.sorted().first(where: { !Self.isOwn($0, labels: labels) }) {
-            throw MetricsFileError(
-                description:
-                    "\(path) holds another run's metrics (\(foreign)); give each kind and shard its own "
-                    + "--metrics-file. This run's metrics were not written, and the file was left as it was; if the "
-                    + "file is this command's own (another kind or shard wrote it by mistake), remove it")
-        }
-        func key(_ name: String, _ extra: String = "") -> String { "\(name){\(labels)\(extra)}" }
+        let exposition = Exposition(
+            base: [("kind", kind.rawValue), ("shard", "\(shard)")],
+            labels: "kind=\"\(kind.rawValue)\",shard=\"\(shard)\"", previous: previous,
+            succeeded: result == .success && summary != nil)
+        try refuseAnotherRunsFile(previous, labels: exposition.labels)
+        exposition.recordOutcome(result, exitStatus: exitStatus ?? Self.defaultExitStatus(result), now: now)
+        exposition.recordLastSuccess(summary, now: now)
+        exposition.record(gauges)
+        try replace(with: exposition.registry.emitToString())
+    }
 
-        // swift-prometheus formats the exposition; this file adds what a batch job needs: values carried
-        // over from the previous file, and the atomic replace.
-        let registry = PrometheusCollectorRegistry()
-        func metric(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
-            // The whole name as metricName, the unit ("" adds nothing) already part of it.
-            let descriptor = MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
-            for (extra, value) in samples {
-                if type == "counter" {
-                    // A counter only goes up from 0: swift-prometheus traps on a negative increment, and a previous
-                    // file edited by hand may hold anything (review of session 29).
-                    registry.makeCounter(descriptor: descriptor, labels: base + extra).increment(by: max(0, value))
-                } else {
-                    registry.makeGauge(descriptor: descriptor, labels: base + extra).set(value)
-                }
-            }
-        }
-        /// This run's samples on success; otherwise the previous file's (the last success's) samples.
-        func lastSuccess(_ name: String, _ help: String, _ samples: @autoclosure () -> [([(String, String)], Double)]) {
-            let chosen =
-                result == .success && summary != nil
-                ? samples()
-                : previous.filter { $0.key.hasPrefix(name + "{") }.sorted { $0.key < $1.key }
-                    .map { (Self.extraLabels(of: $0.key, after: labels), $0.value) }
-            metric(name, "gauge", help, chosen)
-        }
+    /// One file is one kind and shard's: replacing another's would drop the series its alerts watch, and
+    /// carrying its samples over would write their kind and shard twice (a file the collector rejects).
+    private func refuseAnotherRunsFile(_ previous: [String: Double], labels: String) throws {
+        guard let foreign = previous.keys.sorted().first(where: { !Self.isOwn($0, labels: labels) }) else { return }
+        throw MetricsFileError(
+            description:
+                "\(path) holds another run's metrics (\(foreign)); give each kind and shard its own "
+                + "--metrics-file. This run's metrics were not written, and the file was left as it was; if the "
+                + "file is this command's own (another kind or shard wrote it by mistake), remove it")
+    }
 
-        metric(
-            "matcher_build_info", "gauge", "The matcher build: version and git commit (always 1).",
-            [([("version", BuildInfo.version), ("commit", BuildInfo.commit)], 1)])
-        var totals: [([(String, String)], Double)] = []
-        for r in Result.allCases {
-            let k = key("matcher_runs_total", ",result=\"\(r.rawValue)\"")
-            totals.append(([("result", r.rawValue)], max(0, previous[k] ?? 0) + (r == result ? 1 : 0)))
-        }
-        metric(
-            "matcher_runs_total", "counter", "Runs finished, by result (locked: another run held the shard's lock).",
-            totals)
-        metric(
-            "matcher_last_run_timestamp_seconds", "gauge", "When the last run ended (Unix time).",
-            [([], now.timeIntervalSince1970)])
-        metric(
-            "matcher_last_run_success", "gauge",
-            "1 if the last run succeeded, else 0 (a run that found the lock held did not succeed).",
-            [([], result == .success ? 1 : 0)])
-        let status = exitStatus ?? Self.defaultExitStatus(result)
-        metric(
-            "matcher_last_run_exit_status", "gauge",
-            "Exit status of the last run: 0 ok, 75 locked, 64 usage, 69 database unreachable, 78 configuration, 1 other, 143/130 stopped.",
-            [([], Double(status))])
-        lastSuccess(
-            "matcher_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
-            [([], now.timeIntervalSince1970)])
-        if let summary {
-            lastSuccess(
-                "matcher_last_success_clock_timestamp_seconds",
-                "The clock (--now or the database's) of the last successful run (Unix time).",
-                [([], Double(summary.clock.microsecondsSinceEpoch) / 1_000_000)])
-        } else {
-            lastSuccess(
-                "matcher_last_success_clock_timestamp_seconds",
-                "The clock (--now or the database's) of the last successful run (Unix time).", [])
-        }
-        lastSuccess(
-            "matcher_run_phase_seconds", "Seconds the last successful run spent per phase.",
-            RunPhase.allCases.map { ([("phase", $0.rawValue)], summary?.phaseSeconds[$0] ?? 0) })
-        lastSuccess(
-            "matcher_run_duration_seconds", "Wall-clock seconds of the last successful run.",
-            [([], summary?.totalSeconds ?? 0)])
-        let c = summary?.counters ?? .zero
-        for (name, help, value) in [
-            ("matcher_run_candidates", "Profiles considered by the last successful run.", c.candidates),
-            ("matcher_run_filters_evaluated", "Filters evaluated by the last successful run.", c.filtersEvaluated),
-            ("matcher_run_filters_invalid", "Invalid filters skipped by the last successful run.", c.filtersInvalid),
-            (
-                "matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).",
-                c.filtersPaidIgnored
-            ),
-            ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
-            (
-                "matcher_run_notifications_written", "Notifications written by the last successful run.",
-                c.notificationsWritten
-            ),
-            (
-                "matcher_run_filters_suspended", "Filters suspended (every condition paid, owner without the plan).",
-                c.filtersSuspended
-            ),
-            (
-                "matcher_run_digests_held_back", "Digests due but held back: no waiting match qualified any more.",
-                c.digestsHeldBack
-            ),
-            ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
-            (
-                "matcher_run_matches_forgotten",
-                "Pairs past retention the last successful run's sweep forgot (not those its units forgot to record them again).",
-                c.matchesForgotten
-            ),
-            (
-                "matcher_run_retention_backlog",
-                "1 when the last successful run's retention sweep left expired pairs for the next runs, else 0.",
-                summary?.retention?.backlog == true ? 1 : 0
-            ),
-            (
-                "matcher_run_retention_stopped_early",
-                "1 when that sweep stopped early because a batch kept conflicting with another writer, else 0.",
-                summary?.retention?.stoppedByConflict != nil ? 1 : 0
-            ),
-        ] {
-            lastSuccess(name, help, [([], Double(value))])
-        }
-
-        if let pause = gauges.notificationsPause {
-            metric(
-                "matcher_notifications_paused", "gauge",
-                "1 while notifications are paused service-wide (matcher notifications pause), else 0.",
-                [([], pause == nil ? 0 : 1)])
-            if let pause {
-                metric(
-                    "matcher_notifications_paused_since_timestamp_seconds", "gauge",
-                    "When the notification pause in force began (Unix time).",
-                    [([], Double(pause.pausedAt.microsecondsSinceEpoch) / 1_000_000)])
-            }
-        }
-        if let value = gauges.lagSeconds {
-            metric(
-                "matcher_lag_seconds", "gauge",
-                "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
-                [([], value)])
-        }
-        if let value = gauges.stalestShardSince {
-            metric(
-                "matcher_stalest_shard_success_clock_timestamp_seconds", "gauge",
-                "The clock of the last successful run of the shard furthest behind (any layout whose progress still "
-                    + "covers owners), Unix time.",
-                [([], value)])
-        }
-        if let value = gauges.quarantinedRows {
-            metric(
-                "matcher_quarantined_rows", "gauge", "Rows set aside as unusable and not yet repaired.",
-                [([], Double(value))])
-        }
-        if let value = gauges.digestsWaiting {
-            metric(
-                "matcher_digests_waiting", "gauge",
-                "Filters with matches waiting for a digest (notify_every not elapsed, or notifications paused).",
-                [([], Double(value))])
-        }
-        if let value = gauges.oldestDigestWaitingSeconds {
-            metric(
-                "matcher_oldest_digest_waiting_seconds", "gauge",
-                "Age in seconds of the oldest match waiting for a digest.",
-                [([], value)])
-        }
-        if let value = gauges.digestOverdueSeconds {
-            metric(
-                "matcher_digest_overdue_seconds", "gauge",
-                "Seconds since the most overdue waiting digest became due (0: none is due): notify_every after "
-                    + "the filter's last digest, less the due rule's tolerance, and not before its oldest waiting match.",
-                [([], value)])
-        }
-        if let bytes = gauges.primaryKeyBytes, let packed = gauges.primaryKeyPackedBytes {
-            metric(
-                "matcher_filter_matches_primary_key_bytes", "gauge",
-                "Size of filter_matches' primary key (matcher reindex rebuilds it past twice its packed size).",
-                [([], Double(bytes))])
-            metric(
-                "matcher_filter_matches_primary_key_packed_bytes", "gauge",
-                "filter_matches' primary key packed: a build of the same entries at fillfactor 90.",
-                [([], Double(packed))])
-        }
-        if let marks = gauges.marks, let inPlace = gauges.marksInPlace {
-            metric(
-                "matcher_filter_matches_marks_total", "counter",
-                "Marks of waiting matches (their digest's notification set on the row), since the server's statistics were reset.",
-                [([], Double(marks))])
-            metric(
-                "matcher_filter_matches_marks_in_place_total", "counter",
-                "Marks of waiting matches made in place (HOT: the new version on the row's page, no new index entry).",
-                [([], Double(inPlace))])
-        }
-
-        let text = registry.emitToString()
+    /// Written to a temporary file in the same folder, made world-readable and renamed into place, so the
+    /// collector never reads half a file.
+    private func replace(with text: String) throws {
         let url = URL(fileURLWithPath: path)
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
@@ -304,6 +125,208 @@ struct MetricsFile {
             values[String(line[..<space])] = value
         }
         return values
+    }
+}
+
+/// One metrics file's families as swift-prometheus formats them, with what a batch job adds: the last success's
+/// figures and the totals carried over from the previous file.
+private struct Exposition {
+    /// A sample's labels beside the file's own (kind, shard), and its value.
+    typealias Sample = (labels: [(String, String)], value: Double)
+
+    enum Kind {
+        case counter
+        case gauge
+    }
+
+    let registry = PrometheusCollectorRegistry()
+    /// The file's own labels, first in every sample.
+    let base: [(String, String)]
+    /// The same as they stand in a sample's key (`kind="run",shard="0/1"`).
+    let labels: String
+    /// The previous file's samples by key.
+    let previous: [String: Double]
+    /// Whether this run's last-success figures replace the previous file's.
+    let succeeded: Bool
+
+    func record(_ name: String, _ kind: Kind, _ help: String, _ samples: [Sample]) {
+        // The whole name as metricName, the unit ("" adds nothing) already part of it.
+        let descriptor = MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+        for (extra, value) in samples {
+            switch kind {
+            case .counter:
+                // A counter only goes up from 0: swift-prometheus traps on a negative increment, and a previous
+                // file edited by hand may hold anything (review of session 29).
+                registry.makeCounter(descriptor: descriptor, labels: base + extra).increment(by: max(0, value))
+            case .gauge:
+                registry.makeGauge(descriptor: descriptor, labels: base + extra).set(value)
+            }
+        }
+    }
+
+    /// A gauge of the last successful run: this run's samples when it succeeded, otherwise the previous file's.
+    func recordLastSuccess(_ name: String, _ help: String, _ samples: @autoclosure () -> [Sample]) {
+        let chosen =
+            succeeded
+            ? samples()
+            : previous.filter { $0.key.hasPrefix(name + "{") }.sorted { $0.key < $1.key }
+                .map { (MetricsFile.extraLabels(of: $0.key, after: labels), $0.value) }
+        record(name, .gauge, help, chosen)
+    }
+
+    /// The build, the totals by result, and how the last run ended.
+    func recordOutcome(_ result: MetricsFile.Result, exitStatus: Int32, now: Date) {
+        record(
+            "matcher_build_info", .gauge, "The matcher build: version and git commit (always 1).",
+            [([("version", BuildInfo.version), ("commit", BuildInfo.commit)], 1)])
+        let totals = MetricsFile.Result.allCases.map { each -> Sample in
+            let key = "matcher_runs_total{\(labels),result=\"\(each.rawValue)\"}"
+            return ([("result", each.rawValue)], max(0, previous[key] ?? 0) + (each == result ? 1 : 0))
+        }
+        record(
+            "matcher_runs_total", .counter, "Runs finished, by result (locked: another run held the shard's lock).",
+            totals)
+        record(
+            "matcher_last_run_timestamp_seconds", .gauge, "When the last run ended (Unix time).",
+            [([], now.timeIntervalSince1970)])
+        record(
+            "matcher_last_run_success", .gauge,
+            "1 if the last run succeeded, else 0 (a run that found the lock held did not succeed).",
+            [([], result == .success ? 1 : 0)])
+        record(
+            "matcher_last_run_exit_status", .gauge,
+            "Exit status of the last run: 0 ok, 75 locked, 64 usage, 69 database unreachable, 78 configuration, 1 other, 143/130 stopped.",
+            [([], Double(exitStatus))])
+    }
+
+    /// The last successful run's time, clock, phases and counters (kept from the previous file when this run
+    /// did not succeed).
+    func recordLastSuccess(_ summary: RunSummary?, now: Date) {
+        recordLastSuccess(
+            "matcher_last_success_timestamp_seconds", "When a run last succeeded (Unix time).",
+            [([], now.timeIntervalSince1970)])
+        recordLastSuccess(
+            "matcher_last_success_clock_timestamp_seconds",
+            "The clock (--now or the database's) of the last successful run (Unix time).",
+            summary.map { [([], Double($0.clock.microsecondsSinceEpoch) / 1_000_000)] } ?? [])
+        recordLastSuccess(
+            "matcher_run_phase_seconds", "Seconds the last successful run spent per phase.",
+            RunPhase.allCases.map { ([("phase", $0.rawValue)], summary?.phaseSeconds[$0] ?? 0) })
+        recordLastSuccess(
+            "matcher_run_duration_seconds", "Wall-clock seconds of the last successful run.",
+            [([], summary?.totalSeconds ?? 0)])
+        let c = summary?.counters ?? .zero
+        for (name, help, value) in [
+            ("matcher_run_candidates", "Profiles considered by the last successful run.", c.candidates),
+            ("matcher_run_filters_evaluated", "Filters evaluated by the last successful run.", c.filtersEvaluated),
+            ("matcher_run_filters_invalid", "Invalid filters skipped by the last successful run.", c.filtersInvalid),
+            (
+                "matcher_run_filters_paid_ignored", "Filters whose paid conditions were ignored (owner's plan).",
+                c.filtersPaidIgnored
+            ),
+            ("matcher_run_matches_written", "Matches written by the last successful run.", c.matchesWritten),
+            (
+                "matcher_run_notifications_written", "Notifications written by the last successful run.",
+                c.notificationsWritten
+            ),
+            (
+                "matcher_run_filters_suspended", "Filters suspended (every condition paid, owner without the plan).",
+                c.filtersSuspended
+            ),
+            (
+                "matcher_run_digests_held_back", "Digests due but held back: no waiting match qualified any more.",
+                c.digestsHeldBack
+            ),
+            ("matcher_run_matches_mutual", "Mutual matches written by the last successful run.", c.matchesMutual),
+            (
+                "matcher_run_matches_forgotten",
+                "Pairs past retention the last successful run's sweep forgot (not those its units forgot to record them again).",
+                c.matchesForgotten
+            ),
+            (
+                "matcher_run_retention_backlog",
+                "1 when the last successful run's retention sweep left expired pairs for the next runs, else 0.",
+                summary?.retention?.backlog == true ? 1 : 0
+            ),
+            (
+                "matcher_run_retention_stopped_early",
+                "1 when that sweep stopped early because a batch kept conflicting with another writer, else 0.",
+                summary?.retention?.stoppedByConflict != nil ? 1 : 0
+            ),
+        ] {
+            recordLastSuccess(name, help, [([], Double(value))])
+        }
+    }
+
+    /// What the run knows beside its summary, each only when known.
+    func record(_ gauges: MetricsFile.Gauges) {
+        if let pause = gauges.notificationsPause {
+            record(
+                "matcher_notifications_paused", .gauge,
+                "1 while notifications are paused service-wide (matcher notifications pause), else 0.",
+                [([], pause == nil ? 0 : 1)])
+            if let pause {
+                record(
+                    "matcher_notifications_paused_since_timestamp_seconds", .gauge,
+                    "When the notification pause in force began (Unix time).",
+                    [([], Double(pause.pausedAt.microsecondsSinceEpoch) / 1_000_000)])
+            }
+        }
+        let readings: [(name: String, help: String, value: Double?)] = [
+            (
+                "matcher_lag_seconds",
+                "Seconds from the clock of the shard's last successful run to now (changes wait at most this long).",
+                gauges.lagSeconds
+            ),
+            (
+                "matcher_stalest_shard_success_clock_timestamp_seconds",
+                "The clock of the last successful run of the shard furthest behind (any layout whose progress still "
+                    + "covers owners), Unix time.",
+                gauges.stalestShardSince
+            ),
+            (
+                "matcher_quarantined_rows", "Rows set aside as unusable and not yet repaired.",
+                gauges.quarantinedRows.map(Double.init)
+            ),
+            (
+                "matcher_digests_waiting",
+                "Filters with matches waiting for a digest (notify_every not elapsed, or notifications paused).",
+                gauges.digestsWaiting.map(Double.init)
+            ),
+            (
+                "matcher_oldest_digest_waiting_seconds", "Age in seconds of the oldest match waiting for a digest.",
+                gauges.oldestDigestWaitingSeconds
+            ),
+            (
+                "matcher_digest_overdue_seconds",
+                "Seconds since the most overdue waiting digest became due (0: none is due): notify_every after "
+                    + "the filter's last digest, less the due rule's tolerance, and not before its oldest waiting match.",
+                gauges.digestOverdueSeconds
+            ),
+        ]
+        for reading in readings {
+            if let value = reading.value { record(reading.name, .gauge, reading.help, [([], value)]) }
+        }
+        if let bytes = gauges.primaryKeyBytes, let packed = gauges.primaryKeyPackedBytes {
+            record(
+                "matcher_filter_matches_primary_key_bytes", .gauge,
+                "Size of filter_matches' primary key (matcher reindex rebuilds it past twice its packed size).",
+                [([], Double(bytes))])
+            record(
+                "matcher_filter_matches_primary_key_packed_bytes", .gauge,
+                "filter_matches' primary key packed: a build of the same entries at fillfactor 90.",
+                [([], Double(packed))])
+        }
+        if let marks = gauges.marks, let inPlace = gauges.marksInPlace {
+            record(
+                "matcher_filter_matches_marks_total", .counter,
+                "Marks of waiting matches (their digest's notification set on the row), since the server's statistics were reset.",
+                [([], Double(marks))])
+            record(
+                "matcher_filter_matches_marks_in_place_total", .counter,
+                "Marks of waiting matches made in place (HOT: the new version on the row's page, no new index entry).",
+                [([], Double(inPlace))])
+        }
     }
 }
 
