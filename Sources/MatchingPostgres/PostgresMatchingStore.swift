@@ -662,7 +662,11 @@ extension PostgresMatchingStore: MatchRepository {
     /// snapshot, taken after the lock, sees its match (one statement would list from a snapshot taken before the
     /// wait, and clear a note whose match it never saw; review of session 30). A unit setting the filter's first
     /// note, which the unlocked read could not see yet, is not waited for: its note stays, and the next run lists
-    /// its match.
+    /// its match. The pairs listed are locked (`FOR KEY SHARE`, which the marks' updates do not wait for): a
+    /// sweep of another run, whose cutoff is later than this one's (a run resumed at its old clock), may have
+    /// deleted one and not yet committed; the listing waits for it and leaves the pair out, where it had listed
+    /// an entry the sweep's next statement could not see, left without its pair and in the way of the pair's next
+    /// listing (review of session 32).
     public func listUnlistedMatches(
         ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
     ) throws -> (
@@ -692,6 +696,7 @@ extension PostgresMatchingStore: MatchRepository {
                     WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
                       AND m.matched_at >= greatest(s.unlisted_from, $2)
                     ORDER BY m.filter_id, m.profile_id
+                    FOR KEY SHARE OF m
                     ON CONFLICT (filter_id, profile_id) DO NOTHING
                     RETURNING 1
                 ), cleared AS (

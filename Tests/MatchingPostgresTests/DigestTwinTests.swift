@@ -311,6 +311,66 @@ import Testing
         #expect(note == [true])
     }
 
+    /// Review of session 32: a listing read its pairs without locking them, so a pair another run's sweep had
+    /// deleted and not yet committed (a later cutoff than this run's, as for a run resumed at its old clock) was
+    /// listed, and the sweep's next statement, which forgets the entries of the pairs it deleted, could not see the
+    /// uncommitted entry: it stayed without its pair, counted by the next digest and in the way of the pair's
+    /// next listing (a unique violation every run). The listing now waits for the sweep and leaves the pair out.
+    @Test func aListingWaitsForASweepThatDeletedOneOfItsPairs() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        let day1 = ScenarioWorld.day1
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10), World.profile(11)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let first = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1))
+        #expect(first.counters.matchesWritten == 2)
+
+        // The sweep's first statement, its transaction still open: pair 100/10 deleted.
+        let sweep = try database.connect()
+        defer { sweep.close() }
+        try sweep.execute("BEGIN; DELETE FROM filter_matches WHERE filter_id = 100 AND profile_id = 10")
+        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
+        Thread.detachNewThread {
+            let result = Result {
+                try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: day1.adding(days: -180))
+            }
+            listing.update { $0 = result }
+        }
+        let watcher = try database.connect()
+        defer { watcher.close() }
+        let (listingPid, sweepPid) = (store.connection.backendPID, sweep.backendPID)
+        var blocked = false
+        let deadline = Date().addingTimeInterval(30)
+        while !blocked, listing.value == nil, Date() < deadline {
+            blocked = try watcher.query(
+                "SELECT $2 = ANY (pg_blocking_pids($1))", [.int4(listingPid), .int4(sweepPid)]
+            ).rows[0].bool(0)
+            if !blocked { Thread.sleep(forTimeInterval: 0.01) }
+        }
+        #expect(blocked, "the listing never waited for the sweep")
+        // The sweep's second statement (the entries of the pairs it deleted), then its commit.
+        try sweep.execute(
+            """
+            DELETE FROM matcher_waiting_matches w WHERE w.filter_id = 100
+              AND NOT EXISTS (SELECT 1 FROM filter_matches m WHERE m.filter_id = w.filter_id AND m.profile_id = w.profile_id);
+            COMMIT
+            """)
+        let finishBy = Date().addingTimeInterval(60)
+        while listing.value == nil, Date() < finishBy { Thread.sleep(forTimeInterval: 0.01) }
+        let listed = try #require(listing.value, "the listing did not end").get()
+        #expect(listed.filters == 1 && listed.matches == 1, "\(listed)")
+        let entries = try connection.query(
+            """
+            SELECT w.profile_id, EXISTS (SELECT 1 FROM filter_matches m
+                                         WHERE m.filter_id = w.filter_id AND m.profile_id = w.profile_id)
+            FROM matcher_waiting_matches w ORDER BY 1
+            """
+        ).rows.map { [try $0.int64(0), try $0.bool(1) ? 1 : 0] }
+        #expect(entries == [[11, 1]], "every entry has its pair")
+    }
+
     /// A match recorded while notify was off and past the retention when notify is turned on is not listed, in
     /// both stores (`DigestTests.aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed`).
     @Test func aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed() throws {
