@@ -82,6 +82,15 @@ public struct MigrationRunner {
         guard !migrations.isEmpty else {
             throw MigrationError(description: "no migrations (NNNN_name.sql) in \(directory.path)")
         }
+        // Numbered from 1 without a gap: a file missing from an installation would otherwise be skipped, the
+        // version mark would pass it, and the file, installed later, would be applied out of order (review of
+        // session 32).
+        if let gap = migrations.enumerated().first(where: { $0.element.version != $0.offset + 1 }) {
+            throw MigrationError(
+                description: "migration \(String(format: "%04d", gap.offset + 1)) is missing from \(directory.path) "
+                    + "(found \(String(format: "%04d", gap.element.version)) next): install every file of the "
+                    + "release's sql/ folder; nothing was changed")
+        }
         return migrations
     }
 

@@ -453,4 +453,20 @@ import Testing
         #expect(try connection.query(capture).rows[0].optionalString(0) == before)
         try MigrationRunner.verifyCurrent(connection)
     }
+
+    /// Review of session 32: a folder missing one file (a partial install) applied the later ones over the gap,
+    /// and the version mark passed it. `load` refuses, naming the file, before anything is applied.
+    @Test func aFolderMissingAMigrationIsRefused() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: MigratedDatabase.sqlDirectory.path)
+        where name.hasSuffix(".sql") && !name.hasPrefix("0007_") {
+            try FileManager.default.copyItem(
+                at: MigratedDatabase.sqlDirectory.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+        }
+        let error = #expect(throws: MigrationError.self) { try MigrationRunner.load(from: folder) }
+        #expect(error?.description.hasPrefix("migration 0007 is missing from ") == true, "\(String(describing: error))")
+        #expect(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory).count == MigrationRunner.schemaVersion)
+    }
 }
