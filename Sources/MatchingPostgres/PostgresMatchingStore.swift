@@ -666,7 +666,9 @@ extension PostgresMatchingStore: MatchRepository {
     /// sweep of another run, whose cutoff is later than this one's (a run resumed at its old clock), may have
     /// deleted one and not yet committed; the listing waits for it and leaves the pair out, where it had listed
     /// an entry the sweep's next statement could not see, left without its pair and in the way of the pair's next
-    /// listing (review of session 32).
+    /// listing (review of session 32). The sweep and a unit forgetting expired pairs delete in their own order, so
+    /// the two can deadlock over two pairs: the loser is retried (`WriteConflictRetry`). The locks are written to
+    /// the pairs' tuples (a page dirtied a pair listed): listings come after a filter's notify is turned on, rare.
     public func listUnlistedMatches(
         ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
     ) throws -> (

@@ -35,20 +35,22 @@ func failureKind(of error: any Error) -> FailureKind {
     return .other
 }
 
-/// A usage error's text with none of an argument that may be a connection string: one typed without its flag, or
-/// a value left unquoted, is quoted back as an unexpected argument, and its password may be written in ways no mask
-/// finds (`user:pa/ss@host` with no scheme, a password with spaces). Found by review in session 32. Such an
-/// argument (not an option; holding `@`, `=`, `://` or the word password) is named by its position instead.
+/// A usage error's text with none of the arguments quoted when one of them may be a connection string: one typed
+/// without its flag, or a value left unquoted, is quoted back as an unexpected argument, and its password may be
+/// written in ways no mask finds (`user:pa/ss@host` with no scheme) or split by the shell into words no rule can
+/// tell from others (`password=correct horse staple` unquoted). Found by review in session 32. When an argument
+/// that is no option holds `@`, `=`, `://` or the word password, every argument that is no option is named by
+/// its position wherever the message quotes it ('…'), the words of the message itself untouched.
 func withoutPossibleConnectionStrings(_ text: String, arguments: [String] = CommandLine.arguments) -> String {
-    let suspects = arguments.enumerated().dropFirst().filter { _, argument in
-        !argument.hasPrefix("-")
-            && (["@", "=", "://"].contains(where: argument.contains) || argument.lowercased().contains("password"))
+    let values = arguments.enumerated().dropFirst().filter { !$0.element.hasPrefix("-") }
+    let suspect = values.contains { _, argument in
+        ["@", "=", "://"].contains(where: argument.contains) || argument.lowercased().contains("password")
     }
+    guard suspect else { return text }
     var text = text
-    // Longest first: an argument inside another would leave the rest of the longer one showing.
-    for (position, argument) in suspects.sorted(by: { $0.element.count > $1.element.count }) {
+    for (position, argument) in values where !argument.isEmpty {
         text = text.replacingOccurrences(
-            of: argument, with: "(argument \(position), not shown: it may hold a password)")
+            of: "'\(argument)'", with: "'(argument \(position), not shown: it may hold a password)'")
     }
     return text
 }

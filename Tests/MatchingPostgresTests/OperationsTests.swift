@@ -31,7 +31,9 @@ import Testing
     @Test func aURIWithoutItsSchemeThatTheServerRefusesIsAConfigurationError() throws {
         let database = try TestDatabase.create()
         var environment: [String: String] = [:]
-        for (keyword, variable) in [("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER")] {
+        for (keyword, variable) in [
+            ("host", "PGHOST"), ("port", "PGPORT"), ("user", "PGUSER"), ("password", "PGPASSWORD"),
+        ] {
             environment[variable] = PostgresConnection.setting(keyword, in: database.conninfo)
         }
         #expect(environment["PGHOST"] != nil, "the test reaches the test server")
@@ -89,6 +91,9 @@ import Testing
             ["run", "postgresql://matcher_worker:p@\(password)@db/app"],
             ["run", "matcher_worker:\(password)@db/app"],
             ["run", "--database-url", "host=db", "password=correct \(password) staple"],
+            // The same, split by the shell: the password's words are arguments of their own.
+            ["run", "--database-url", "host=db", "password=correct", password, "staple"],
+            ["run", "postgresql://matcher_worker:a", password, "c@db/app"],
         ] {
             let usage = try MatcherProcess.run(mistyped, database: "")
             Self.expectOneLine(usage, status: 64, containing: "nexpected argument")

@@ -122,4 +122,15 @@ import Testing
         #expect(closed.problems.first?.hasPrefix("--changed-since \(World.day2.iso8601) is not before") == true)
         #expect(store.allRuns.isEmpty)
     }
+
+    /// An infinite `updated_at` counts as NULL (runs.md): in no window, an open one included, in both stores (found
+    /// by review in session 32: PostgreSQL's open start, `-infinity`, took a `-infinity` in).
+    @Test func aProfileUpdatedAtAnInfiniteTimeIsInNoWindow() throws {
+        let store = store()
+        store.save([World.profile(13)], updatedAt: Timestamp(microsecondsSinceEpoch: .min))
+        store.save([World.profile(14)], updatedAt: Timestamp(microsecondsSinceEpoch: .max))
+        let window = try backfill(store, .init(profiles: .changed(from: nil, to: World.day2), now: World.day2))
+        #expect(window.counters.candidates == 6)  // the store's six, saved at its clock's day; not 13 nor 14
+        #expect(store.allMatches.map(\.pair.profileId).allSatisfy { $0 != 13 && $0 != 14 })
+    }
 }

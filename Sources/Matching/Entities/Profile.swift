@@ -23,9 +23,12 @@ public struct Profile: Sendable, Hashable {
         // An infinite timestamp (`Int64.max`) counts as NULL (runs.md), as the PostgreSQL read makes it: one value
         // for every reader (the cap's order, the engines' login prefix, the recency items, the odd-value count).
         // Found by review in session 32: a profile built in memory with one sorted first and passed withinDays.
-        self.values = values.map { value in
-            if case .timestamp(let stamp) = value, stamp.isMissingOrInfinite { .timestamp(.missing) } else { value }
+        func isInfinite(_ value: ItemValue) -> Bool {
+            if case .timestamp(let stamp) = value { stamp.microsecondsSinceEpoch == .max } else { false }
         }
+        // Copied only when one is there: profiles are built in bulk by the seeder and the in-memory store.
+        self.values =
+            values.contains(where: isInfinite) ? values.map { isInfinite($0) ? .timestamp(.missing) : $0 } : values
     }
 
     public var isActive: Bool { PairEligibility.isActive(status) }

@@ -200,7 +200,8 @@ extension InMemoryStore: ProfileRepository {
                 chosen = Array(profileRows.values)
             case .changed(let from, let to):
                 chosen = profileRows.values.filter { p in
-                    guard let at = profileUpdatedAt[p.id] else { return false }
+                    // An infinite `updated_at` is in no window, as in PostgreSQL (`isfinite`).
+                    guard let at = profileUpdatedAt[p.id], !at.isMissingOrInfinite else { return false }
                     return (from.map { at >= $0 } ?? true) && (to.map { at < $0 } ?? true)
                 }
             }
