@@ -106,7 +106,7 @@ extension PostgresMatchingStore: RunRepository {
             """, [.text(kind.rawValue), .int4(Int32(shard.index)), .int4(Int32(shard.count))]
         ).rows.first
             .map(Self.run(from:))
-        guard let latest, latest.status == .running || latest.status == .failed else { return nil }
+        guard let latest, latest.status.isUnfinished else { return nil }
         return latest
     }
 

@@ -58,19 +58,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                     WHERE snapshot IS NOT NULL AND \(PostgresMatchingStore.snapshotAhead("snapshot"))
                     """
                 ).rows.map { try Shard(index: Int(try $0.int32(0)), count: Int(try $0.int32(1))) })
-            var shards = Set(coverage.entries.map(\.shard))
-            for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
-                if let latest = ofShard.last, latest.status == .running || latest.status == .failed {
-                    shards.insert(shard)
-                }
-            }
-            let statuses = shards.map { shard in
-                let ofShard = runs.filter { $0.shard == shard }
-                return ShardStatus(
-                    shard: shard, progress: coverage.entries.first { $0.shard == shard },
-                    lastSuccess: ofShard.last { $0.status == .succeeded },
-                    runsSince: ofShard.filter { $0.status != .succeeded }, progressAhead: ahead.contains(shard))
-            }
+            let statuses = ShardStatus.statuses(runs: runs, coverage: coverage) { ahead.contains($0.shard) }
 
             // Waiting for a digest: the retention sweep's rule (`RetentionSQL.stillWaits`), for owners who are
             // active (their digests can come now), by filter; the other listed rows apart.

@@ -12,6 +12,9 @@ public enum RunStatus: String, Sendable, Hashable, Codable {
     /// Given up by an operator (`matcher runs abandon`) or superseded by a run of a newer shard layout:
     /// never resumed; what it committed stays.
     case abandoned
+
+    /// Running or failed: not finished, so the shard's next run may complete it (or an operator abandon it).
+    public var isUnfinished: Bool { self == .running || self == .failed }
 }
 
 /// Where change capture stands: an opaque token from the profile store (a PostgreSQL

@@ -136,6 +136,28 @@ public struct ShardStatus: Sendable, Hashable {
         self.lastSuccess = lastSuccess
         self.runsSince = runsSince.sorted { $0.id < $1.id }
     }
+
+    /// The shards an operator asks about, in both stores: those with progress, and those whose latest run is
+    /// unfinished (a new layout's shard that has not succeeded yet); each with its progress, its last success and
+    /// the runs after it that did not succeed. `runs`: incremental runs in id order, at least each shard's last
+    /// success and every run after it. `progressAhead`: whether an entry's snapshot is ahead of the database.
+    public static func statuses(
+        runs: [RunBrief], coverage: Coverage, progressAhead: (CoverageEntry) -> Bool
+    ) -> [ShardStatus] {
+        var shards = Set(coverage.entries.map(\.shard))
+        for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
+            if let latest = ofShard.last, latest.status.isUnfinished { shards.insert(shard) }
+        }
+        return shards.map { shard in
+            let ofShard = runs.filter { $0.shard == shard }
+            let success = ofShard.last { $0.status == .succeeded }
+            let progress = coverage.entries.first { $0.shard == shard }
+            return ShardStatus(
+                shard: shard, progress: progress, lastSuccess: success,
+                runsSince: ofShard.filter { $0.id > (success?.id ?? 0) && $0.status != .succeeded },
+                progressAhead: progress.map(progressAhead) ?? false)
+        }
+    }
 }
 
 /// A row of `matcher_runs`, as the status shows it.

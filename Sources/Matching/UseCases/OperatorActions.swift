@@ -50,7 +50,7 @@ public struct AbandonRun: Sendable {
         }
         defer { lock.release() }
         // Read again under the lock: the run may have been completed meanwhile.
-        guard let current = try runs.run(id: run.id), current.status == .running || current.status == .failed else {
+        guard let current = try runs.run(id: run.id), current.status.isUnfinished else {
             throw OperatorRefusal("run #\(run.id) finished while it was being abandoned; nothing changed")
         }
         try runs.abandon(runId: current.id)

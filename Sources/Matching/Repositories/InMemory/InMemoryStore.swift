@@ -634,7 +634,7 @@ extension InMemoryStore: RunRepository {
     public func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord? {
         locked {
             let latest = written.runRows.values.filter { $0.kind == kind && $0.shard == shard }.max { $0.id < $1.id }
-            return latest.flatMap { $0.status == .running || $0.status == .failed ? $0 : nil }
+            return latest.flatMap { $0.status.isUnfinished ? $0 : nil }
         }
     }
 
@@ -644,14 +644,14 @@ extension InMemoryStore: RunRepository {
                 .compactMap { $0.value.max { $0.id < $1.id } }
             return latest.filter { run in
                 run.shard.count != shard.count && run.shard.intersects(shard)
-                    && (run.status == .running || run.status == .failed)
+                    && run.status.isUnfinished
             }.sorted { $0.id < $1.id }
         }
     }
 
     public func abandon(runId: Int64) throws {
         locked {
-            guard let run = written.runRows[runId], run.status == .running || run.status == .failed else { return }
+            guard let run = written.runRows[runId], run.status.isUnfinished else { return }
             written.runRows[runId] = run.updating(status: .abandoned)
             if let times = runTimes[runId] { runTimes[runId] = (times.started, times.finished ?? clock, times.error) }
         }
@@ -689,7 +689,7 @@ extension InMemoryStore: RunRepository {
 
     public func claim(runId: Int64) throws -> RunRecord? {
         locked {
-            guard let run = written.runRows[runId], run.status == .running || run.status == .failed else { return nil }
+            guard let run = written.runRows[runId], run.status.isUnfinished else { return nil }
             let claimed = run.updating(owner: UUID().uuidString.lowercased())
             written.runRows[runId] = claimed
             return claimed
@@ -782,7 +782,7 @@ extension RunRecord {
 
     /// Whether `owner` may still write the run (`UnitTransaction.advanceRun`, `RunRepository.finish`).
     func isOwned(by owner: String?) -> Bool {
-        self.owner == owner && (status == .running || status == .failed)
+        self.owner == owner && status.isUnfinished
     }
 }
 
@@ -830,21 +830,7 @@ extension InMemoryStore: StatusRepository {
                     startedAt: times?.started, finishedAt: times?.finished, error: times?.error,
                     lockHeld: run.status == .running ? heldLocks.contains("\(run.kind.rawValue) \(run.shard)") : nil)
             }
-            var shards = Set(coverageEntries.entries.map(\.shard))
-            for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
-                if let latest = ofShard.last, latest.status == .running || latest.status == .failed {
-                    shards.insert(shard)
-                }
-            }
-            let statuses = shards.map { shard -> ShardStatus in
-                let ofShard = runs.filter { $0.shard == shard }
-                let success = ofShard.last { $0.status == .succeeded }
-                let since = ofShard.filter { $0.id > (success?.id ?? 0) && $0.status != .succeeded }
-                let progress = coverageEntries.entries.first { $0.shard == shard }
-                return ShardStatus(
-                    shard: shard, progress: progress, lastSuccess: success.map(brief), runsSince: since.map(brief),
-                    progressAhead: progress.map { isAhead($0.mark) } ?? false)
-            }
+            let statuses = ShardStatus.statuses(runs: runs.map(brief), coverage: coverageEntries) { isAhead($0.mark) }
             // The retention sweep's rule, for owners who are active, of filters a run prepares (not invalid,
             // quarantined or suspended): their digests can come now.
             let quarantinedFilters = Set(quarantineRows.filter { $0.kind == .filter }.compactMap(\.rowId))
