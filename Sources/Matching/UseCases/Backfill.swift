@@ -193,40 +193,31 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         output.handle(.candidatesLoaded(candidates.count))
 
         if let interrupted {
-            let resumedZone = interrupted.timeZone.flatMap(TimeZone.init(identifier:)) ?? input.timeZone
             output.handle(
                 .started(
                     kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,
                     resumed: true, dryRun: false))
+            let plan = MatchingPass.Plan.resuming(
+                interrupted, zone: input.timeZone, shard: input.shard, selection: input.filters, windows: .all,
+                retentionDays: retentionDays)
             return try pass.finishing(
-                interrupted, timer: timer, resumedId: interrupted.id,
-                retentionDays: interrupted.retentionDays ?? retentionDays
+                interrupted, timer: timer, resumedId: interrupted.id, retentionDays: plan.retentionDays
             ) { timer in
-                try pass.execute(
-                    .init(
-                        run: interrupted, clock: EvaluationClock(now: interrupted.clock, timeZone: resumedZone),
-                        shard: input.shard, selection: input.filters, maxPerFilter: interrupted.maxPerFilter,
-                        writesNotifications: interrupted.writesNotifications,
-                        resumeAfterFilter: interrupted.resumeAfterFilter, windows: .all,
-                        retentionDays: interrupted.retentionDays ?? retentionDays),
-                    candidates: candidates, timings: &timer)
+                try pass.execute(plan, candidates: candidates, timings: &timer)
             }
         }
 
         let clock = EvaluationClock(now: now, timeZone: input.timeZone)
+        let plan = { (run: RunRecord?) in
+            MatchingPass.Plan(
+                run: run, clock: clock, shard: input.shard, selection: input.filters,
+                maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
+                resumeAfterFilter: nil, windows: .all, retentionDays: retentionDays)
+        }
         if input.dryRun {
             output.handle(
                 .started(kind: .backfill, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
-            let outcome = try pass.execute(
-                .init(
-                    run: nil, clock: clock, shard: input.shard, selection: input.filters,
-                    maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                    resumeAfterFilter: nil, windows: .all, retentionDays: retentionDays),
-                candidates: candidates, timings: &timer)
-            return pass.summarize(
-                runId: nil, kind: .backfill, shard: input.shard, clock: now, dryRun: true,
-                resumedId: nil, counters: outcome.counters + RunCounters(candidates: candidates.count),
-                found: outcome.matchesFound, timer: timer)
+            return try pass.dryRun(plan(nil), kind: .backfill, candidates: candidates, timer: timer)
         }
 
         // Another selection's backfill, killed (`running`, and this process holds the shard's backfill lock): once
@@ -246,12 +237,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         output.handle(
             .started(kind: .backfill, shard: input.shard, clock: now, runId: run.id, resumed: false, dryRun: false))
         return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: retentionDays) { timer in
-            try pass.execute(
-                .init(
-                    run: run, clock: clock, shard: input.shard, selection: input.filters,
-                    maxPerFilter: input.maxPerFilter, writesNotifications: input.writesNotifications,
-                    resumeAfterFilter: nil, windows: .all, retentionDays: retentionDays),
-                candidates: candidates, timings: &timer)
+            try pass.execute(plan(run), candidates: candidates, timings: &timer)
         }
     }
 }

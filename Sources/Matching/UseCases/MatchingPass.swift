@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 
 /// The evaluation and writes shared by `RunMatching` and `Backfill`, in phases: read the chosen filters,
 /// prepare them (validate, apply the owner's plan, assign each its change window), evaluate them
@@ -30,6 +31,22 @@ struct MatchingPass {
         /// `--retention-days` as the run applies it: a pair recorded more than this before the clock is
         /// forgotten at the clock (runs.md), whether or not a sweep has deleted it yet.
         let retentionDays: Int
+
+        /// The plan `run` was started with, to complete it: its clock in its own zone (`zone` when it kept none),
+        /// its cap, whether it notifies and its retention (`retentionDays` when it kept none), after the last
+        /// filter it committed; what it does not keep (its shard, selection and windows) as given.
+        static func resuming(
+            _ run: RunRecord, zone: TimeZone, shard: Shard, selection: FilterSelection, windows: ChangeWindows,
+            retentionDays: Int
+        ) -> Plan {
+            Plan(
+                run: run,
+                clock: EvaluationClock(
+                    now: run.clock, timeZone: run.timeZone.flatMap(TimeZone.init(identifier:)) ?? zone),
+                shard: shard, selection: selection, maxPerFilter: run.maxPerFilter,
+                writesNotifications: run.writesNotifications, resumeAfterFilter: run.resumeAfterFilter,
+                windows: windows, retentionDays: run.retentionDays ?? retentionDays)
+        }
 
         /// The clock minus the retention (`Retention.cutoff`).
         var forgottenBefore: Timestamp { Retention.cutoff(clock: clock.now, retentionDays: retentionDays) }
@@ -167,6 +184,16 @@ extension MatchingPassUseCase {
 }
 
 extension MatchingPass {
+    /// A dry run: `plan` (with no run) evaluated and summarized, nothing written.
+    func dryRun(_ plan: Plan, kind: RunKind, candidates: CandidateProfiles, timer: PhaseTimer) throws -> RunSummary {
+        var timer = timer
+        let outcome = try execute(plan, candidates: candidates, timings: &timer)
+        return summarize(
+            runId: nil, kind: kind, shard: plan.shard, clock: plan.clock.now, dryRun: true, resumedId: nil,
+            counters: outcome.counters + RunCounters(candidates: candidates.count), found: outcome.matchesFound,
+            timer: timer)
+    }
+
     /// Runs `body` for a recorded run, then forgets the pairs past retention: marks the run succeeded when
     /// both return, failed (resumable by the next run) when either throws, and summarizes it with the
     /// counters of all its attempts.

@@ -101,11 +101,7 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         if input.dryRun {
             output.handle(
                 .started(kind: .run, shard: input.shard, clock: now, runId: nil, resumed: false, dryRun: true))
-            let outcome = try pass.execute(plan(nil), candidates: candidates, timings: &timer)
-            return pass.summarize(
-                runId: nil, kind: .run, shard: input.shard, clock: now, dryRun: true, resumedId: nil,
-                counters: outcome.counters + RunCounters(candidates: changed.profiles.count),
-                found: outcome.matchesFound, timer: timer)
+            return try pass.dryRun(plan(nil), kind: .run, candidates: candidates, timer: timer)
         }
 
         let run = try runs.start(
@@ -138,19 +134,11 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         timer.end(.read, output)
         output.handle(
             .started(kind: .run, shard: run.shard, clock: run.clock, runId: run.id, resumed: true, dryRun: false))
-        let zone = run.timeZone.flatMap(TimeZone.init(identifier:)) ?? timeZone
-        return try pass.finishing(
-            run, timer: timer, resumedId: nil,
-            retentionDays: run.retentionDays ?? retentionDays
-        ) { timer in
-            try pass.execute(
-                .init(
-                    run: run, clock: EvaluationClock(now: run.clock, timeZone: zone), shard: run.shard,
-                    selection: .all, maxPerFilter: run.maxPerFilter, writesNotifications: true,
-                    resumeAfterFilter: run.resumeAfterFilter, windows: windows,
-                    retentionDays: run.retentionDays ?? retentionDays),
-                candidates: CandidateProfiles(
-                    changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt), timings: &timer)
+        let plan = MatchingPass.Plan.resuming(
+            run, zone: timeZone, shard: run.shard, selection: .all, windows: windows, retentionDays: retentionDays)
+        let candidates = CandidateProfiles(changed.profiles, windowMasks: changed.windowMasks, readAt: changed.readAt)
+        return try pass.finishing(run, timer: timer, resumedId: nil, retentionDays: plan.retentionDays) { timer in
+            try pass.execute(plan, candidates: candidates, timings: &timer)
         }
     }
 
