@@ -133,9 +133,11 @@ func runReportingFailures(
     }
 }
 
-/// The one line on standard error: what failed, why, what to do, and the exit status.
+/// The one line on standard error: what failed, why, what to do, and the exit status. The message's control
+/// characters are written visibly (a server's or a trigger's words may carry an escape sequence or a line break:
+/// review of session 32), as `matcher status` shows the same error.
 func failureLine(_ what: String, _ message: String, _ advice: String, _ status: Int32) -> String {
-    Log.errorPriority + "matcher: \(what) failed: \(message) — \(advice) (exit \(status))\n"
+    Log.errorPriority + "matcher: \(what) failed: \(ReportRenderer.printable(message)) — \(advice) (exit \(status))\n"
 }
 
 /// What to do after a failure of `command` ("run", "backfill", "explain", …): which command picks up the work.
@@ -254,6 +256,16 @@ struct LoggingRunOutput: RunOutputHandler {
     static let invalidFiltersLogged = 20
     let invalidSeen = Counter()
     let quarantinedSeen = Counter()
+    /// The run the events are about (kind, shard, run id), set when it starts: every event carries it, so that
+    /// the lines of shards writing to one place can be told apart (review of session 32).
+    let current = RunContext()
+
+    /// The logger with the current run's fields.
+    private var log: Logger {
+        var logger = self.logger
+        for (key, value) in current.metadata { logger[metadataKey: key] = value }
+        return logger
+    }
 
     /// Seconds to the millisecond, logged as a number.
     static func rounded(_ seconds: Double) -> Double { (seconds * 1000).rounded() / 1000 }
@@ -265,30 +277,30 @@ struct LoggingRunOutput: RunOutputHandler {
         case .started(let kind, let shard, let clock, let runId, let resumed, let dryRun):
             invalidSeen.reset()
             quarantinedSeen.reset()
-            logger.info(
+            var context: Logger.Metadata = ["kind": "\(kind.rawValue)", "shard": "\(shard)"]
+            if let runId { context["run_id"] = .stringConvertible(runId) }
+            current.metadata = context
+            log.info(
                 resumed ? "resuming interrupted run" : "run started",
-                metadata: [
-                    "kind": "\(kind.rawValue)", "shard": "\(shard)", "clock": "\(clock.iso8601)",
-                    "run_id": "\(runId.map(String.init) ?? "-")", "dry_run": .stringConvertible(dryRun),
-                ])
+                metadata: ["clock": "\(clock.iso8601)", "dry_run": .stringConvertible(dryRun)])
         case .phaseStarted:
             break
         case .phaseFinished(let phase, let seconds):
-            logger.info(
+            log.info(
                 "phase finished",
                 metadata: ["phase": "\(phase.rawValue)", "seconds": .stringConvertible(Self.rounded(seconds))])
         case .candidatesLoaded(let count):
-            logger.info("candidates loaded", metadata: ["candidates": .stringConvertible(count)])
+            log.info("candidates loaded", metadata: ["candidates": .stringConvertible(count)])
         case .filtersLoaded(let total, let invalid, let paid, let inactive):
             if invalid > Self.invalidFiltersLogged {
-                logger.warning(
+                log.warning(
                     "more invalid filters skipped",
                     metadata: [
                         "count": .stringConvertible(invalid - Self.invalidFiltersLogged),
                         "see": "matcher_invalid_filters",
                     ])
             }
-            logger.info(
+            log.info(
                 "filters loaded",
                 metadata: [
                     "filters": .stringConvertible(total), "invalid": .stringConvertible(invalid),
@@ -297,7 +309,7 @@ struct LoggingRunOutput: RunOutputHandler {
                 ])
         case .invalidFilter(let record):
             if invalidSeen.increment() <= Self.invalidFiltersLogged {
-                logger.warning(
+                log.warning(
                     "invalid filter skipped",
                     metadata: [
                         "filter_id": .stringConvertible(record.filterId),
@@ -307,14 +319,15 @@ struct LoggingRunOutput: RunOutputHandler {
         case .quarantined(let row):
             let seen = quarantinedSeen.increment()
             if seen <= Self.invalidFiltersLogged {
-                logger.warning(
+                log.warning(
                     "unreadable row quarantined",
                     metadata: [
-                        "kind": "\(row.kind.rawValue)", "row_id": "\(row.rowId.map(String.init) ?? "-")",
+                        "row_kind": "\(row.kind.rawValue)",
+                        "row_id": row.rowId.map { .stringConvertible($0) } ?? "unreadable",
                         "reason": "\(row.reason)", "see": "matcher_quarantine",
                     ])
             } else if seen == Self.invalidFiltersLogged + 1 {
-                logger.warning(
+                log.warning(
                     "more unreadable rows quarantined, not logged one by one",
                     metadata: ["see": "matcher_quarantine; the run's summary counts them"])
             }
@@ -323,7 +336,7 @@ struct LoggingRunOutput: RunOutputHandler {
                 bar.update(done: done, total: total, matches: matches)
                 if done == total { bar.finish() }
             } else if progress.due() || done == total {
-                logger.info(
+                log.info(
                     "progress",
                     metadata: [
                         "filters_done": .stringConvertible(done), "filters_total": .stringConvertible(total),
@@ -332,63 +345,62 @@ struct LoggingRunOutput: RunOutputHandler {
                     ])
             }
         case .unitRetried(let lastFilterId, let attempt, let attempts, let reason):
-            logger.warning(
+            log.warning(
                 "unit rolled back by a conflict with another writer; writing it again",
                 metadata: [
-                    "last_filter_id": "\(lastFilterId)", "attempt": "\(attempt)", "attempts": "\(attempts)",
+                    "last_filter_id": .stringConvertible(lastFilterId), "attempt": .stringConvertible(attempt),
+                    "attempts": .stringConvertible(attempts),
                     "reason": "\(reason)",
                 ])
         case .writersUnavailable(let shortfall):
-            logger.warning(
+            log.warning(
                 "fewer write connections than configured",
                 metadata: [
                     "opened": .stringConvertible(shortfall.opened),
                     "configured": .stringConvertible(shortfall.configured), "reason": "\(shortfall.reason)",
                 ])
         case .forgotten(let outcome):
-            logger.info(
+            log.info(
                 "retention sweep",
                 metadata: [
-                    "matches_forgotten": "\(outcome.forgotten)", "backlog": "\(outcome.backlog)",
-                    "notifications_forgotten": "\(outcome.notificationsForgotten)",
-                    "bookkeeping_forgotten": "\(outcome.bookkeepingForgotten)",
-                    "conflicts_rolled_back": "\(outcome.conflictsRolledBack)",
+                    "matches_forgotten": .stringConvertible(outcome.forgotten),
+                    "backlog": .stringConvertible(outcome.backlog),
+                    "notifications_forgotten": .stringConvertible(outcome.notificationsForgotten),
+                    "bookkeeping_forgotten": .stringConvertible(outcome.bookkeepingForgotten),
+                    "conflicts_rolled_back": .stringConvertible(outcome.conflictsRolledBack),
                 ])
             if let reason = outcome.stoppedByRequest {
-                logger.notice(
+                log.notice(
                     "retention sweep ended early on request; the next run forgets the rest",
                     metadata: ["reason": "\(reason)"])
             }
             if let reason = outcome.stoppedByConflict {
-                logger.warning(
+                log.warning(
                     "retention sweep stopped early: a batch kept conflicting with another writer; the next run forgets the rest",
                     metadata: ["reason": "\(reason)"])
             }
         case .superseded(let runId, let shard):
-            logger.notice(
+            log.notice(
                 "interrupted run of another shard layout superseded",
-                metadata: [
-                    "run_id": "\(runId)", "shard": "\(shard)",
-                ])
+                metadata: ["superseded_run_id": .stringConvertible(runId), "superseded_shard": "\(shard)"])
         case .selectionSkipped(let skipped):
-            logger.notice(
+            log.notice(
                 "backfill skips listed filters or owners it has nothing to do for",
                 metadata: ["skipped": "\(skipped.joined(separator: "; "))"])
         case .unlistedMatchesListed(let filters, let matches):
-            logger.info(
+            log.info(
                 "matches recorded while notify was off now wait for their filters' digests (notify turned on)",
-                metadata: ["filters": "\(filters)", "matches": "\(matches)"])
+                metadata: ["filters": .stringConvertible(filters), "matches": .stringConvertible(matches)])
         case .interruptedBackfillAbandoned(let runId):
-            logger.notice(
+            log.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",
-                metadata: ["run_id": "\(runId)"])
+                metadata: ["abandoned_run_id": .stringConvertible(runId)])
         case .finished(let s):
             bar?.finish()
             let c = s.counters
-            logger.info(
+            log.info(
                 "run finished",
                 metadata: [
-                    "kind": "\(s.kind.rawValue)", "run_id": "\(s.runId.map(String.init) ?? "-")", "shard": "\(s.shard)",
                     "clock": "\(s.clock.iso8601)", "dry_run": .stringConvertible(s.dryRun),
                     "candidates": .stringConvertible(c.candidates),
                     "filters_evaluated": .stringConvertible(c.filtersEvaluated),
@@ -410,6 +422,16 @@ struct LoggingRunOutput: RunOutputHandler {
                     "total_s": .stringConvertible(Self.rounded(s.totalSeconds)),
                 ])
         }
+    }
+}
+
+/// The fields of the run a `LoggingRunOutput` reports on.
+final class RunContext: @unchecked Sendable {
+    private let lock = NSLock()
+    private var fields: Logger.Metadata = [:]
+    var metadata: Logger.Metadata {
+        get { lock.lock(); defer { lock.unlock() }; return fields }
+        set { lock.lock(); fields = newValue; lock.unlock() }
     }
 }
 

@@ -77,7 +77,10 @@ struct LineLogHandler: LogHandler {
     static func logfmtValue(_ value: String) -> String {
         let needsQuotes =
             value.isEmpty
-            || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || ReportRenderer.isControl($0) }
+            || value.unicodeScalars.contains {
+                $0 == "=" || $0 == "\"" || $0.properties.isWhitespace || ReportRenderer.isControl($0)
+                    || $0.properties.generalCategory == .format
+            }
         guard needsQuotes else { return value }
         var escaped = ""
         for scalar in value.unicodeScalars {
@@ -88,7 +91,8 @@ struct LineLogHandler: LogHandler {
             case "\r": escaped += "\\r"
             case "\t": escaped += "\\t"
             default:
-                if ReportRenderer.isControl(scalar) {
+                // Controls, and format characters (U+202E would reorder what a terminal shows of the line).
+                if ReportRenderer.isControl(scalar) || scalar.properties.generalCategory == .format {
                     escaped += String(format: "\\u%04x", scalar.value)  // JSON's form, which logfmt readers take
                 } else {
                     escaped.unicodeScalars.append(scalar)
@@ -127,7 +131,12 @@ enum Log {
     /// connected, which must be standard error's own (a child whose stderr was redirected inherits the
     /// variable but not the stream). `MATCHER_LOG_PRIORITY_PREFIX=1` or `0` forces it either way.
     static func standardErrorIsJournal(environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        if let forced = environment["MATCHER_LOG_PRIORITY_PREFIX"], !forced.isEmpty { return forced == "1" }
+        // 1/true/yes or 0/false/no; anything else (a typo) is as if unset, not "off" (review of session 32).
+        switch environment["MATCHER_LOG_PRIORITY_PREFIX"]?.lowercased() {
+        case "1", "true", "yes": return true
+        case "0", "false", "no": return false
+        default: break
+        }
         guard let stream = environment["JOURNAL_STREAM"] else { return false }
         let parts = stream.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }

@@ -121,7 +121,10 @@ struct Seed: ParsableCommand {
                     advice = " — the schema is missing or old: run `matcher migrate`"
                 }
             }
-            FileHandle.standardError.write(Data("matcher: seed failed: \(message)\(advice) (exit \(status))\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    (Log.errorPriority + "matcher: seed failed: \(ReportRenderer.printable(message))\(advice) "
+                        + "(exit \(status))\n").utf8))
             throw ExitCode(status)
         }
     }

@@ -14,5 +14,16 @@ import Testing
         #expect(LineLogHandler.logfmtValue("say \"hi\"\n\\") == #""say \"hi\"\n\\""#)
         let escaped = LineLogHandler.logfmtValue("x\u{1B}\u{85}\u{2028}y")
         #expect(!escaped.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x85 || $0.value == 0x2028 })
+        // Review of session 32: Unicode spaces split a field for readers that split on any space; a bidi override
+        // reorders what a terminal shows.
+        #expect(LineLogHandler.logfmtValue("a\u{3000}b") == "\"a\u{3000}b\"")
+        #expect(LineLogHandler.logfmtValue("x\u{202E}y") == #""x\u202ey""#)
+    }
+
+    @Test func thePriorityPrefixIsForcedByCommonWordsAndATypoIsIgnored() {
+        #expect(Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "true"]))
+        #expect(Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "YES"]))
+        #expect(!Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "0"]))
+        #expect(!Log.standardErrorIsJournal(environment: ["MATCHER_LOG_PRIORITY_PREFIX": "tru"]))  // as if unset
     }
 }

@@ -1,0 +1,64 @@
+import Chronology
+import Foundation
+import Logging
+import Matching
+import Testing
+
+@testable import matcher
+
+/// The lines a run logs (review of session 32): every event after a run starts carries its kind, shard and id, so
+/// that shards logging to one place can be told apart, and counts and flags are JSON numbers and booleans.
+@Suite struct RunLogTests {
+    final class Lines: @unchecked Sendable {
+        private let lock = NSLock()
+        private var texts: [String] = []
+        func append(_ text: String) { lock.lock(); texts.append(text); lock.unlock() }
+        var all: [String] { lock.lock(); defer { lock.unlock() }; return texts }
+    }
+
+    /// Formats each event with the real handler's JSON, and keeps the text.
+    struct Capturing: LogHandler {
+        let lines: Lines
+        var logLevel: Logger.Level = .debug
+        var metadata: Logger.Metadata = [:]
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let handler = LineLogHandler(label: "test", format: .json, metadata: metadata)
+            lines.append(handler.line(level: event.level, message: event.message.description, metadata: event.metadata))
+        }
+    }
+
+    @Test func eventsCarryTheRunAndTypedValues() throws {
+        let lines = Lines()
+        let output = LoggingRunOutput(logger: Logger(label: "test") { _ in Capturing(lines: lines) })
+        let shard = try Shard(index: 1, count: 4)
+        output.handle(
+            .started(
+                kind: .run, shard: shard, clock: Timestamp(secondsSinceEpoch: 1_772_334_000), runId: 42, resumed: false,
+                dryRun: false))
+        output.handle(.unitRetried(lastFilterId: 7, attempt: 1, attempts: 3, reason: "deadlock"))
+        output.handle(.forgotten(RetentionOutcome(forgotten: 5, backlog: true)))
+        let texts = lines.all
+        #expect(texts.count == 3)
+        for text in texts {
+            let fields = try #require(
+                try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+            #expect(fields["run_id"] as? Int == 42, "\(text)")
+            #expect(fields["shard"] as? String == "1/4" && fields["kind"] as? String == "run", "\(text)")
+        }
+        #expect(texts[1].contains(#""attempt":1"#) && texts[1].contains(#""last_filter_id":7"#), "\(texts[1])")
+        #expect(texts[2].contains(#""matches_forgotten":5"#) && texts[2].contains(#""backlog":true"#), "\(texts[2])")
+    }
+
+    /// Review of session 32: a server's or a trigger's message went into the one failure line raw (an escape
+    /// sequence for the terminal, a line break that made it two).
+    @Test func theFailureLineShowsControlCharactersVisibly() {
+        let line = failureLine("run", "ERROR P0001: boom\nsecond line \u{1B}[31m red", "do this", 1)
+        #expect(line.filter { $0 == "\n" }.count == 1 && line.hasSuffix("(exit 1)\n"), "\(line)")
+        #expect(!line.unicodeScalars.contains { $0.value == 0x1B }, "\(line)")
+        #expect(line.contains("boom\\u{a}second line \\u{1b}[31m red"), "\(line)")
+    }
+}
