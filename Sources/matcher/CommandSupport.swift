@@ -179,7 +179,9 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         }
     }
     switch kind {
-    case .usage: return "see `matcher help` for the command's flags"
+    case .usage:
+        return error is ExplainMatch.FilterNotFound
+            ? "check the --filter id (saved_filters.id)" : "see `matcher help` for the command's flags"
     case .configuration: return "fix the configuration; retrying will not help"
     case .unavailable: return "check that the database is up and reachable; the next run retries"
     case .locked:

@@ -819,6 +819,24 @@ import Testing
             try ExplainMatch(MatchingRepositories(store: store))
                 .execute(.init(filterId: 999, profileId: 10, now: World.day1))
         }
+        // Typed for scripts (review of session 32): the verdict, the filter's id, whether recorded, mutual.
+        #expect(json.contains(#""match":false"#) && json.contains(#""filter_id":100"#), "\(json)")
+        #expect(json.contains(#""recorded":false"#) && json.contains(#""mutual_via":null"#), "\(json)")
+    }
+
+    /// Review of session 32: an invalid filter's conditions table was empty, as a `{}` filter's (which matches
+    /// everyone) is; it now says they were not evaluated.
+    @Test func anInvalidFiltersConditionsAreSaidNotEvaluated() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, #"{"height": {"min": 1e400}}"#), World.filter(101, owner: 1, "{}")])
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        let invalid = ReportRenderer.render(
+            Report.explanation(try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))), as: .text)
+        #expect(invalid.contains("not evaluated: the filter is invalid") && invalid.contains("NO MATCH"), "\(invalid)")
+        let everyone = ReportRenderer.render(
+            Report.explanation(try explain.execute(.init(filterId: 101, profileId: 10, now: World.day1))), as: .text)
+        #expect(!everyone.contains("not evaluated") && everyone.contains(": MATCH"), "\(everyone)")
     }
 }
 

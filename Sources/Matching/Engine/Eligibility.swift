@@ -125,7 +125,13 @@ struct EligibilityFacts<Blocks: BlockLookup> {
                 "owner \(owner.id) status \(Profile.Status.describe(owner.status)), plan \(Profile.Plan.describe(owner.plan))"
         case .filterNotDeleted:
             guard let deletedAt = filter.deletedAt else { return "filter \(filter.id) not deleted" }
-            return "filter \(filter.id) deleted at \(deletedAt.iso8601)"
+            // An infinite deleted_at still marks the filter deleted (docs/decisions.md, session 23); said as such,
+            // not as the year 294247 (review of session 32).
+            return deletedAt.microsecondsSinceEpoch == .max
+                ? "filter \(filter.id) deleted (deleted_at infinity)"
+                : deletedAt.microsecondsSinceEpoch == .min
+                    ? "filter \(filter.id) deleted (deleted_at -infinity)"
+                    : "filter \(filter.id) deleted at \(deletedAt.iso8601)"
         case .filterReadable:
             guard let reason = filter.quarantineReason else { return "readable" }
             return "quarantined, never evaluated: \(reason)"

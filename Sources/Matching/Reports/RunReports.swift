@@ -73,9 +73,14 @@ extension Report {
         let e = result.explanation
         let verdict = e.matches ? "MATCH" : "NO MATCH"
         let title = "matcher explain: filter \(result.filter.id) x profile \(result.profileId): \(verdict)"
+        // The verdict and the ids as typed values too (review of session 32: a script had only the title's words).
         let context: [ReportField] = [
+            ReportField("match", "Match", .flag(e.matches)),
             ReportField(
-                "filter", "Filter", .text("\(result.filter.id) \(result.filter.name.map { "\"\($0)\"" } ?? "")")),
+                "filter", "Filter", .text("\(result.filter.id)\(result.filter.name.map { " \"\($0)\"" } ?? "")")),
+            ReportField("filter_id", "Filter id", .integer(Int(result.filter.id))),
+            ReportField("recorded", "Recorded", .flag(result.recorded != nil && !result.recordedForgotten)),
+            ReportField("mutual_via", "Mutual via filter", result.mutualVia.map { .integer(Int($0)) } ?? .none),
             ReportField("owner", "Owner", .integer(Int(result.filter.ownerId))),
             ReportField("profile", "Profile", .integer(Int(result.profileId))),
             ReportField("clock", "Clock", .text(result.clock.now.iso8601)),
@@ -102,7 +107,7 @@ extension Report {
         let checks = e.eligibility.map { check -> [ReportValue] in
             [.text(check.name), .text(check.passed ? "pass" : "FAIL"), .text(check.detail)]
         }
-        let conditions = e.conditions.map { line -> [ReportValue] in
+        var conditions = e.conditions.map { line -> [ReportValue] in
             let outcome: String
             switch line.outcome {
             case .pass: outcome = "pass"
@@ -110,6 +115,14 @@ extension Report {
             case .ignoredNotOnPlan: outcome = "ignored (owner's plan)"
             }
             return [.text(line.itemKey), .text(line.profileValue), .text(line.condition), .text(outcome)]
+        }
+        // An invalid filter's conditions are not evaluated; without this row its table read as a `{}` filter's,
+        // which matches everyone (review of session 32).
+        if e.conditions.isEmpty,
+            let invalid = e.eligibility.first(where: { $0.name == EligibilityRule.filterValid.rawValue }),
+            !invalid.passed
+        {
+            conditions.append([.text("(all)"), .none, .text("not evaluated: the filter is invalid"), .text("FAIL")])
         }
         return Report(
             title: title,

@@ -41,9 +41,13 @@ public struct ExplainMatch: Sendable {
         public var mutual: Bool { mutualVia != nil }
     }
 
-    public struct FilterNotFound: Error, Sendable, CustomStringConvertible {
+    /// No saved filter has the id: a bad `--filter` value (cli.md: a usage error, exit 64), not a failure of the
+    /// command (it exited 1 until session 32's review). There are no conditions to explain; a profile id that no
+    /// row has is explained instead ("profile active: FAIL, profile not found"), as a match it cannot be.
+    public struct FilterNotFound: ClassifiedError, Sendable, CustomStringConvertible {
         public let filterId: Int64
         public var description: String { "saved filter \(filterId) does not exist" }
+        public var failureKind: FailureKind { .usage }
     }
 
     private let repositories: MatchingRepositories
