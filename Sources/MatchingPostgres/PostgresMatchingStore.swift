@@ -471,7 +471,8 @@ extension PostgresMatchingStore: FilterRepository {
             .rows.first.map(Self.filter(from:))
     }
 
-    public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
+    @discardableResult
+    public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws -> [InvalidFilter] {
         try connection.transaction { tx in
             if !validIds.isEmpty {
                 try tx.query("DELETE FROM matcher_invalid_filters WHERE filter_id = ANY($1)", [.int8Array(validIds)])
@@ -483,7 +484,15 @@ extension PostgresMatchingStore: FilterRepository {
                 DELETE FROM matcher_invalid_filters i USING saved_filters f
                 WHERE f.id = i.filter_id AND f.deleted_at IS NOT NULL
                 """)
-            guard !invalid.isEmpty else { return }
+            guard !invalid.isEmpty else { return [] }
+            // The reasons listed before this run's, to tell the newly invalid.
+            var listed: [Int64: String] = [:]
+            for row in try tx.query(
+                "SELECT filter_id, reason FROM matcher_invalid_filters WHERE filter_id = ANY($1)",
+                [.int8Array(invalid.map(\.filterId))]
+            ).rows {
+                listed[try row.int64(0)] = try row.string(1)
+            }
             try tx.query(
                 """
                 INSERT INTO matcher_invalid_filters AS i (filter_id, owner_id, item_key, reason, run_id, filter_updated_at)
@@ -501,6 +510,7 @@ extension PostgresMatchingStore: FilterRepository {
                     .textArray(invalid.map { $0.error.description }),
                     .int8(runId),
                 ])
+            return invalid.filter { listed[$0.filterId] != $0.error.description }
         }
     }
 

@@ -294,14 +294,6 @@ struct LoggingRunOutput: RunOutputHandler {
         case .candidatesLoaded(let count):
             log.info("candidates loaded", metadata: ["candidates": .stringConvertible(count)])
         case .filtersLoaded(let total, let invalid, let paid, let inactive):
-            if invalid > Self.invalidFiltersLogged {
-                log.warning(
-                    "more invalid filters skipped",
-                    metadata: [
-                        "count": .stringConvertible(invalid - Self.invalidFiltersLogged),
-                        "see": "matcher_invalid_filters",
-                    ])
-            }
             log.info(
                 "filters loaded",
                 metadata: [
@@ -310,13 +302,19 @@ struct LoggingRunOutput: RunOutputHandler {
                     "owner_inactive": .stringConvertible(inactive),
                 ])
         case .invalidFilter(let record):
-            if invalidSeen.increment() <= Self.invalidFiltersLogged {
+            // A run reports the filters it newly found invalid; the others are in the summary's count.
+            let seen = invalidSeen.increment()
+            if seen <= Self.invalidFiltersLogged {
                 log.warning(
                     "invalid filter skipped",
                     metadata: [
                         "filter_id": .stringConvertible(record.filterId),
                         "owner_id": .stringConvertible(record.ownerId), "reason": "\(record.error.description)",
                     ])
+            } else if seen == Self.invalidFiltersLogged + 1 {
+                log.warning(
+                    "more invalid filters skipped, not logged one by one",
+                    metadata: ["see": "matcher_invalid_filters; the run's summary counts them"])
             }
         case .quarantined(let row):
             let seen = quarantinedSeen.increment()

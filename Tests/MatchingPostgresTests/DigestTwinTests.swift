@@ -371,6 +371,31 @@ import Testing
         #expect(entries == [[11, 1]], "every entry has its pair")
     }
 
+    /// Review of session 32: every run warned about every invalid filter it read (up to 20 a pass), day after day.
+    /// A run now reports the filters it newly lists as invalid, or lists for another reason, in both stores; a dry
+    /// run every one it meets; the summary counts them all.
+    @Test func aRunWarnsOfAFilterWhenItBecomesInvalidNotEveryDay() throws {
+        let twin = try Twin()
+        try twin.saveProfiles([World.profile(1, gender: 1), World.profile(10)], at: ScenarioWorld.day1)
+        try twin.saveFilters([World.filter(100, owner: 1, #"{"age": {"min": 40, "max": 30}}"#)])
+        func warned(at clock: Timestamp, dryRun: Bool = false) throws -> [[Int64]] {
+            twin.memory.setClock(clock)
+            return try [MatchingRepositories(store: twin.postgres), .init(store: twin.memory)].map { repositories in
+                let output = RecordingRunOutput()
+                let summary = try RunMatching(repositories, output: output).execute(.init(now: clock, dryRun: dryRun))
+                #expect(summary.counters.filtersInvalid == 1)
+                return output.events.compactMap {
+                    if case .invalidFilter(let record) = $0 { record.filterId } else { nil }
+                }
+            }
+        }
+        #expect(try warned(at: ScenarioWorld.day1) == [[100], [100]])
+        #expect(try warned(at: ScenarioWorld.day2) == [[], []], "the same reason: counted, not warned again")
+        #expect(try warned(at: ScenarioWorld.day2, dryRun: true) == [[100], [100]])
+        try twin.saveFilters([World.filter(100, owner: 1, #"{"age": {"min": 10}}"#)])
+        #expect(try warned(at: ScenarioWorld.day2.adding(days: 1)) == [[100], [100]], "another reason")
+    }
+
     /// A match recorded while notify was off and past the retention when notify is turned on is not listed, in
     /// both stores (`DigestTests.aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed`).
     @Test func aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed() throws {

@@ -13,8 +13,10 @@ public protocol FilterRepository: Sendable {
     /// One filter, deleted or not.
     func filter(id: Int64) throws -> SavedFilter?
     /// Records, for operators, the shard's filters found invalid by run `runId`, and forgets the ones in
-    /// `validIds` (fixed since).
-    func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws
+    /// `validIds` (fixed since). Returns those of `invalid` newly listed: not listed before, or for another reason
+    /// (what a run warns about; a filter invalid for the same reason run after run is counted, not warned again).
+    @discardableResult
+    func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws -> [InvalidFilter]
     /// The invalid filters currently recorded.
     func recordedInvalidFilters() throws -> [InvalidFilter]
 }

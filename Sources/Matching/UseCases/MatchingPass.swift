@@ -100,7 +100,8 @@ struct MatchingPass {
         try stopIfRequested(plan)
         timings.begin(.evaluate, output)
         let prepared = PreparedFilters(chosen, owners: owners, windows: plan.windows)
-        for record in prepared.invalid { output.handle(.invalidFilter(record)) }
+        // A dry run lists every invalid filter it met; a run, those it newly listed (below).
+        if plan.run == nil { for record in prepared.invalid { output.handle(.invalidFilter(record)) } }
         output.handle(
             .filtersLoaded(
                 total: chosen.count, invalid: prepared.invalid.count,
@@ -143,7 +144,11 @@ struct MatchingPass {
         // run's cursor together, so a crash at any instant loses and duplicates nothing.
         try stopIfRequested(plan)
         timings.begin(.write, output)
-        try filters.recordValidation(invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
+        // Warned once, when a filter becomes invalid (or for another reason): one invalid for good is counted by
+        // every run and listed in matcher_invalid_filters, not warned about every day (review of session 32).
+        let newlyInvalid = try filters.recordValidation(
+            invalid: prepared.invalid, validIds: prepared.validIds, runId: run.id)
+        for record in newlyInvalid { output.handle(.invalidFilter(record)) }
         // The digests' reads (the waiting matches' profiles, the mutual check's filters and profiles) count like the
         // candidates'.
         let allIssues = findings.issues(including: readIssues)

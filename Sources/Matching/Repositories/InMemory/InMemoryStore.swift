@@ -253,11 +253,14 @@ extension InMemoryStore: FilterRepository {
         }
     }
 
-    public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws {
+    @discardableResult
+    public func recordValidation(invalid: [InvalidFilter], validIds: [Int64], runId: Int64) throws -> [InvalidFilter] {
         locked {
             for id in validIds { invalidRows[id] = nil }
             for (id, _) in invalidRows where filterRows[id]?.isDeleted == true { invalidRows[id] = nil }
+            let new = invalid.filter { invalidRows[$0.filterId]?.error.description != $0.error.description }
             for record in invalid { invalidRows[record.filterId] = record }
+            return new
         }
     }
 
