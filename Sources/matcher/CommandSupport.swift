@@ -319,13 +319,12 @@ struct LoggingRunOutput: RunOutputHandler {
         case .quarantined(let row):
             let seen = quarantinedSeen.increment()
             if seen <= Self.invalidFiltersLogged {
-                log.warning(
-                    "unreadable row quarantined",
-                    metadata: [
-                        "row_kind": "\(row.kind.rawValue)",
-                        "row_id": row.rowId.map { .stringConvertible($0) } ?? "unreadable",
-                        "reason": "\(row.reason)", "see": "matcher_quarantine",
-                    ])
+                // No row_id when the row's id itself could not be read: one type for the field, a number.
+                var fields: Logger.Metadata = [
+                    "row_kind": "\(row.kind.rawValue)", "reason": "\(row.reason)", "see": "matcher_quarantine",
+                ]
+                if let id = row.rowId { fields["row_id"] = .stringConvertible(id) }
+                log.warning("unreadable row quarantined", metadata: fields)
             } else if seen == Self.invalidFiltersLogged + 1 {
                 log.warning(
                     "more unreadable rows quarantined, not logged one by one",
@@ -396,6 +395,10 @@ struct LoggingRunOutput: RunOutputHandler {
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",
                 metadata: ["abandoned_run_id": .stringConvertible(runId)])
         case .finished(let s):
+            defer {
+                // What comes next (the read of the run after a completed one) is not this run's.
+                current.metadata["run_id"] = nil
+            }
             bar?.finish()
             let c = s.counters
             log.info(

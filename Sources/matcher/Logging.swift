@@ -71,9 +71,9 @@ struct LineLogHandler: LogHandler {
         return formatter.string(from: Date())
     }
 
-    /// A logfmt value: quoted when it holds a space, `=`, `"` or any control character, with `\\`, `"`, `\n`, `\r`,
-    /// `\t` escaped and other control characters written as `\u001b` (JSON's form), so that a line stays one line and inert
-    /// (a server's message may carry anything).
+    /// A logfmt value: quoted when it holds a space of any kind, `=`, `"`, a control or a format character, with `\\`,
+    /// `"`, `\n`, `\r`, `\t` escaped and other control and format characters written as `\u001b` (JSON's form), so
+    /// that a line stays one line and inert (a server's message may carry anything).
     static func logfmtValue(_ value: String) -> String {
         let needsQuotes =
             value.isEmpty
@@ -93,7 +93,8 @@ struct LineLogHandler: LogHandler {
             default:
                 // Controls, and format characters (U+202E would reorder what a terminal shows of the line).
                 if ReportRenderer.isControl(scalar) || scalar.properties.generalCategory == .format {
-                    escaped += String(format: "\\u%04x", scalar.value)  // JSON's form, which logfmt readers take
+                    // JSON's form, which logfmt readers take: a surrogate pair above U+FFFF (a tag character).
+                    for unit in String(scalar).utf16 { escaped += String(format: "\\u%04x", unit) }
                 } else {
                     escaped.unicodeScalars.append(scalar)
                 }

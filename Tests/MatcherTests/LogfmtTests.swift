@@ -18,6 +18,7 @@ import Testing
         // reorders what a terminal shows.
         #expect(LineLogHandler.logfmtValue("a\u{3000}b") == "\"a\u{3000}b\"")
         #expect(LineLogHandler.logfmtValue("x\u{202E}y") == #""x\u202ey""#)
+        #expect(LineLogHandler.logfmtValue("tag\u{E0067}") == #""tag\udb40\udc67""#)  // a surrogate pair, as JSON
     }
 
     @Test func thePriorityPrefixIsForcedByCommonWordsAndATypoIsIgnored() {

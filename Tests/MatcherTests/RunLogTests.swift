@@ -1,9 +1,9 @@
 import Chronology
 import Foundation
 import Logging
-import Matching
 import Testing
 
+@testable import Matching
 @testable import matcher
 
 /// The lines a run logs (review of session 32): every event after a run starts carries its kind, shard and id, so
@@ -51,6 +51,17 @@ import Testing
         }
         #expect(texts[1].contains(#""attempt":1"#) && texts[1].contains(#""last_filter_id":7"#), "\(texts[1])")
         #expect(texts[2].contains(#""matches_forgotten":5"#) && texts[2].contains(#""backlog":true"#), "\(texts[2])")
+        // What follows a run's end (the next run's read, before it starts) is not that run's.
+        output.handle(
+            .finished(
+                RunSummary(
+                    runId: 42, kind: .run, shard: shard, clock: Timestamp(secondsSinceEpoch: 1_772_334_000),
+                    dryRun: false, resumedRunId: nil, counters: .zero, matchesFound: 0, phaseSeconds: [:],
+                    totalSeconds: 1, retention: nil, completedRun: nil)))
+        output.handle(.candidatesLoaded(3))
+        let after = try #require(lines.all.last)
+        #expect(lines.all.dropLast().last?.contains(#""run_id":42"#) == true)
+        #expect(!after.contains("run_id") && after.contains(#""shard":"1/4""#), "\(after)")
     }
 
     /// Review of session 32: a server's or a trigger's message went into the one failure line raw (an escape

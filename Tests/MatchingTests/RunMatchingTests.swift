@@ -831,12 +831,15 @@ import Testing
         store.save([World.profile(1, gender: 1), World.profile(10)])
         store.save([World.filter(100, owner: 1, #"{"height": {"min": 1e400}}"#), World.filter(101, owner: 1, "{}")])
         let explain = ExplainMatch(MatchingRepositories(store: store))
-        let invalid = ReportRenderer.render(
-            Report.explanation(try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))), as: .text)
-        #expect(invalid.contains("not evaluated: the filter is invalid") && invalid.contains("NO MATCH"), "\(invalid)")
-        let everyone = ReportRenderer.render(
-            Report.explanation(try explain.execute(.init(filterId: 101, profileId: 10, now: World.day1))), as: .text)
-        #expect(!everyone.contains("not evaluated") && everyone.contains(": MATCH"), "\(everyone)")
+        let invalid = Report.explanation(try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1)))
+        let everyone = Report.explanation(try explain.execute(.init(filterId: 101, profileId: 10, now: World.day1)))
+        let invalidJSON = ReportRenderer.render(invalid, as: .json)
+        #expect(invalidJSON.contains(#""conditions_evaluated":false"#) && invalidJSON.contains(#""match":false"#))
+        #expect(invalidJSON.contains(#""conditions":[]"#), "only conditions in the table: \(invalidJSON)")
+        let everyoneJSON = ReportRenderer.render(everyone, as: .json)
+        #expect(everyoneJSON.contains(#""conditions_evaluated":true"#) && everyoneJSON.contains(#""match":true"#))
+        let text = ReportRenderer.render(invalid, as: .text)
+        #expect(text.contains("Conditions evaluated") && text.contains("NO MATCH"), "\(text)")
     }
 }
 

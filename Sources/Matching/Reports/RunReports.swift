@@ -81,6 +81,11 @@ extension Report {
             ReportField("filter_id", "Filter id", .integer(Int(result.filter.id))),
             ReportField("recorded", "Recorded", .flag(result.recorded != nil && !result.recordedForgotten)),
             ReportField("mutual_via", "Mutual via filter", result.mutualVia.map { .integer(Int($0)) } ?? .none),
+            // An invalid filter's conditions are not evaluated: its empty table would otherwise read as a `{}`
+            // filter's, which matches everyone (review of session 32).
+            ReportField(
+                "conditions_evaluated", "Conditions evaluated",
+                .flag(e.eligibility.first { $0.name == EligibilityRule.filterValid.rawValue }?.passed ?? true)),
             ReportField("owner", "Owner", .integer(Int(result.filter.ownerId))),
             ReportField("profile", "Profile", .integer(Int(result.profileId))),
             ReportField("clock", "Clock", .text(result.clock.now.iso8601)),
@@ -107,7 +112,7 @@ extension Report {
         let checks = e.eligibility.map { check -> [ReportValue] in
             [.text(check.name), .text(check.passed ? "pass" : "FAIL"), .text(check.detail)]
         }
-        var conditions = e.conditions.map { line -> [ReportValue] in
+        let conditions = e.conditions.map { line -> [ReportValue] in
             let outcome: String
             switch line.outcome {
             case .pass: outcome = "pass"
@@ -115,14 +120,6 @@ extension Report {
             case .ignoredNotOnPlan: outcome = "ignored (owner's plan)"
             }
             return [.text(line.itemKey), .text(line.profileValue), .text(line.condition), .text(outcome)]
-        }
-        // An invalid filter's conditions are not evaluated; without this row its table read as a `{}` filter's,
-        // which matches everyone (review of session 32).
-        if e.conditions.isEmpty,
-            let invalid = e.eligibility.first(where: { $0.name == EligibilityRule.filterValid.rawValue }),
-            !invalid.passed
-        {
-            conditions.append([.text("(all)"), .none, .text("not evaluated: the filter is invalid"), .text("FAIL")])
         }
         return Report(
             title: title,
