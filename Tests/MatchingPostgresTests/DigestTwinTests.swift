@@ -274,26 +274,12 @@ import Testing
             Issue.record("the unit never noted the filter")
             return
         }
-        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
-        Thread.detachNewThread {
-            let result = Result {
-                try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: day1.adding(days: -180))
-            }
-            listing.update { $0 = result }
-        }
+        let listing = Self.listInBackground(store, since: day1.adding(days: -180))
         // The listing's backend waits for the unit's (the note's row lock), seen from a third session, before the
         // unit may commit; a listing that ended without waiting fails the test at once.
-        let watcher = try database.connect()
-        defer { watcher.close() }
-        let (listingPid, unitPid) = (store.connection.backendPID, other.connection.backendPID)
-        var blocked = false
-        let deadline = Date().addingTimeInterval(30)
-        while !blocked, listing.value == nil, unit.value.done == false, Date() < deadline {
-            blocked = try watcher.query(
-                "SELECT $2 = ANY (pg_blocking_pids($1))", [.int4(listingPid), .int4(unitPid)]
-            ).rows[0].bool(0)
-            if !blocked { Thread.sleep(forTimeInterval: 0.01) }
-        }
+        let blocked = try Self.sawWait(
+            in: database, of: store.connection, behind: other.connection,
+            until: { listing.value != nil || unit.value.done })
         #expect(blocked, "the listing never waited for the open unit")
         release.signal()
         let finishBy = Date().addingTimeInterval(60)
@@ -331,24 +317,9 @@ import Testing
         let sweep = try database.connect()
         defer { sweep.close() }
         try sweep.execute("BEGIN; DELETE FROM filter_matches WHERE filter_id = 100 AND profile_id = 10")
-        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
-        Thread.detachNewThread {
-            let result = Result {
-                try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: day1.adding(days: -180))
-            }
-            listing.update { $0 = result }
-        }
-        let watcher = try database.connect()
-        defer { watcher.close() }
-        let (listingPid, sweepPid) = (store.connection.backendPID, sweep.backendPID)
-        var blocked = false
-        let deadline = Date().addingTimeInterval(30)
-        while !blocked, listing.value == nil, Date() < deadline {
-            blocked = try watcher.query(
-                "SELECT $2 = ANY (pg_blocking_pids($1))", [.int4(listingPid), .int4(sweepPid)]
-            ).rows[0].bool(0)
-            if !blocked { Thread.sleep(forTimeInterval: 0.01) }
-        }
+        let listing = Self.listInBackground(store, since: day1.adding(days: -180))
+        let blocked = try Self.sawWait(
+            in: database, of: store.connection, behind: sweep, until: { listing.value != nil })
         #expect(blocked, "the listing never waited for the sweep")
         // The sweep's second statement (the entries of the pairs it deleted), then its commit.
         try sweep.execute(
@@ -394,6 +365,37 @@ import Testing
         #expect(try warned(at: ScenarioWorld.day2, dryRun: true) == [[100], [100]])
         try twin.saveFilters([World.filter(100, owner: 1, #"{"age": {"min": 10}}"#)])
         #expect(try warned(at: ScenarioWorld.day2.adding(days: 1)) == [[100], [100]], "another reason")
+    }
+
+    /// Filter 100's unlisted matches listed on a thread of its own; the result once it ends.
+    static func listInBackground(
+        _ store: PostgresMatchingStore, since cutoff: Timestamp
+    ) -> Locked<Result<(filters: Int, matches: Int), any Error>?> {
+        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
+        Thread.detachNewThread {
+            let result = Result { try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: cutoff) }
+            listing.update { $0 = result }
+        }
+        return listing
+    }
+
+    /// Whether `waiter`'s backend was seen, from a session of its own, waiting for a lock `holder`'s holds; it
+    /// stops looking once `until` says the wait can no longer come, or after 30 s.
+    static func sawWait(
+        in database: TestDatabase, of waiter: PostgresConnection, behind holder: PostgresConnection,
+        until: () -> Bool
+    ) throws -> Bool {
+        let watcher = try database.connect()
+        defer { watcher.close() }
+        let deadline = Date().addingTimeInterval(30)
+        while !until(), Date() < deadline {
+            let blocked = try watcher.query(
+                "SELECT $2 = ANY (pg_blocking_pids($1))", [.int4(waiter.backendPID), .int4(holder.backendPID)]
+            ).rows[0].bool(0)
+            if blocked { return true }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return false
     }
 
     /// A match recorded while notify was off and past the retention when notify is turned on is not listed, in
