@@ -174,12 +174,11 @@ public enum ChangeCapture {
         let triggers = try tx.query(
             """
             SELECT count(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = $1 AND c.relname = 'profiles' AND t.tgenabled IN ('O', 'A')
-              AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
-            """, [.text(schema)]
+            WHERE n.nspname = $1 AND c.relname = 'profiles' AND t.tgenabled IN ('O', 'A') AND t.tgname = ANY($2)
+            """, [.text(schema), .textArray(triggerNames)]
         ).rows[0].int64(0)
         let ownedAsIntended = try ownerProblem(tx, schema: schema, onlyIfMendable: true) == nil
-        guard installed != checksum || triggers != 3 || !ownedAsIntended else { return false }
+        guard installed != checksum || triggers != triggerNames.count || !ownedAsIntended else { return false }
         try tx.execute(sql)
         try tx.execute(
             "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
@@ -235,6 +234,9 @@ public enum ChangeCapture {
         ).rows.map { try $0.string(0) }
     }
 
+    /// The capture's triggers on `profiles`, as `installSQL` creates them.
+    static let triggerNames = ["matcher_profiles_inserted", "matcher_profiles_changed", "matcher_profiles_deleted"]
+
     /// Refuses (a configuration error, exit 78) when one of the capture's three triggers is gone or does not fire
     /// in the app's sessions: dropped with a column (`DROP COLUMN … CASCADE`), by a retype that did not create it
     /// again (docs/runbook.md), or disabled. The changes made meanwhile were not recorded, and a run would read
@@ -246,14 +248,12 @@ public enum ChangeCapture {
                 """
                 SELECT t.tgname::text, t.tgenabled::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
                 JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE n.nspname = $1 AND c.relname = 'profiles'
-                  AND t.tgname IN ('matcher_profiles_inserted', 'matcher_profiles_changed', 'matcher_profiles_deleted')
-                """, [.text(schema)]
+                WHERE n.nspname = $1 AND c.relname = 'profiles' AND t.tgname = ANY($2)
+                """, [.text(schema), .textArray(triggerNames)]
             ).rows.map { (try $0.string(0), try $0.string(1)) })
-        let names = ["matcher_profiles_inserted", "matcher_profiles_changed", "matcher_profiles_deleted"]
-        let missing = names.filter { states[$0] == nil }
+        let missing = triggerNames.filter { states[$0] == nil }
         // 'O' fires in ordinary sessions, 'A' always; 'D' never, 'R' only where session_replication_role = replica.
-        let silent = names.filter { states[$0].map { !["O", "A"].contains($0) } ?? false }
+        let silent = triggerNames.filter { states[$0].map { !["O", "A"].contains($0) } ?? false }
         guard !missing.isEmpty || !silent.isEmpty else { return }
         let what = [
             missing.isEmpty ? nil : "trigger(s) \(missing.joined(separator: ", ")) missing",

@@ -127,11 +127,11 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             guard let deletedAt = filter.deletedAt else { return "filter \(filter.id) not deleted" }
             // An infinite deleted_at still marks the filter deleted (docs/decisions.md, session 23); said as such,
             // not as the year 294247 (review of session 32).
-            return deletedAt.microsecondsSinceEpoch == .max
-                ? "filter \(filter.id) deleted (deleted_at infinity)"
-                : deletedAt.microsecondsSinceEpoch == .min
-                    ? "filter \(filter.id) deleted (deleted_at -infinity)"
-                    : "filter \(filter.id) deleted at \(deletedAt.iso8601)"
+            switch deletedAt.microsecondsSinceEpoch {
+            case .max: return "filter \(filter.id) deleted (deleted_at infinity)"
+            case .min: return "filter \(filter.id) deleted (deleted_at -infinity)"
+            default: return "filter \(filter.id) deleted at \(deletedAt.iso8601)"
+            }
         case .filterReadable:
             guard let reason = filter.quarantineReason else { return "readable" }
             return "quarantined, never evaluated: \(reason)"
