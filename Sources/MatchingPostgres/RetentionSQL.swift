@@ -308,9 +308,11 @@ package enum RetentionSQL {
                   AND (f.deleted_at IS NULL
                        -- Compared only while the app's column is a timestamptz: on a column the app retyped
                        -- the comparison would fail the run's sweep, so a deleted filter's state goes at once.
+                       -- Through JSON's text, always ISO 8601 with a numeric offset: a plain text cast follows
+                       -- the session's DateStyle, whose zone abbreviations ('WIB', 'CST') fail or misread.
                        OR CASE WHEN pg_typeof(f.deleted_at) = 'timestamptz'::regtype
-                               THEN f.deleted_at::text::timestamptz >= $1
-                                    AND f.deleted_at::text::timestamptz < 'infinity'
+                               THEN (to_jsonb(f.deleted_at) #>> '{}')::timestamptz >= $1
+                                    AND (to_jsonb(f.deleted_at) #>> '{}')::timestamptz < 'infinity'
                                ELSE false END))
               AND $1::timestamptz IS NOT NULL
             LIMIT $2))

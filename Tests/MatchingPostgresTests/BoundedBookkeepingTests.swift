@@ -89,6 +89,39 @@ import Testing
         #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
     }
 
+    /// Found by review in session 33: the comparison cast `deleted_at` through text, whose form follows the
+    /// session's DateStyle and TimeZone (a role's or database's setting, or libpq's PGDATESTYLE and PGTZ). With
+    /// `SQL, DMY` in Asia/Jakarta the text ends in 'WIB', which PostgreSQL cannot read back: every run's sweep
+    /// failed, and the next run, finishing the failed one first, failed the same way.
+    @Test func aSessionsDateStyleAndZoneDoNotChangeTheSweep() throws {
+        let world = try TwoFilters()
+        let connection = world.connection
+        defer { connection.close() }
+
+        #expect(try world.run(ScenarioWorld.day1).counters.notificationsWritten == 2)
+        let name = try connection.query("SELECT current_database()::text").rows[0].string(0)
+        let alter = try connection.query(
+            "SELECT format('ALTER DATABASE %I SET DateStyle = %L', $1::text, 'SQL, DMY'), "
+                + "format('ALTER DATABASE %I SET TimeZone = %L', $1::text, 'Asia/Jakarta')", [.text(name)])
+        try connection.execute(alter.rows[0].string(0))
+        try connection.execute(alter.rows[0].string(1))
+        try connection.execute("SET DateStyle = 'SQL, DMY'")
+        try connection.execute("SET TimeZone = 'Asia/Jakarta'")
+        let shown = try connection.query("SELECT now()::text").rows[0].string(0)
+        #expect(shown.hasSuffix("WIB"))
+        // Deleted within the retention: its state stays; filter 100's too.
+        try connection.query(
+            "UPDATE saved_filters SET deleted_at = $1 WHERE id = 200",
+            [.timestamptz(ScenarioWorld.day1.adding(days: 2))])
+        let later = try world.run(ScenarioWorld.day1.adding(days: 3))
+        #expect(later.retention?.stoppedByConflict == nil)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 1)
+        // Past the retention, it goes.
+        _ = try world.run(ScenarioWorld.day1.adding(days: 12))
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 200") == 0)
+        #expect(try world.count("SELECT count(*) FROM matcher_filter_state WHERE filter_id = 100") == 1)
+    }
+
     /// The sweep compares a soft-deleted filter's `deleted_at` with its cutoff (session 31: a filter restored
     /// within the retention keeps its state), but only while the app's column is a timestamptz: retyped, the
     /// sweep forgets a deleted filter's state as before, and never fails the run on the comparison.
