@@ -94,6 +94,23 @@ public struct MigrationRunner {
         return migrations
     }
 
+    /// Refuses a folder whose newest migration is not the one this build needs (`schemaVersion`): an older
+    /// folder (the binary replaced alone, `MATCHER_SQL_DIR` naming the last release's, the search falling back
+    /// to another `sql/`) left `migrate` saying "up to date" while every run refused for want of the newer
+    /// schema; a newer one would install a capture and tables this build does not know (review of session 33).
+    public static func verifyFolder(_ migrations: [Migration], in directory: URL) throws {
+        let newest = migrations.last?.version ?? 0
+        guard newest != schemaVersion else { return }
+        let found = String(format: "%04d", newest), needed = String(format: "%04d", schemaVersion)
+        throw MigrationError(
+            description: newest < schemaVersion
+                ? "the migrations in \(directory.path) end at \(found), and this matcher needs \(needed): "
+                    + "install this release's sql/ folder (or name it with --sql-dir or MATCHER_SQL_DIR); "
+                    + "nothing was changed"
+                : "the migrations in \(directory.path) go up to \(found), newer than this matcher (\(needed)): "
+                    + "run the migrate of the binary released with that folder; nothing was changed")
+    }
+
     /// Finds the project's `sql/` folder: `MATCHER_SQL_DIR`, then `share/matcher/sql` beside the
     /// executable's prefix, then the nearest `sql/` above the executable or the working directory.
     public static func defaultDirectory(executable: URL = MigrationRunner.currentExecutable) -> URL? {

@@ -39,6 +39,7 @@ struct Migrate: ParsableCommand {
                 throw MigrationError(description: "no sql/ folder found; pass --sql-dir or set MATCHER_SQL_DIR")
             }
             let migrations = try MigrationRunner.load(from: directory)
+            try MigrationRunner.verifyFolder(migrations, in: directory)
             let connection = try Database(database, applicationName: "matcher migrate").connect()
             defer { connection.close() }
             let applied = try MigrationRunner(connection: connection, lockTimeoutSeconds: lockTimeout).apply(migrations)
@@ -53,8 +54,9 @@ struct Migrate: ParsableCommand {
             let names = applied.map { String(format: "%04d", $0.version) + "_" + $0.name }
             print(
                 applied.isEmpty
-                    ? "matcher migrate: up to date (version \(latest))"
-                    : "matcher migrate: applied \(names.joined(separator: ", ")) (now at version \(latest))")
+                    ? "matcher migrate: up to date (version \(latest), from \(directory.path))"
+                    : "matcher migrate: applied \(names.joined(separator: ", ")) from \(directory.path) "
+                        + "(now at version \(latest))")
             return nil
         }
     }

@@ -469,4 +469,53 @@ import Testing
         #expect(error?.description.hasPrefix("migration 0007 is missing from ") == true, "\(String(describing: error))")
         #expect(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory).count == MigrationRunner.schemaVersion)
     }
+
+    /// Review of session 33: `migrate` with an older release's folder (the binary replaced alone, or
+    /// MATCHER_SQL_DIR still naming the last release's) said "up to date", and every run then refused for want of
+    /// the newer schema, day after day. It is refused, naming the folder, as is a folder newer than the binary;
+    /// the version stays where it was.
+    @Test func aFolderOlderOrNewerThanTheBinaryIsRefusedByMigrate() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 17 })
+        func folder(_ versions: ClosedRange<Int>, extra: String? = nil) throws -> URL {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "migrations-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            for name in try FileManager.default.contentsOfDirectory(atPath: MigratedDatabase.sqlDirectory.path)
+            where name.hasSuffix(".sql") && Int(name.prefix(4)).map(versions.contains) == true {
+                try FileManager.default.copyItem(
+                    at: MigratedDatabase.sqlDirectory.appendingPathComponent(name),
+                    to: folder.appendingPathComponent(name))
+            }
+            if let extra {
+                try "SELECT 1;\n".write(to: folder.appendingPathComponent(extra), atomically: true, encoding: .utf8)
+            }
+            return folder
+        }
+        func version() throws -> Int32 {
+            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
+        }
+        let older = try folder(1...17)
+        let newer = try folder(1...MigrationRunner.schemaVersion, extra: "0020_next_release.sql")
+        defer {
+            try? FileManager.default.removeItem(at: older)
+            try? FileManager.default.removeItem(at: newer)
+        }
+        let refusedOlder = try MatcherProcess.run(["migrate", "--sql-dir", older.path], database: database.conninfo)
+        #expect(refusedOlder.status == 78, "\(refusedOlder.stderr)")
+        #expect(refusedOlder.stderr.contains("the migrations in \(older.path) end at 0017"), "\(refusedOlder.stderr)")
+        #expect(refusedOlder.stderr.contains("this matcher needs 00\(MigrationRunner.schemaVersion)"))
+        let refusedNewer = try MatcherProcess.run(["migrate", "--sql-dir", newer.path], database: database.conninfo)
+        #expect(refusedNewer.status == 78, "\(refusedNewer.stderr)")
+        #expect(refusedNewer.stderr.contains("go up to 0020, newer than this matcher"), "\(refusedNewer.stderr)")
+        #expect(try version() == 17)
+        let applied = try MatcherProcess.run(
+            ["migrate", "--sql-dir", MigratedDatabase.sqlDirectory.path], database: database.conninfo)
+        #expect(applied.status == 0, "\(applied.stderr)")
+        #expect(applied.stdout.contains("from \(MigratedDatabase.sqlDirectory.path)"), "\(applied.stdout)")
+        #expect(try version() == Int32(MigrationRunner.schemaVersion))
+    }
 }
