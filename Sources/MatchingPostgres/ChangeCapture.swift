@@ -234,6 +234,24 @@ public enum ChangeCapture {
         ).rows.map { try $0.string(0) }
     }
 
+    /// The profiles whose capture row a snapshot ($1) does not see, with their status now. A transaction id is
+    /// invisible to a snapshot exactly when it is at or past the snapshot's xmax or among its in-progress ids
+    /// (xip), so the index is read from xmax and probed for each of those ids. The first form, every id from
+    /// the snapshot's xmin filtered by `pg_visible_in_snapshot`, read every change committed since the oldest
+    /// transaction open at the read, every unit: days of changes behind an app session left idle in a
+    /// transaction, or an orphaned prepared one (review of session 33). Forced to nested probes, whatever the
+    /// estimates: an `OR` of the two made the planner join `profiles` by a scan of the whole table.
+    package static let changesSinceSnapshot = """
+        SELECT c.profile_id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, p.id IS NOT NULL
+        FROM (
+            SELECT profile_id FROM matcher_profile_changes WHERE changed_by >= pg_snapshot_xmax($1::pg_snapshot)
+            UNION ALL
+            SELECT l.profile_id FROM pg_snapshot_xip($1::pg_snapshot) AS x (id)
+            CROSS JOIN LATERAL (SELECT profile_id FROM matcher_profile_changes WHERE changed_by = x.id OFFSET 0) l
+        ) c
+        LEFT JOIN LATERAL (SELECT p.id, p.status FROM profiles p WHERE p.id = c.profile_id OFFSET 0) p ON true
+        """
+
     /// The capture's triggers on `profiles`, as `installSQL` creates them.
     static let triggerNames = ["matcher_profiles_inserted", "matcher_profiles_changed", "matcher_profiles_deleted"]
 

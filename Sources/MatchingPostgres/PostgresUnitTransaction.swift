@@ -173,7 +173,7 @@ struct PostgresUnitTransaction: UnitTransaction {
 
     /// With `readAt` (a snapshot, every profile active in it), only the profiles whose matching state changed
     /// since are read: the change capture records every update of `status` and every deleted row, so the rest
-    /// are as the run read them. Found by the capture's `changed_by` index from the snapshot's xmin, a handful
+    /// are as the run read them. Found by the capture's `changed_by` index (`ChangeCapture.changesSinceSnapshot`), a handful
     /// of rows on an ordinary day instead of a probe per profile; the client keeps those asked about.
     ///
     /// The unit's profiles are never a `= ANY($1)` list: the planner estimates the selectivity of each element
@@ -189,12 +189,7 @@ struct PostgresUnitTransaction: UnitTransaction {
             unlisted = Profile.Status.active
             rows =
                 try tx.query(
-                    """
-                    SELECT c.profile_id, CASE WHEN p.status BETWEEN 1 AND 4 THEN p.status ELSE 0 END, p.id IS NOT NULL
-                    FROM matcher_profile_changes c LEFT JOIN profiles p ON p.id = c.profile_id
-                    WHERE c.changed_by >= pg_snapshot_xmin($1::pg_snapshot)
-                      AND NOT pg_visible_in_snapshot(c.changed_by, $1::pg_snapshot)
-                    """, [.text(snapshot)]
+                    ChangeCapture.changesSinceSnapshot, [.text(snapshot)]
                 ).rows
         } else {
             unlisted = nil

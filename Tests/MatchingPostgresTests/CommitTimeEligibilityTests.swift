@@ -53,4 +53,68 @@ import Testing
         let unnotified = try store.matches(filterId: 100).filter { $0.notificationId == nil }.map(\.profileId)
         #expect(Set(unnotified) == [11, 13])
     }
+
+    /// A hide in a transaction the app had open when the run read (among the read snapshot's in-progress ids),
+    /// committed once the run writes, is seen at the commit like one that began later.
+    @Test func aHideInATransactionOpenAtTheReadIsSeenAtTheCommit() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let app = try database.connect()
+        defer {
+            connection.close()
+            app.close()
+        }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1)] + (10...12).map { World.profile(Int64($0), loginHoursAgo: $0) },
+            updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        try app.execute("BEGIN")
+        try app.execute("UPDATE profiles SET status = 2 WHERE id = 11")
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let summary = try RunMatching(
+            MatchingRepositories(store: store), output: WhenWriting { _ = try? app.execute("COMMIT") }
+        ).execute(.init(now: ScenarioWorld.day1))
+
+        #expect(summary.counters.matchesWritten == 3)
+        let digest = try #require(try store.notifications(filterId: 100).first)
+        #expect(Set(digest.profileIds) == [10, 12])
+        #expect(digest.matchCount == 2)
+    }
+
+    /// Review of session 33: the commit's read of changed profiles took every capture row from the read
+    /// snapshot's xmin and filtered them, so a transaction left open for days made every unit read days of
+    /// changes. It reads those past the snapshot and those of its in-progress ids, and nothing else.
+    @Test func theCommitReadsOnlyTheChangesItsSnapshotDoesNotSee() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles((1...5).map { World.profile(Int64($0)) }, updatedAt: ScenarioWorld.day1)
+        // A snapshot from xid X to X + 4000 with X in progress, and capture rows around it: 2,000 of them
+        // committed in between (seen by the snapshot), as behind a transaction held open since X.
+        let x = try connection.query("SELECT pg_current_xact_id()::text::bigint + 10").rows[0].int64(0)
+        try connection.execute("DELETE FROM matcher_profile_changes")
+        try connection.query(
+            """
+            INSERT INTO matcher_profile_changes (profile_id, changed_by)
+            SELECT id, ($1::bigint + d)::text::xid8 FROM unnest(ARRAY[1, 2, 3, 4, 5], ARRAY[-1, 0, 500, 4000, 5000])
+                AS u (id, d)
+            UNION ALL
+            SELECT 100 + i, ($1::bigint + i)::text::xid8 FROM generate_series(1, 2000) AS i
+            """, [.int8(x)])
+        try connection.execute("ANALYZE matcher_profile_changes")
+        let snapshot = "\(x):\(x + 4000):\(x)"
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let facts = try store.withUnitTransaction { tx in
+            try tx.profileFacts([1, 2, 3, 4, 5], ownerIds: [], readAt: ChangeMark(snapshot))
+        }
+        #expect(Set(facts.statuses.keys) == [2, 4, 5])
+        try connection.execute("SET enable_seqscan = off")
+        let plan = try connection.query(
+            "EXPLAIN (ANALYZE, COSTS OFF) " + ChangeCapture.changesSinceSnapshot, [.text(snapshot)]
+        ).rows.map { try $0.string(0) }.joined(separator: "\n")
+        #expect(!plan.contains("Rows Removed by Filter"), "\(plan)")
+        #expect(plan.contains("matcher_profile_changes_changed_by"), "\(plan)")
+    }
 }
