@@ -390,6 +390,10 @@ struct LoggingRunOutput: RunOutputHandler {
             log.info(
                 "matches recorded while notify was off now wait for their filters' digests (notify turned on)",
                 metadata: ["filters": .stringConvertible(filters), "matches": .stringConvertible(matches)])
+        case .retentionChanged(let from, let to):
+            log.warning(
+                "--retention-days differs from the service's latest run or backfill: give every run and backfill the same value (each sweep forgets every filter's pairs at its own)",
+                metadata: ["retention_days": .stringConvertible(to), "latest_retention_days": .stringConvertible(from)])
         case .interruptedBackfillAbandoned(let runId):
             log.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",

@@ -72,18 +72,35 @@ struct MetricsFile {
                 + "file is this command's own (another kind or shard wrote it by mistake), remove it")
     }
 
-    /// Written to a temporary file in the same folder, made world-readable and renamed into place, so the
-    /// collector never reads half a file.
+    /// Written to a temporary file in the same folder, made world-readable, flushed to disk and renamed into
+    /// place, so the collector never reads half a file, and after a power loss the file is the old one or the
+    /// new one, not an empty one (which lost the counters and the last success: the next failure would have
+    /// read as "never succeeded"; review of session 33).
     private func replace(with text: String) throws {
         let url = URL(fileURLWithPath: path)
-        let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
+        let folder = url.deletingLastPathComponent()
+        let temporary = folder.appendingPathComponent(
+            ".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
         try Data(text.utf8).write(to: temporary)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: temporary.path)
+        do {
+            let handle = try FileHandle(forWritingTo: temporary)
+            defer { try? handle.close() }
+            try handle.synchronize()
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw MetricsFileError(description: "cannot flush \(temporary.path) to disk: \(error)")
+        }
         if rename(temporary.path, url.path) != 0 {
             let reason = String(cString: strerror(errno))
             try? FileManager.default.removeItem(at: temporary)
             throw MetricsFileError(description: "cannot rename \(temporary.path) to \(path): \(reason)")
+        }
+        // The rename itself, durable: the folder's entry.
+        let descriptor = open(folder.path, O_RDONLY)
+        if descriptor >= 0 {
+            _ = fsync(descriptor)
+            close(descriptor)
         }
     }
 

@@ -64,6 +64,18 @@ import Testing
         #expect(!after.contains("run_id") && after.contains(#""shard":"1/4""#), "\(after)")
     }
 
+    /// Review of session 33: a retention other than the latest run's is a warning naming both values, as numbers.
+    @Test func aChangedRetentionIsAWarningWithBothValues() throws {
+        let lines = Lines()
+        let output = LoggingRunOutput(logger: Logger(label: "test") { _ in Capturing(lines: lines) })
+        output.handle(.retentionChanged(from: 180, to: 30))
+        let text = try #require(lines.all.first)
+        let fields = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "\(text)")
+        #expect(fields["level"] as? String == "warning", "\(text)")
+        #expect(fields["retention_days"] as? Int == 30 && fields["latest_retention_days"] as? Int == 180, "\(text)")
+        #expect((fields["msg"] as? String)?.contains("--retention-days differs") == true, "\(text)")
+    }
+
     /// Review of session 32: a server's or a trigger's message went into the one failure line raw (an escape
     /// sequence for the terminal, a line break that made it two).
     @Test func theFailureLineShowsControlCharactersVisibly() {

@@ -345,6 +345,33 @@ import Testing
         #expect(World.pairs(store).contains(MatchPair(filterId: 101, profileId: 10)))
     }
 
+    /// Review of session 33: two hosts given two `--retention-days` forget each other's pairs early, and the
+    /// pairs are recorded again as new. A run or backfill given a value other than the latest one's says so;
+    /// one given the same value, or none (it keeps the latest), says nothing.
+    @Test func aRetentionOtherThanTheLatestRunsIsReported() throws {
+        let store = seeded()
+        func changes(_ days: Int?, backfill: Bool = false, at clock: Timestamp) throws -> [[Int]] {
+            let output = RecordingRunOutput()
+            if backfill {
+                _ = try Backfill(MatchingRepositories(store: store), output: output)
+                    .execute(.init(now: clock, retentionDays: days))
+            } else {
+                _ = try RunMatching(MatchingRepositories(store: store), output: output)
+                    .execute(.init(now: clock, retentionDays: days))
+            }
+            return output.events.compactMap { event in
+                if case .retentionChanged(let from, let to) = event { return [from, to] }
+                return nil
+            }
+        }
+        #expect(try changes(30, at: World.day1) == [])  // the first: nothing to differ from
+        #expect(try changes(180, at: World.day1.adding(days: 1)) == [[30, 180]])
+        #expect(try changes(180, at: World.day1.adding(days: 2)) == [])
+        #expect(try changes(nil, at: World.day1.adding(days: 3)) == [])
+        #expect(try changes(30, backfill: true, at: World.day1.adding(days: 3)) == [[180, 30]])
+        #expect(try store.latestRetentionDays() == 30)
+    }
+
     @Test func paidConditionIgnoredForFreeOwnerAndCounted() throws {
         let store = InMemoryStore(now: World.day1)
         store.save([

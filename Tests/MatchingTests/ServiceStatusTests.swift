@@ -116,6 +116,43 @@ import Testing
         #expect(after.state(of: try #require(after.shard(.all))) == .ok)
     }
 
+    /// Review of session 33: a shard whose run is stopped every day (its unit's time limit) said `stopped`, routine,
+    /// while its last success fell past the 26 h the alerts page at. Past that, it is `lagging`.
+    @Test func aShardStoppedDayAfterDayIsLagging() throws {
+        let store = Self.world()
+        _ = try World.run(store)
+        let clock = World.day1.adding(days: 2)
+        store.setClock(clock)
+        let output = RunMatchingTests.StopWhenPhaseStarts(.read)
+        #expect(throws: RunStopped.self) {
+            try RunMatching(MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop))
+                .execute(.init(now: clock))
+        }
+        let status = try store.serviceStatus()
+        let shard = try #require(status.shard(.all))
+        #expect(status.state(of: shard) == .lagging)
+        #expect(status.lagSeconds(of: shard) == Int64(48 * 3_600))
+    }
+
+    /// A run whose process died (no one holds the shard's lock) is `interrupted` while the shard is within its lag,
+    /// `lagging` past it.
+    @Test func anInterruptedRunIsInterruptedUntilTheShardLags() throws {
+        let store = Self.world()
+        _ = try World.run(store)
+        let clock = World.day1.adding(days: 1)
+        _ = try store.start(
+            NewRun(
+                kind: .run, shard: .all, clock: clock, maxPerFilter: 100, writesNotifications: true, coverage: nil,
+                upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30, parameters: "{}",
+                candidates: 0))
+        store.setClock(clock)
+        var status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(.all))) == .interrupted)
+        store.setClock(World.day1.adding(days: 2))
+        status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(.all))) == .lagging)
+    }
+
     @Test func durationsReadAsPeopleSayThem() {
         #expect(Report.duration(0) == "0s")
         #expect(Report.duration(59) == "59s")

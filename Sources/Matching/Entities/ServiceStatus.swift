@@ -57,15 +57,19 @@ public struct ServiceStatus: Sendable, Hashable {
     public func state(of shard: ShardStatus) -> ShardState {
         // First: its runs refuse before they record anything, so nothing below would show it.
         if shard.progressAhead { return .progressAhead }
+        // Stopped or interrupted is routine (the next run completes it) only while the shard is not lagging: a run
+        // stopped every day (its unit's time limit) said `stopped` while its lag passed the alerts' 26 h (review
+        // of session 33). Failing stays failing: that names the cause.
+        let lagging = shard.lastSuccess.map { seconds(since: $0.clock) > Self.lagThresholdSeconds } ?? false
         if let latest = shard.runsSince.last {
             switch latest.status {
-            case .failed where latest.error.map(RunStopped.isStopped) == true: return .stopped
+            case .failed where latest.error.map(RunStopped.isStopped) == true: return lagging ? .lagging : .stopped
             case .failed: return .failing
-            case .running where latest.lockHeld != true: return .interrupted
+            case .running where latest.lockHeld != true: return lagging ? .lagging : .interrupted
             default: break
             }
         }
-        if let clock = shard.lastSuccess?.clock, seconds(since: clock) > Self.lagThresholdSeconds { return .lagging }
+        if lagging { return .lagging }
         if shard.runsSince.last?.status == .running { return .running }
         if shard.lastSuccess == nil && shard.progress == nil { return .neverSucceeded }
         return .ok

@@ -165,7 +165,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         defer { lock?.release() }
         var timer = PhaseTimer()
         let zone = input.timeZone.identifier
-        let retentionDays = try Retention.days(input.retentionDays, runs: runs)
+        let retentionDays = try Retention.days(input.retentionDays, runs: runs, output: output)
         // The same selection, interrupted: resumed at its own clock (which also closes an open-ended window of
         // changed profiles where it did) and in its own zone.
         let latestInterrupted = input.dryRun ? nil : try runs.interruptedRun(kind: .backfill, shard: input.shard)

@@ -80,7 +80,7 @@ public struct ExplainMatch: Sendable {
         let explanation = ReferenceEvaluator.explain(
             profile, filter, owner: owner, blocks: blockSet, clock: clock, profileUnreadable: unreadable)
         let recorded = try matches.matches(filterId: filter.id).first { $0.profileId == input.profileId }
-        let retentionDays = try Retention.days(nil, runs: repositories.runs)
+        let retentionDays = try Retention.days(nil, runs: repositories.runs, output: SilentRunOutput())
         let forgotten =
             try recorded.map { match in
                 try matches.recordedPairs(

@@ -77,8 +77,15 @@ public enum Retention {
     /// run's or backfill's, or `defaultDays` for a new service. The sweep forgets every filter's pairs, whichever
     /// shard or filters the run covers: a backfill of one filter without the flag, or a shard's run by hand,
     /// must not forget a year's pairs because its default says 180.
-    static func days(_ given: Int?, runs: any RunRepository) throws -> Int {
-        if let given { return given }
-        return try runs.latestRetentionDays() ?? defaultDays
+    ///
+    /// A given value other than the latest run's or backfill's is reported (`RunEvent.retentionChanged`): the
+    /// sweep of any shard forgets every filter's pairs at its own retention, so two hosts given two values (a
+    /// staged rollout, one host's environment file forgotten) forget each other's pairs early and record them
+    /// again as new, shown again in digests (review of session 33). A deliberate change reports it once.
+    static func days(_ given: Int?, runs: any RunRepository, output: any RunOutputHandler) throws -> Int {
+        let latest = try runs.latestRetentionDays()
+        guard let given else { return latest ?? defaultDays }
+        if let latest, latest != given { output.handle(.retentionChanged(from: latest, to: given)) }
+        return given
     }
 }

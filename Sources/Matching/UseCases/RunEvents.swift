@@ -30,6 +30,8 @@ public enum RunEvent: Sendable {
     /// Filters found notifying that had recorded matches while their `notify` was off: those matches (within the
     /// retention, not notified, not silent) were listed as waiting for the filters' digests.
     case unlistedMatchesListed(filters: Int, matches: Int)
+    /// `--retention-days` was given and differs from the service's latest run's or backfill's (`Retention.days`).
+    case retentionChanged(from: Int, to: Int)
     case finished(RunSummary)
 }
 

@@ -51,7 +51,7 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         let lock = try runs.lock(.run, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
 
-        let retentionDays = try Retention.days(input.retentionDays, runs: runs)
+        let retentionDays = try Retention.days(input.retentionDays, runs: runs, output: output)
         var resumedId: Int64?
         var completed: CompletedRun?
         if !input.dryRun {
