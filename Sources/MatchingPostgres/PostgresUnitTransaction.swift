@@ -397,10 +397,20 @@ struct PostgresUnitTransaction: UnitTransaction {
         return ids
     }
 
+    /// Pairs a statement of `markNotified`: with 100k pairs in one array (a digest day's unit of filters with long
+    /// waiting lists), the planner joined them by hashing the whole of `filter_matches` (8.3M pairs, day 30 of the
+    /// 200k x 20k soak; 20k pairs stayed key probes). Review of session 33.
+    static let marksPerStatement = 10_000
+
     /// A HOT update of `filter_matches` (no index reads `notification_id`), and the waiting list shrinks.
     func markNotified(_ marks: [MatchPair: Int64], mutual: Set<MatchPair>) throws {
-        guard !marks.isEmpty else { return }
-        let pairs = marks.sorted { $0.key < $1.key }
+        let sorted = marks.sorted { $0.key < $1.key }
+        for start in stride(from: 0, to: sorted.count, by: Self.marksPerStatement) {
+            try markNotified(sorted[start..<min(start + Self.marksPerStatement, sorted.count)], mutual: mutual)
+        }
+    }
+
+    private func markNotified(_ pairs: ArraySlice<(key: MatchPair, value: Int64)>, mutual: Set<MatchPair>) throws {
         let filterIds = Parameter.int8Array(pairs.map(\.key.filterId))
         let profileIds = Parameter.int8Array(pairs.map(\.key.profileId))
         try tx.query(

@@ -74,6 +74,44 @@ import Testing
         #expect(try twin.postgres.matches(filterId: 10).map(\.profileId) == [2, 3, 4, 5])
     }
 
+    /// Review of session 33: a unit's marks go in statements of at most `marksPerStatement` pairs (one array of 100k
+    /// made the planner hash the whole table); every pair of every statement is marked, with its own digest and
+    /// mutual flag, and leaves the waiting list; a pair not marked stays as it was.
+    @Test func marksOfMoreThanOneStatementAreEachWrittenOnce() throws {
+        let (twin, _, _) = try setUp()
+        let count: Int64 = 25_001
+        try twin.connection.query(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at)
+            SELECT 10 + i % 3, i, $1 FROM generate_series(1, $2::bigint + 1) AS i
+            """, [.timestamptz(ScenarioWorld.day1), .int8(count)])
+        try twin.connection.query(
+            """
+            INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
+            SELECT filter_id, profile_id, matched_at FROM filter_matches
+            """)
+        let pairs = (1...count).map { MatchPair(filterId: 10 + $0 % 3, profileId: $0) }
+        let marks = Dictionary(uniqueKeysWithValues: pairs.map { ($0, 100 + $0.profileId % 7) })
+        let mutual = Set(pairs.filter { $0.profileId % 5 == 0 })
+        try twin.postgres.withUnitTransaction { tx in try tx.markNotified(marks, mutual: mutual) }
+        let wrong = try twin.connection.query(
+            """
+            SELECT count(*) FROM filter_matches
+            WHERE profile_id <= $1 AND (notification_id IS DISTINCT FROM 100 + profile_id % 7
+                                        OR mutual <> (profile_id % 5 = 0))
+            """, [.int8(count)]
+        ).rows[0].int64(0)
+        #expect(wrong == 0)
+        let unmarked = try twin.connection.query(
+            "SELECT profile_id, notification_id IS NULL FROM filter_matches WHERE profile_id > $1", [.int8(count)]
+        ).rows.map { "\(try $0.int64(0)) \(try $0.bool(1))" }
+        #expect(unmarked == ["\(count + 1) true"])
+        let waiting = try twin.connection.query("SELECT profile_id FROM matcher_waiting_matches").rows.map {
+            try $0.int64(0)
+        }
+        #expect(waiting == [count + 1])
+    }
+
     @Test func newMatchesAreWrittenOnceAlreadyNotified() throws {
         let (twin, run, notify) = try setUp()
         let outcome = try twin.postgres.commit(unit(run, notify, [4, 2, 3]), planner: NotificationPlanner())
