@@ -26,6 +26,8 @@ extension PostgresError: ClassifiedError {
                 "could not read root certificate file", "root certificate file", "certificate file",
                 "server does not support SSL", "certificate verify failed", "does not match host name",
                 "private key file", "could not load private key", "unrecognized configuration parameter",
+                // PgBouncer refuses every server setting in `options` it does not track (the worker's jit=off).
+                "unsupported startup parameter",
                 "permission denied to set parameter", "cannot be changed without restarting the server",
                 "cannot be changed now",
             ]

@@ -93,7 +93,7 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                   AND NOT CASE WHEN json_typeof(f.conditions::json) <> 'object' THEN false  -- invalid: listed
                       -- A `json` column's \\u0000, which json_object_keys cannot take ("cannot be converted to text"):
                       -- such a filter is invalid too; before a run lists it, counted, rather than fail the status.
-                      WHEN strpos(f.conditions::text, '\\u0000') > 0 THEN false
+                      WHEN strpos(f.conditions::text, chr(92) || 'u0000') > 0 THEN false
                       WHEN NOT EXISTS (SELECT 1 FROM json_object_keys(f.conditions::json)) THEN false  -- matches all
                       ELSE NOT EXISTS (
                           SELECT 1 FROM json_object_keys(f.conditions::json) AS k(key)

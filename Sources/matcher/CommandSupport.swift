@@ -155,6 +155,9 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
             (.usage, .configuration):
             return
                 "fix --database-url / DATABASE_URL (a libpq keyword string or postgresql:// URI); retrying will not help"
+        case (.connection, .configuration) where pg.message.contains("unsupported startup parameter"):
+            return
+                "a connection pooler refused the worker's session settings (libpq's options): connect the worker to PostgreSQL directly (README, \"Connection poolers\"); retrying will not help"
         case (.connection, .configuration)
         where ["authentication", "password", "pg_hba", "does not exist", "not permitted", "permission denied"]
             .contains(where: pg.message.contains):
@@ -168,6 +171,9 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
                 "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
         case (.connection, _):
             return "the connection was lost mid-run; committed units are kept and \(resumes)"
+        case (.server, _) where pg.sqlState == "42501" && pg.message.contains("row-level security"):
+            return
+                "row-level security applies to the worker's role on a table it must read whole: let the role bypass it (ALTER ROLE ... BYPASSRLS, deploy/README.md \"The worker role\")"
         case (.server, _) where pg.sqlState == "42501":
             return "the role lacks a privilege: run `matcher migrate` as the owner, then sql/roles/worker_role.sql"
         case (.server, .configuration):

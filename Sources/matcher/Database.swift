@@ -57,6 +57,12 @@ struct Database {
         // costs more than it saves. With it on, the unit's query of waiting matches crossed the JIT cost
         // thresholds as filter_matches grew and spent 60-80 ms a call compiling (docs/decisions.md).
         var serverSettings: [String] = ["-c jit=off"]
+        // Settings a role, a database or a managed service may change under the worker (review of session 33):
+        // row-level security on the app's tables would show the worker only what a policy lets it see (no
+        // blocks, no filters: blocked pairs notified, every filter's state swept as gone) and the run would
+        // succeed; off, such a read fails (42501, exit 78, naming row-level security). And backslashes in the
+        // worker's string literals are literal.
+        serverSettings += ["-c row_security=off", "-c standard_conforming_strings=on"]
         // The server's side of the keepalives above: a session whose host died or whose network was cut holds
         // the run's lock until the server notices, by default about two hours on Linux, and until then every
         // retry and the next timer run find the lock held (exit 75) instead of completing the lost run.
@@ -121,6 +127,19 @@ struct Database {
     func connect() throws -> PostgresConnection {
         let connection = try PostgresConnection(conninfo, options: options, overriding: ["options": sessionOptions])
         connection.callTimeout = callTimeout
+        // A role's or database's idle_session_timeout (PostgreSQL 14+; not a startup option, which 13 refuses)
+        // ended a connection the run left idle through a phase (the main one during the forget phase, a writer
+        // during the digests' reads): the run failed at its next statement (review of session 33).
+        do {
+            try connection.query(
+                """
+                SELECT set_config('idle_session_timeout', '0', false)
+                WHERE current_setting('server_version_num')::int >= 140000
+                """)
+        } catch {
+            connection.close()
+            throw error
+        }
         return connection
     }
 

@@ -40,6 +40,44 @@ import Testing
         }
     }
 
+    /// Review of session 33: settings a role or database may carry that the worker's sessions do not take: row-level
+    /// security on (reads that hide rows), backslash escapes in plain literals, an idle-session timeout that ended a
+    /// connection the run left idle through a phase.
+    @Test func theDatabasesSettingsDoNotReachTheWorkersSessions() throws {
+        let database = try TestDatabase.create()
+        let admin = try PostgresConnection(database.conninfo)
+        defer { admin.close() }
+        let name = try admin.query("SELECT current_database()::text").rows[0].string(0)
+        for (setting, value) in [
+            ("row_security", "on"), ("standard_conforming_strings", "off"), ("idle_session_timeout", "1s"),
+        ] {
+            let alter = try admin.query(
+                "SELECT format('ALTER DATABASE %I SET %I = %L', $1::text, $2::text, $3::text)",
+                [.text(name), .text(setting), .text(value)]
+            ).rows[0].string(0)
+            try admin.execute(alter)
+        }
+        let plain = try PostgresConnection(database.conninfo)
+        defer { plain.close() }
+        let before = try plain.query("SELECT current_setting('idle_session_timeout')").rows[0].string(0)
+        #expect(before == "1s")
+        let connection = try Database(try DatabaseOptions.parse(["--database-url", database.conninfo])).connect()
+        defer { connection.close() }
+        let row = try connection.query(
+            """
+            SELECT current_setting('row_security'), current_setting('standard_conforming_strings'),
+                   current_setting('idle_session_timeout')
+            """
+        ).rows[0]
+        let rowSecurity = try row.string(0), conforming = try row.string(1), idle = try row.string(2)
+        #expect(rowSecurity == "off")
+        #expect(conforming == "on")
+        #expect(idle == "0")
+        Thread.sleep(forTimeInterval: 1.5)
+        let alive = try connection.query("SELECT 1").rows[0].int32(0)
+        #expect(alive == 1)
+    }
+
     /// cli.md: without a URL setting them, libpq's `PG*` variables apply. `PGAPPNAME` and `PGCONNECT_TIMEOUT`
     /// did not: the worker always gave libpq its own name and timeout, which libpq takes over the environment.
     /// Now they are given only when the variable is not set (`--connect-timeout` still wins over both).

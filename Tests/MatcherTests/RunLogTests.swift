@@ -1,6 +1,7 @@
 import Chronology
 import Foundation
 import Logging
+import PostgresClient
 import Testing
 
 @testable import Matching
@@ -62,6 +63,22 @@ import Testing
         let after = try #require(lines.all.last)
         #expect(lines.all.dropLast().last?.contains(#""run_id":42"#) == true)
         #expect(!after.contains("run_id") && after.contains(#""shard":"1/4""#), "\(after)")
+    }
+
+    /// Review of session 33: what to do about two refusals that read alike otherwise: a pooler refusing the worker's
+    /// session settings, and row-level security on a table the worker reads.
+    @Test func poolersAndRowLevelSecurityAreNamedInTheAdvice() {
+        let pooler = PostgresError(
+            kind: .connection,
+            message: "could not connect to host=pool port=6432 dbname=m user=w: ERROR:  unsupported startup parameter "
+                + "in options: jit")
+        #expect(
+            advice(for: pooler, kind: failureKind(of: pooler)).contains("connect the worker to PostgreSQL directly"))
+        let hidden = PostgresError(
+            kind: .server, sqlState: "42501",
+            message: "query would be affected by row-level security policy for table \"blocks\"")
+        let text = advice(for: hidden, kind: failureKind(of: hidden))
+        #expect(text.contains("BYPASSRLS"), "\(text)")
     }
 
     /// Review of session 33: a retention other than the latest run's is a warning naming both values, as numbers.

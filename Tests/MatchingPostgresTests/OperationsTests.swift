@@ -237,6 +237,8 @@ import Testing
             "FATAL:  parameter \"shared_buffers\" cannot be changed without restarting the server",
             "server certificate for \"db.internal\" does not match host name \"10.0.0.5\"",
             "private key file \"/etc/matcher/client.key\" has group or world access",
+            // PgBouncer, in any pool mode, refusing the worker's own settings (session 33).
+            "ERROR:  unsupported startup parameter in options: jit",
         ] {
             let refused = PostgresError(
                 kind: .connection,

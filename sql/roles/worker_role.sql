@@ -67,11 +67,14 @@ SELECT format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPL
 \gexec
 
 -- Refuse to manage a role that bypasses privileges anyway (an error aborts
--- the transaction and psql exits non-zero).
+-- the transaction and psql exits non-zero). BYPASSRLS is allowed: it bypasses
+-- row-level security, not privileges, and a worker must read the app's tables
+-- whole (its sessions turn row_security off, so a policy makes its reads fail
+-- rather than hide rows; deploy/README.md, "The worker role").
 SELECT format('DO $refuse$ BEGIN RAISE EXCEPTION %L; END $refuse$',
-              format('role %s is a superuser or bypasses row-level security: refusing to use it as the worker role', rolname))
+              format('role %s is a superuser: refusing to use it as the worker role', rolname))
   FROM pg_roles
- WHERE rolname = :'worker_role' AND (rolsuper OR rolbypassrls)
+ WHERE rolname = :'worker_role' AND rolsuper
 \gexec
 
 -- Database and schema.
