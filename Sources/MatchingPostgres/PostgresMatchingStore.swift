@@ -794,17 +794,18 @@ extension PostgresMatchingStore: MatchRepository {
     /// other, and with equal timeouts both gave up at once, wrote again, and met again: 120 s instead of 60
     /// (`scripts/fault-scenarios` 6c, session 29).
     ///
-    /// A unit commits durably whatever the role's or database's `synchronous_commit`: an asynchronous commit is
+    /// A unit commits durably whatever the role's or database's `synchronous_commit`: with `off` a commit is
     /// visible (to the push sender) before it is on disk, so a crash just after it lost a unit whose digests had
-    /// been sent, and the next run wrote and sent them again (review of session 33). `off` and `local` become
-    /// `on`; a stronger setting (`remote_write`, `remote_apply`) stays.
+    /// been sent, and the next run wrote and sent them again (review of session 33). `off` becomes `local` (the
+    /// commit on the server's own disk; whether it waits for a standby stays the DBA's choice); every other
+    /// value already flushes locally and stays.
     public func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         let result = try connection.transaction { tx in
             try tx.execute(
                 """
                 SET LOCAL lock_timeout = \(Self.jittered(Self.milliseconds(unitLockTimeout)));
-                SELECT set_config('synchronous_commit', 'on', true)
-                WHERE current_setting('synchronous_commit') IN ('off', 'local')
+                SELECT set_config('synchronous_commit', 'local', true)
+                WHERE current_setting('synchronous_commit') = 'off'
                 """)
             let value = try body(PostgresUnitTransaction(tx: tx, blockRows: try blockRowsEstimate()))
             faultPoints?.reach(.unitBeforeCommit)

@@ -37,7 +37,8 @@ extension PostgresMatchingStore: RunRepository {
     public func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)? {
         let lockConnection = try openConnection()
         // The session sits idle for the whole run: a server-wide idle_session_timeout (PostgreSQL 14+) would end
-        // it, and the lock with it, while the run goes on, and a second run of the shard could start.
+        // it, and the lock with it, while the run goes on, and a second run of the shard could start. (The command
+        // line's connections turn it off already; this store may be given connections made otherwise.)
         try lockConnection.query(
             """
             SELECT set_config('idle_session_timeout', '0', false)

@@ -499,7 +499,8 @@ import Testing
             try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
         }
         let older = try folder(1...17)
-        let newer = try folder(1...MigrationRunner.schemaVersion, extra: "0020_next_release.sql")
+        let next = String(format: "%04d", MigrationRunner.schemaVersion + 1)
+        let newer = try folder(1...MigrationRunner.schemaVersion, extra: "\(next)_next_release.sql")
         defer {
             try? FileManager.default.removeItem(at: older)
             try? FileManager.default.removeItem(at: newer)
@@ -510,7 +511,7 @@ import Testing
         #expect(refusedOlder.stderr.contains("this matcher needs 00\(MigrationRunner.schemaVersion)"))
         let refusedNewer = try MatcherProcess.run(["migrate", "--sql-dir", newer.path], database: database.conninfo)
         #expect(refusedNewer.status == 78, "\(refusedNewer.stderr)")
-        #expect(refusedNewer.stderr.contains("go up to 0020, newer than this matcher"), "\(refusedNewer.stderr)")
+        #expect(refusedNewer.stderr.contains("go up to \(next), newer than this matcher"), "\(refusedNewer.stderr)")
         #expect(try version() == 17)
         let applied = try MatcherProcess.run(
             ["migrate", "--sql-dir", MigratedDatabase.sqlDirectory.path], database: database.conninfo)

@@ -46,9 +46,10 @@ import Testing
     }
 
     /// A unit commits durably under a role's or database's `synchronous_commit = off` (a digest visible to the push
-    /// sender before it is on disk could be lost in a crash and sent again by the next run); a stronger setting
-    /// stays as it is, and the session's own setting outside the unit is untouched.
-    @Test(arguments: [("off", "on"), ("local", "on"), ("remote_write", "remote_write")])
+    /// sender before it is on disk could be lost in a crash and sent again by the next run): `local`. Every other
+    /// value flushes locally and stays (whether a unit waits for a standby is the DBA's), and the session's own
+    /// setting outside the unit is untouched.
+    @Test(arguments: [("off", "local"), ("local", "local"), ("on", "on"), ("remote_write", "remote_write")])
     func aUnitCommitsDurablyWhateverTheDatabasesSetting(setting: String, inUnit: String) throws {
         let database = try MigratedDatabase.create()
         let admin = try database.connect()

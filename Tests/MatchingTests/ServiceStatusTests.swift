@@ -134,6 +134,22 @@ import Testing
         #expect(status.lagSeconds(of: shard) == Int64(48 * 3_600))
     }
 
+    /// A shard whose first run is stopped day after day (a large first run under a two-hour limit) is `stopped` for a
+    /// day, then `never_succeeded`, as MatcherNeverSucceeded pages.
+    @Test func aFirstRunStoppedForMoreThanADayIsNeverSucceeded() throws {
+        let store = Self.world()
+        let output = RunMatchingTests.StopWhenPhaseStarts(.read)
+        #expect(throws: RunStopped.self) {
+            try RunMatching(MatchingRepositories(store: store), output: output, options: PassOptions(stop: output.stop))
+                .execute(.init(now: World.day1))
+        }
+        var status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(.all))) == .stopped)
+        store.setClock(World.day1.adding(days: 2))
+        status = try store.serviceStatus()
+        #expect(status.state(of: try #require(status.shard(.all))) == .neverSucceeded)
+    }
+
     /// A run whose process died (no one holds the shard's lock) is `interrupted` while the shard is within its lag,
     /// `lagging` past it.
     @Test func anInterruptedRunIsInterruptedUntilTheShardLags() throws {

@@ -59,13 +59,20 @@ public struct ServiceStatus: Sendable, Hashable {
         if shard.progressAhead { return .progressAhead }
         // Stopped or interrupted is routine (the next run completes it) only while the shard is not lagging: a run
         // stopped every day (its unit's time limit) said `stopped` while its lag passed the alerts' 26 h (review
-        // of session 33). Failing stays failing: that names the cause.
+        // of session 33), and so did a first run stopped every day, for a shard that never succeeded. Failing
+        // stays failing: that names the cause.
         let lagging = shard.lastSuccess.map { seconds(since: $0.clock) > Self.lagThresholdSeconds } ?? false
+        let firstRunsLong =
+            shard.lastSuccess == nil
+            && (shard.runsSince.first.map { seconds(since: $0.clock) > Self.lagThresholdSeconds } ?? false)
+        let routine = { (state: ShardState) -> ShardState in
+            lagging ? .lagging : firstRunsLong ? .neverSucceeded : state
+        }
         if let latest = shard.runsSince.last {
             switch latest.status {
-            case .failed where latest.error.map(RunStopped.isStopped) == true: return lagging ? .lagging : .stopped
+            case .failed where latest.error.map(RunStopped.isStopped) == true: return routine(.stopped)
             case .failed: return .failing
-            case .running where latest.lockHeld != true: return lagging ? .lagging : .interrupted
+            case .running where latest.lockHeld != true: return routine(.interrupted)
             default: break
             }
         }
