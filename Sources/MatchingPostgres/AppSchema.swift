@@ -127,6 +127,57 @@ public enum AppSchema {
         }
     }
 
+    /// Problems of the tables' kinds and places, which columns cannot show (review of session 33, each tried on
+    /// PostgreSQL 15):
+    /// - `filter_matches` and `notifications` partitioned, or with inheritance children: the retention sweep deletes
+    ///   their rows by row position (`ctid`), unique only within one table, so it deleted unsent notifications of
+    ///   another partition. A plain table each.
+    /// - `profiles` with inheritance children: the capture's row triggers on the parent do not fire for the
+    ///   children's rows, so incremental runs never saw their changes. Declarative partitioning works (the
+    ///   triggers are cloned onto every partition).
+    /// - A view (or another relation that is not a table) for any of them: the capture cannot attach to one, and
+    ///   the sweep cannot delete through one.
+    /// - With `creating` (`matcher migrate`), an app table found in a schema other than the one the worker's tables
+    ///   are created in (the first of the search path): migration 0001 created empty tables of the same names
+    ///   there, which every later run read: no match, no error, for ever.
+    static func shapeProblems(_ connection: PostgresConnection, creating: Bool) throws -> [String] {
+        let rows = try connection.query(
+            """
+            SELECT t.name, c.relkind::text, n.nspname::text, coalesce(current_schema()::text, ''),
+                   EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+            FROM unnest($1::text[]) AS t (name)
+            JOIN pg_class c ON c.oid = to_regclass(t.name)
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            """, [.textArray(["profiles", "saved_filters", "blocks", "filter_matches", "notifications"])]
+        ).rows
+        var problems: [String] = []
+        for row in rows {
+            let table = try row.string(0), kind = try row.string(1), schema = try row.string(2)
+            let current = try row.string(3), hasChildren = try row.bool(4)
+            let ownRows = table == "filter_matches" || table == "notifications"
+            if !["r", "p"].contains(kind) {
+                problems.append("\(schema).\(table) is not a table (relkind \(kind)); the worker needs a table")
+            } else if ownRows && (kind == "p" || hasChildren) {
+                problems.append(
+                    "\(schema).\(table) is \(kind == "p" ? "partitioned" : "a parent of inheritance children"); the "
+                        + "worker forgets its old rows by row position, unique only within one table: it must be a plain table"
+                )
+            } else if table == "profiles" && kind == "r" && hasChildren {
+                problems.append(
+                    "\(schema).profiles has inheritance children, whose rows the change capture's triggers on it do not "
+                        + "see; use a plain or a declaratively partitioned table")
+            }
+            if creating && schema != current {
+                problems.append(
+                    "\(table) is in schema \(schema), but the worker's tables are created in \(current.isEmpty ? "no schema" : current) "
+                        + "(the first schema of the search path), where migrate would create an empty \(table) that "
+                        + "every run would read: put \(schema) first in the migrating role's search_path (options=-csearch_path=\(schema))"
+                )
+            }
+        }
+        return problems
+    }
+
     /// Throws a `MigrationError` (a configuration failure, exit 78) naming every problem; `then` says what to
     /// do once the columns are fixed.
     public static func verify(
@@ -139,6 +190,12 @@ public enum AppSchema {
         _ connection: PostgresConnection, requireTables: Bool, then: String,
         checking tables: [(table: String, columns: [(String, TypeFamily)])]
     ) throws {
+        let shapes = try shapeProblems(connection, creating: !requireTables)
+        if !shapes.isEmpty {
+            throw MigrationError(
+                description: "the app's tables are not as the worker needs them: " + shapes.joined(separator: "; ")
+                    + ". Nothing was changed; " + then)
+        }
         let found = try problems(connection, requireTables: requireTables, checking: tables)
         guard !found.isEmpty else { return }
         throw MigrationError(

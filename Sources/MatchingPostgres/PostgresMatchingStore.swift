@@ -546,7 +546,9 @@ extension PostgresMatchingStore: BlockRepository {
         }
         let wanted = ids.map(Set.init)
         var pairs: [(blocker: Int64, blocked: Int64)] = []
-        try connection.copyOut("COPY blocks (blocker_id, blocked_id) TO STDOUT (FORMAT binary)") { row in
+        // A query, not the table: `COPY blocks TO` refuses a partitioned table and leaves out inheritance children's
+        // rows (blocked pairs recorded, review of session 33).
+        try connection.copyOut("COPY (SELECT blocker_id, blocked_id FROM blocks) TO STDOUT (FORMAT binary)") { row in
             // A row with a NULL side (an app that dropped the key) blocks no one.
             let blocker = try row.int64(), blocked = try row.int64()
             guard let blocker, let blocked else { return }

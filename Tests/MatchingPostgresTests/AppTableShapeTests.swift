@@ -1,0 +1,126 @@
+import Chronology
+import Foundation
+import Matching
+import MatchingPostgres
+import MatchingTestSupport
+import PostgresClient
+import PostgresTestSupport
+import Testing
+
+/// The app's tables as real applications have them (review of session 33): partitioned, inherited, in another
+/// schema. The worker either reads them whole and records every change, or refuses, naming the table.
+@Suite struct AppTableShapeTests {
+    private func refusal(_ body: () throws -> Void) -> String {
+        do {
+            try body()
+            return ""
+        } catch let error as MigrationError {
+            return error.description
+        } catch {
+            return "unexpected: \(error)"
+        }
+    }
+
+    /// The retention sweep deletes `notifications` and `filter_matches` rows by row position, unique only within one
+    /// table: on a partitioned `notifications` it deleted an unsent row of another partition. Refused before a run
+    /// reads; `profiles` with inheritance children (whose rows its triggers do not see) too.
+    @Test func tablesTheWorkerCannotKeepCorrectAreRefusedBeforeARunReads() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
+        try connection.execute(
+            """
+            ALTER TABLE notifications RENAME TO notifications_plain;
+            CREATE TABLE notifications (LIKE notifications_plain) PARTITION BY RANGE (created_at);
+            CREATE TABLE notifications_all PARTITION OF notifications FOR VALUES FROM (MINVALUE) TO (MAXVALUE);
+            CREATE TABLE profiles_more () INHERITS (profiles);
+            """)
+        let refused = refusal { try AppSchema.verifyBeforeReading(connection) }
+        #expect(refused.contains("public.notifications is partitioned"), "\(refused)")
+        #expect(refused.contains("public.profiles has inheritance children"), "\(refused)")
+        let outcome = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(outcome.status == 78, "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("notifications is partitioned"), "\(outcome.stderr)")
+    }
+
+    /// The app's tables in schema `app`, the migrating role's search path starting with `wrk`: migration 0001
+    /// created empty tables of the same names in `wrk`, which every run then read (no match, no error).
+    @Test func migrateRefusesWhenTheAppsTablesAreInAnotherSchemaThanItWouldCreate() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute(
+            """
+            CREATE SCHEMA app; CREATE SCHEMA wrk;
+            CREATE TABLE app.profiles (id bigint PRIMARY KEY);
+            SET search_path = wrk, app
+            """)
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let refused = refusal { try MigrationRunner(connection: connection).apply(migrations) }
+        #expect(refused.contains("profiles is in schema app, but the worker's tables are created in wrk"), "\(refused)")
+        let created = try connection.query("SELECT to_regclass('wrk.profiles') IS NOT NULL").rows[0].bool(0)
+        #expect(!created)
+    }
+
+    /// A declaratively partitioned `profiles`: the capture's row triggers are cloned onto each partition, where one
+    /// can be disabled alone. A run refuses while one is; `migrate` mends it, and the partition's edits are recorded.
+    @Test func aPartitionWhoseCaptureTriggerIsDisabledIsRefusedAndMended() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute(
+            """
+            ALTER TABLE profiles RENAME TO profiles_plain;
+            CREATE TABLE profiles (LIKE profiles_plain INCLUDING DEFAULTS) PARTITION BY RANGE (id);
+            ALTER TABLE profiles ADD PRIMARY KEY (id);
+            CREATE TABLE profiles_low PARTITION OF profiles FOR VALUES FROM (MINVALUE) TO (1000);
+            CREATE TABLE profiles_high PARTITION OF profiles FOR VALUES FROM (1000) TO (MAXVALUE);
+            """)
+        try ChangeCapture.install(on: connection)
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
+        try connection.execute("ALTER TABLE profiles_high DISABLE TRIGGER matcher_profiles_inserted")
+        let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
+        #expect(refused.contains("matcher_profiles_inserted on profiles_high"), "\(refused)")
+        #expect(try ChangeCapture.install(on: connection))
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        try connection.execute("DELETE FROM matcher_profile_changes")
+        try AppTableWriter(connection: connection).upsertProfiles(
+            [World.profile(5), World.profile(5_000)], updatedAt: ScenarioWorld.day1)
+        let recorded = try connection.query("SELECT profile_id FROM matcher_profile_changes ORDER BY 1").rows.map {
+            try $0.int64(0)
+        }
+        #expect(recorded == [5, 5_000])
+        // A BEFORE UPDATE trigger of one partition's own sets values `UPDATE OF` does not see, as one on the parent.
+        #expect(try ChangeCapture.mismatch(on: connection) == nil)
+        try connection.execute(
+            """
+            CREATE FUNCTION app_touch() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
+            CREATE TRIGGER app_touch BEFORE UPDATE ON profiles_high FOR EACH ROW EXECUTE FUNCTION app_touch();
+            """)
+        let warning = try ChangeCapture.mismatch(on: connection)
+        #expect(warning?.contains("app_touch") == true, "\(String(describing: warning))")
+    }
+
+    /// Blocks in an inheritance child of `blocks` were left out of the run's read (`COPY blocks TO` reads the parent
+    /// alone), so a blocked pair was recorded; read through a query, the child's rows count.
+    @Test func blocksInAnInheritanceChildAreRead() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles(
+            [World.profile(1, gender: 1), World.profile(10), World.profile(11)], updatedAt: ScenarioWorld.day1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        try connection.execute(
+            "CREATE TABLE blocks_archive () INHERITS (blocks); INSERT INTO blocks_archive (blocker_id, blocked_id) VALUES (11, 1)"
+        )
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        _ = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: ScenarioWorld.day1))
+        let pairs = try connection.query("SELECT profile_id FROM filter_matches ORDER BY 1").rows.map {
+            try $0.int64(0)
+        }
+        #expect(pairs == [10])
+    }
+}
