@@ -206,11 +206,18 @@ final class SignalTrap: @unchecked Sendable {
     let stop = StopRequest()
 
     init(onSecond: @escaping @Sendable (String) -> Void) {
+        // One serial queue for both signals: on the concurrent global queue a SIGTERM and a SIGINT arriving together
+        // each found no stop requested and each asked for one (review of session 33).
+        let queue = DispatchQueue(label: "matcher.signals")
         for (signo, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
             signal(signo, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signo, queue: .global())
-            source.setEventHandler { [stop] in
-                if stop.requestedReason != nil {
+            let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
+            // The handler holds its source (for its count): both live as long as the process, as a resumed source
+            // does in any case.
+            source.setEventHandler { [stop, source] in
+                // Signals that arrive before the handler runs are merged into one event: two of them (a quick
+                // double Ctrl-C) are the second signal.
+                if stop.requestedReason != nil || source.data >= 2 {
                     onSecond(name)
                 } else {
                     stop.request(name)

@@ -129,11 +129,16 @@ struct Database {
         connection.callTimeout = callTimeout
         // A role's or database's idle_session_timeout (PostgreSQL 14+; not a startup option, which 13 refuses)
         // ended a connection the run left idle through a phase (the main one during the forget phase, a writer
-        // during the digests' reads): the run failed at its next statement (review of session 33).
+        // during the digests' reads): the run failed at its next statement (review of session 33). And unless the
+        // operator chose otherwise, the server checks every 10 s that the client is still there while a statement
+        // runs: a worker killed, or aborted by a second signal (which cancels the main connection's statement only),
+        // no longer leaves another connection's statement running, its rows locked, until it ends by itself.
         do {
             try connection.query(
                 """
-                SELECT set_config('idle_session_timeout', '0', false)
+                SELECT set_config('idle_session_timeout', '0', false),
+                       CASE WHEN current_setting('client_connection_check_interval') = '0'
+                            THEN set_config('client_connection_check_interval', '10s', false) END
                 WHERE current_setting('server_version_num')::int >= 140000
                 """)
         } catch {

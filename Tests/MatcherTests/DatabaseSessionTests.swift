@@ -66,13 +66,15 @@ import Testing
         let row = try connection.query(
             """
             SELECT current_setting('row_security'), current_setting('standard_conforming_strings'),
-                   current_setting('idle_session_timeout')
+                   current_setting('idle_session_timeout'), current_setting('client_connection_check_interval')
             """
         ).rows[0]
         let rowSecurity = try row.string(0), conforming = try row.string(1), idle = try row.string(2)
+        let check = try row.string(3)
         #expect(rowSecurity == "off")
         #expect(conforming == "on")
         #expect(idle == "0")
+        #expect(check == "10s")
         Thread.sleep(forTimeInterval: 1.5)
         let alive = try connection.query("SELECT 1").rows[0].int32(0)
         #expect(alive == 1)

@@ -69,6 +69,32 @@ import Testing
         #expect((failure as? WriteFailed) == WriteFailed(index: 5))
     }
 
+    /// Review of session 33: with one place to write, a later unit holding it must not keep out the unit whose turn
+    /// it is (which then waited with no transaction open, where the database could not see the wait); other
+    /// later units still wait for the place.
+    @Test func theUnitWhoseTurnItIsIsAlwaysLetWrite() {
+        let order = CommitOrder(units: 3, writingLimit: 1)
+        for _ in 0..<3 { _ = order.take() }
+        order.admit(2)  // unit 2 takes the only place and keeps it
+        let headAdmitted = DispatchSemaphore(value: 0)
+        let laterAdmitted = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            order.admit(0)
+            headAdmitted.signal()
+        }
+        DispatchQueue.global().async {
+            order.admit(1)
+            laterAdmitted.signal()
+        }
+        #expect(headAdmitted.wait(timeout: .now() + 5) == .success)
+        // Unit 1 is not the head: it waits while the places are taken (units 2 and 0)...
+        #expect(laterAdmitted.wait(timeout: .now() + 0.3) == .timedOut)
+        // ... until unit 0 commits, when it becomes the head.
+        order.release()
+        order.committed(0) {}
+        #expect(laterAdmitted.wait(timeout: .now() + 5) == .success)
+    }
+
     /// Session 29: when a unit is written again after a write conflict, the later units already waiting for their
     /// turn roll back (they hold rows of the circle the conflict was) and are written again at their turn; a unit
     /// that began after the retry, or an earlier unit, is not disturbed.

@@ -65,14 +65,13 @@ final class UnitWriter: @unchecked Sendable {
     /// first failure, after every earlier unit has committed.
     func write(_ units: [Pending], on writers: [any MatchRepository]) throws {
         guard !units.isEmpty else { return }
-        let order = CommitOrder(units: units.count)
         let slots = max(1, min(writers.count, units.count))
-        let busy = DispatchSemaphore(value: Self.busyLimit(writers: slots))
+        let order = CommitOrder(units: units.count, writingLimit: Self.busyLimit(writers: slots))
         try SlotThreads.run(slots) { [self] slot in
             let writer = writers[slot]
             while let index = order.take() {
                 do {
-                    try commit(units[index], index: index, on: writer, order: order, busy: busy)
+                    try commit(units[index], index: index, on: writer, order: order)
                 } catch {
                     order.fail(index, error)
                     return
@@ -107,14 +106,14 @@ final class UnitWriter: @unchecked Sendable {
     /// waits for unit i's turn), and the database may have ended unit i rather than unit i + 1; kept open, they
     /// closed the same circle again at once, until unit i's last attempt failed the run (session 29).
     private func commit(
-        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder
     ) throws {
         var attempt = 1
         var atItsTurn = false
         while true {
             do {
                 if atItsTurn { try order.waitForTurn(index) }
-                try commitOnce(unit, index: index, on: writer, order: order, busy: busy, since: order.retrySerial)
+                try commitOnce(unit, index: index, on: writer, order: order, since: order.retrySerial)
                 return
             } catch is CommitOrder.EarlierUnitRetrying {
                 atItsTurn = true  // rolled back; not an attempt of its own
@@ -138,12 +137,12 @@ final class UnitWriter: @unchecked Sendable {
     }
 
     private func commitOnce(
-        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder, busy: DispatchSemaphore,
+        _ unit: Pending, index: Int, on writer: any MatchRepository, order: CommitOrder,
         since serial: Int
     ) throws {
-        busy.wait()
+        order.admit(index)
         var holding = true
-        defer { if holding { busy.signal() } }
+        defer { if holding { order.release() } }
         try stop.throwIfRequested(runId: run.id)
         let outcome = try committer.commit(
             WorkUnit(
@@ -158,7 +157,7 @@ final class UnitWriter: @unchecked Sendable {
             atBegin: { tx in try tx.holdUnit(Self.unitKey(runId: run.id, index: index)) },
             beforeAdvance: { tx in
                 holding = false
-                busy.signal()
+                order.release()
                 try order.waitForTurn(
                     index,
                     visibly: { head in try tx.awaitUnit(Self.unitKey(runId: run.id, index: head)) },
@@ -192,7 +191,38 @@ final class CommitOrder: @unchecked Sendable {
     /// The earliest failed unit and its error.
     private var earliestFailure: (index: Int, error: any Error)?
 
-    init(units: Int) { count = units }
+    /// How many units may write their rows at once (`UnitWriter.busyLimit`), the unit whose turn it is aside.
+    private let writingLimit: Int
+    private var writing = 0
+
+    init(units: Int, writingLimit: Int = .max) {
+        count = units
+        self.writingLimit = max(1, writingLimit)
+    }
+
+    /// Returns when unit `index` may write its rows: fewer than `writingLimit` units are writing, or it is the unit
+    /// whose turn it is (the lowest not committed), which is always let through. A semaphore let later units take
+    /// every place while the unit whose turn it was waited for one with no transaction open, where the database
+    /// could not see the wait: a later unit held up by another writer (a `backfill --notify`) that waited for a
+    /// unit waiting for that turn closed a circle PostgreSQL could not find, and the run stalled until a lock
+    /// timeout, 45-75 s (review of session 33; it needs more writers than places: one core, or
+    /// `--write-connections` above the cores plus one). After a failure it lets every unit through to find out.
+    func admit(_ index: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        while writing >= writingLimit && index != committedCount && (earliestFailure?.index ?? Int.max) > index {
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.02))
+        }
+        writing += 1
+    }
+
+    /// A unit admitted by `admit` has written its rows (or given up).
+    func release() {
+        condition.lock()
+        defer { condition.unlock() }
+        writing -= 1
+        condition.broadcast()
+    }
 
     /// The next unit to write, or nil when none is left or a unit failed.
     func take() -> Int? {
