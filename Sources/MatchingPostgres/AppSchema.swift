@@ -135,8 +135,11 @@ public enum AppSchema {
     /// - `profiles` with inheritance children: the capture's row triggers on the parent do not fire for the
     ///   children's rows, so incremental runs never saw their changes. Declarative partitioning works (the
     ///   triggers are cloned onto every partition).
-    /// - A view (or another relation that is not a table) for any of them: the capture cannot attach to one, and
-    ///   the sweep cannot delete through one.
+    /// - A view (or another relation that is not a table) for `profiles`, `filter_matches` or `notifications`: the
+    ///   capture cannot attach to one, and the sweep cannot delete through one. (`saved_filters` and `blocks` are
+    ///   only read by queries.)
+    /// - An app table of the same name in two schemas of the search path: the worker reads the first, which was an
+    ///   empty table an earlier `matcher migrate` made there (below) while the app's was further on.
     /// - With `creating` (`matcher migrate`), an app table found in a schema other than the one the worker's tables
     ///   are created in (the first of the search path): migration 0001 created empty tables of the same names
     ///   there, which every later run read: no match, no error, for ever.
@@ -155,7 +158,8 @@ public enum AppSchema {
             let table = try row.string(0), kind = try row.string(1), schema = try row.string(2)
             let current = try row.string(3), hasChildren = try row.bool(4)
             let ownRows = table == "filter_matches" || table == "notifications"
-            if !["r", "p"].contains(kind) {
+            if !["r", "p"].contains(kind) && (ownRows || table == "profiles") {
+                // `saved_filters` and `blocks` are only read by queries: a view does.
                 problems.append("\(schema).\(table) is not a table (relkind \(kind)); the worker needs a table")
             } else if ownRows && (kind == "p" || hasChildren) {
                 problems.append(
@@ -174,6 +178,22 @@ public enum AppSchema {
                         + "every run would read: put \(schema) first in the migrating role's search_path (options=-csearch_path=\(schema))"
                 )
             }
+        }
+        for row in try connection.query(
+            """
+            SELECT t.name, array_agg(n.nspname::text ORDER BY array_position(current_schemas(false), n.nspname))
+            FROM unnest($1::text[]) AS t (name)
+            JOIN pg_class c ON c.relname = t.name AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = ANY (current_schemas(false))
+            GROUP BY t.name HAVING count(*) > 1 ORDER BY t.name
+            """, [.textArray(["profiles", "saved_filters", "blocks"])]
+        ).rows {
+            let table = try row.string(0), schemas = try row.stringArray(1)
+            problems.append(
+                "\(table) is in schemas \(schemas.joined(separator: ", ")) of the search path, and the worker reads "
+                    + "\(schemas[0]).\(table): if that is an empty table an earlier matcher migrate made, drop it (with the "
+                    + "others it made there), or put the app's schema first")
         }
         return problems
     }

@@ -212,12 +212,10 @@ final class SignalTrap: @unchecked Sendable {
         for (signo, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
             signal(signo, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signo, queue: queue)
-            // The handler holds its source (for its count): both live as long as the process, as a resumed source
-            // does in any case.
-            source.setEventHandler { [stop, source] in
-                // Signals that arrive before the handler runs are merged into one event: two of them (a quick
-                // double Ctrl-C) are the second signal.
-                if stop.requestedReason != nil || source.data >= 2 {
+            // Signals merged into one event (two arriving before the handler runs) count as one: GNU `timeout`
+            // sends its SIGTERM to the process and again to its group, microseconds apart, and means one stop.
+            source.setEventHandler { [stop] in
+                if stop.requestedReason != nil {
                     onSecond(name)
                 } else {
                     stop.request(name)

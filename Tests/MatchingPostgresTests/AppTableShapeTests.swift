@@ -61,6 +61,23 @@ import Testing
         #expect(refused.contains("profiles is in schema app, but the worker's tables are created in wrk"), "\(refused)")
         let created = try connection.query("SELECT to_regclass('wrk.profiles') IS NOT NULL").rows[0].bool(0)
         #expect(!created)
+        // An installation an older migrate already gave empty copies: runs read `wrk.profiles`; refused, named.
+        try connection.execute("CREATE TABLE wrk.profiles (LIKE app.profiles)")
+        let copies = refusal { try AppSchema.verifyBeforeReading(connection) }
+        #expect(copies.contains("profiles is in schemas wrk, app of the search path"), "\(copies)")
+    }
+
+    /// `saved_filters` and `blocks` are only read by queries: a view of either is read, not refused.
+    @Test func aViewOfBlocksIsRead() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute(
+            """
+            ALTER TABLE blocks RENAME TO blocks_stored;
+            CREATE VIEW blocks AS SELECT blocker_id, blocked_id FROM blocks_stored;
+            """)
+        #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
     }
 
     /// A declaratively partitioned `profiles`: the capture's row triggers are cloned onto each partition, where one
