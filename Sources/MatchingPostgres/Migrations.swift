@@ -169,6 +169,34 @@ public struct MigrationRunner {
                         "this database's worker schema is at version \(newest), newer than this matcher's migrations "
                         + "(up to \(known)): run matcher migrate with the newer binary; nothing was changed")
             }
+            // Something to apply: not while a run or backfill writes (review of session 33: an older binary's units
+            // between two migrations, 0005 listing waiting matches that the old units then notified without the
+            // list, put a match in a second digest and left the old units' new matches unlisted for good). And the
+            // mark says "migrating" until the last one is applied, so that binaries that read it (from migration
+            // 14 on) refuse a database migrated part way.
+            if Int(newest ?? 0) < known {
+                let (runKey, _) = PostgresMatchingStore.lockKeys(kind: .run, shard: .all)
+                let (backfillKey, _) = PostgresMatchingStore.lockKeys(kind: .backfill, shard: .all)
+                let holding = try tx.query(
+                    """
+                    SELECT count(*) FROM pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      AND l.classid IN ($1::bigint::oid, $2::bigint::oid)
+                    """, [.int8(Int64(runKey)), .int8(Int64(backfillKey))]
+                ).rows[0].int64(0)
+                if holding > 0 {
+                    throw MigrationError(
+                        description:
+                            "\(holding) run(s) or backfill(s) of this database hold their lock: stop the timers "
+                            + "(systemctl stop 'matcher*.timer', or suspend the CronJob), wait for the running ones to "
+                            + "end, then run matcher migrate again; nothing was changed",
+                        failureKind: .locked)
+                }
+                if try tx.query("SELECT to_regclass('matcher_runs') IS NOT NULL").rows[0].bool(0) {
+                    try tx.execute("COMMENT ON TABLE matcher_runs IS '\(Self.migratingMark)'")
+                }
+            }
         }
         var applied: [Migration] = []
         for migration in migrations {
@@ -262,6 +290,14 @@ public struct MigrationRunner {
     /// The newest migration this build's code needs (a test keeps it equal to the newest file of `sql/`).
     public static let schemaVersion = 19
 
+    /// The oldest schema version whose binaries may run on this build's schema, written into the mark: binaries
+    /// of 14-18 recorded a notify-off filter's matches without the note 0019 reads, which lost them when notify
+    /// was turned on (review of session 33). Raised with a migration that older binaries cannot run beside.
+    static let oldestBinaryForThisSchema = 19
+
+    /// The mark while `matcher migrate` applies migrations (and after one that stopped part way).
+    static let migratingMark = "matcher schema migrating"
+
     /// Writes the database's migration version where the worker's role can read it: the comment of
     /// `matcher_runs` (the worker may not read `matcher_schema_migrations`, sql/roles/worker_role.sql).
     static func markVersion(_ connection: PostgresConnection) throws {
@@ -269,7 +305,11 @@ public struct MigrationRunner {
             "SELECT coalesce(max(version), 0), to_regclass('matcher_runs') IS NOT NULL FROM matcher_schema_migrations"
         ).rows[0]
         guard try row.bool(1) else { return }
-        try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema \(try row.int32(0))'")
+        // "matcher schema N min M": binaries before 19 read only "matcher schema N", and refuse this form.
+        let version = Int(try row.int32(0))
+        try connection.execute(
+            "COMMENT ON TABLE matcher_runs IS 'matcher schema \(version) min \(min(version, oldestBinaryForThisSchema))'"
+        )
     }
 
     /// Refuses, before anything is read or written, a database whose worker schema is older than this build
@@ -278,10 +318,15 @@ public struct MigrationRunner {
     public static func verifyCurrent(_ connection: PostgresConnection) throws {
         let comment = try connection.query("SELECT obj_description(to_regclass('matcher_runs'), 'pg_class')")
             .rows[0].optionalString(0)
-        let found = comment.flatMap { text -> Int? in
-            guard text.hasPrefix("matcher schema ") else { return nil }
-            return Int(text.dropFirst("matcher schema ".count))
+        if comment == migratingMark {
+            throw MigrationError(
+                description:
+                    "a matcher migrate of this database is under way or stopped part way: run matcher migrate (as the "
+                    + "owner) to finish it; nothing was written")
         }
+        let words = comment.map { $0.split(separator: " ").map(String.init) } ?? []
+        let found = words.count >= 3 && words[0] == "matcher" && words[1] == "schema" ? Int(words[2]) : nil
+        let oldest = words.count == 5 && words[3] == "min" ? Int(words[4]) : nil
         guard let found, found >= schemaVersion else {
             let what =
                 found.map { "is at version \($0)" }
@@ -290,6 +335,13 @@ public struct MigrationRunner {
                 description:
                     "the database's worker schema \(what), and this matcher needs version \(schemaVersion): run "
                     + "`matcher migrate` (as the owner), then sql/roles/worker_role.sql; nothing was written")
+        }
+        if let oldest, oldest > schemaVersion {
+            throw MigrationError(
+                description:
+                    "the database's worker schema is at version \(found), which binaries before schema \(oldest) "
+                    + "cannot run beside (this matcher is at \(schemaVersion)): install the newer matcher; nothing "
+                    + "was written")
         }
     }
 

@@ -519,4 +519,49 @@ import Testing
         #expect(applied.stdout.contains("from \(MigratedDatabase.sqlDirectory.path)"), "\(applied.stdout)")
         #expect(try version() == Int32(MigrationRunner.schemaVersion))
     }
+
+    /// Review of session 33: a migrate with migrations to apply while a run or backfill writes (an older binary's
+    /// units between two migrations) is refused (exit 75), nothing changed; while it applies, and after it stops part
+    /// way, the mark says "migrating" and runs refuse; done, the mark names the oldest binaries that may run.
+    @Test func migrateWaitsForRunsAndMarksWhatBinariesMayRunBeside() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 17 })
+        func version() throws -> Int32 {
+            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
+        }
+        func mark() throws -> String? {
+            try connection.query("SELECT obj_description('matcher_runs'::regclass, 'pg_class')").rows[0]
+                .optionalString(0)
+        }
+        let holder = PostgresMatchingStore(connection: try database.connect()) { try database.connect() }
+        defer { holder.connection.close() }
+        let lock = try #require(try holder.tryLock(kind: .run, shard: .all))
+        let refused = #expect(throws: MigrationError.self) {
+            try MigrationRunner(connection: connection).apply(migrations)
+        }
+        #expect(refused?.failureKind == .locked)
+        #expect(refused?.description.contains("hold their lock") == true, "\(String(describing: refused))")
+        #expect(try version() == 17 && mark() == "matcher schema 17 min 17")
+        lock.release()
+
+        // Stopped part way (migration 18 fails): runs refuse, saying so.
+        let broken = migrations.map { $0.version == 18 ? Migration(version: 18, name: $0.name, sql: "SELECT 1/0") : $0 }
+        #expect(throws: (any Error).self) { try MigrationRunner(connection: connection).apply(broken) }
+        #expect(try mark() == "matcher schema migrating")
+        let stopped = #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
+        #expect(stopped?.description.contains("stopped part way") == true, "\(String(describing: stopped))")
+
+        try MigrationRunner(connection: connection).apply(migrations)
+        #expect(try mark() == "matcher schema \(MigrationRunner.schemaVersion) min 19")
+        try MigrationRunner.verifyCurrent(connection)
+        // A newer schema whose binaries this one may run beside, and one it may not.
+        try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema 20 min 19'")
+        try MigrationRunner.verifyCurrent(connection)
+        try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema 21 min 21'")
+        let tooOld = #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
+        #expect(tooOld?.description.contains("install the newer matcher") == true, "\(String(describing: tooOld))")
+    }
 }
