@@ -21,7 +21,7 @@ public final class PostgresMatchingStore: @unchecked Sendable {
 
     /// The default number of write connections: the server's insert work, not the worker's, bounds a run's
     /// write; two backends use both cores of a small machine, and a third lets the next unit write while the
-    /// others wait for their commit's flush (`UnitWriter.busyLimit`; README, "Performance").
+    /// others wait for their commit's flush (`UnitWriter.writingLimit`; README, "Performance").
     public static let defaultWriteConnections = 3
     /// The retention sweep's expired clocks a run, the newest ones and as many older ones (`RetentionSweep`).
     let sweepClocks: Int

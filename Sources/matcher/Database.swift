@@ -139,19 +139,16 @@ struct Database {
                 SELECT set_config('idle_session_timeout', '0', false)
                 WHERE current_setting('server_version_num')::int >= 140000
                 """)
-        } catch {
-            connection.close()
-            throw error
-        }
-        do {
-            try connection.query(
-                """
-                SELECT set_config('client_connection_check_interval', '10s', false)
-                WHERE current_setting('server_version_num')::int >= 140000
-                  AND current_setting('client_connection_check_interval') = '0'
-                """)
-        } catch let error as PostgresError where error.sqlState == "22023" {
-            // A platform where the server cannot tell a closed socket (Windows; 14 on macOS and the BSDs): left off.
+            do {
+                try connection.query(
+                    """
+                    SELECT set_config('client_connection_check_interval', '10s', false)
+                    WHERE current_setting('server_version_num')::int >= 140000
+                      AND current_setting('client_connection_check_interval') = '0'
+                    """)
+            } catch let error as PostgresError where error.sqlState == "22023" {
+                // A platform where the server cannot tell a closed socket (Windows; 14 on macOS, the BSDs): left off.
+            }
         } catch {
             connection.close()
             throw error

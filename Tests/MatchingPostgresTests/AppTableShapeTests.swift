@@ -126,10 +126,7 @@ import Testing
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         defer { connection.close() }
-        let writer = AppTableWriter(connection: connection)
-        try writer.upsertProfiles(
-            [World.profile(1, gender: 1), World.profile(10), World.profile(11)], updatedAt: ScenarioWorld.day1)
-        try writer.upsertFilters([World.filter(100, owner: 1)])
+        _ = try ScenarioWorld.ownerAndTwoWomen(connection)
         try connection.execute(
             "CREATE TABLE blocks_archive () INHERITS (blocks); INSERT INTO blocks_archive (blocker_id, blocked_id) VALUES (11, 1)"
         )

@@ -3,6 +3,7 @@ import DeterministicRandom
 import Foundation
 import Matching
 import MatchingPostgres
+import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
 
@@ -12,6 +13,16 @@ struct ScenarioWorld {
     static let day1 = Timestamp(iso8601: "2026-03-01T03:00:00Z")!
     static let day2 = day1.adding(days: 1)
     static let day3 = day1.adding(days: 2)
+
+    /// Man 1 with filter 100 (`World.filter`'s women) and women 10 and 11, written to the app's tables at day 1:
+    /// the smallest world where one block shows (the run records (100, 10) and, unless 11 and 1 are blocked,
+    /// (100, 11)).
+    static func ownerAndTwoWomen(_ connection: PostgresConnection) throws -> AppTableWriter {
+        let writer = AppTableWriter(connection: connection)
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10), World.profile(11)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        return writer
+    }
 
     var random: SplitMix64
 

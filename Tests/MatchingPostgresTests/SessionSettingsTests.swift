@@ -16,11 +16,7 @@ import Testing
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         defer { connection.close() }
-        let writer = AppTableWriter(connection: connection)
-        try writer.upsertProfiles(
-            [World.profile(1, gender: 1), World.profile(10), World.profile(11)], updatedAt: ScenarioWorld.day1)
-        try writer.upsertFilters([World.filter(100, owner: 1)])
-        try writer.copyBlocks([Block(blockerId: 11, blockedId: 1)])
+        try ScenarioWorld.ownerAndTwoWomen(connection).copyBlocks([Block(blockerId: 11, blockedId: 1)])
         let role = "rls_worker_\(database.name.suffix(12))"
         try connection.execute("CREATE ROLE \"\(role)\" LOGIN")
         defer { ChangeCaptureSecurityTests.dropDatabaseAndRole(database, role) }

@@ -66,7 +66,7 @@ final class UnitWriter: @unchecked Sendable {
     func write(_ units: [Pending], on writers: [any MatchRepository]) throws {
         guard !units.isEmpty else { return }
         let slots = max(1, min(writers.count, units.count))
-        let order = CommitOrder(units: units.count, writingLimit: Self.busyLimit(writers: slots))
+        let order = CommitOrder(units: units.count, writingLimit: Self.writingLimit(writers: slots))
         try SlotThreads.run(slots) { [self] slot in
             let writer = writers[slot]
             while let index = order.take() {
@@ -91,7 +91,7 @@ final class UnitWriter: @unchecked Sendable {
 
     /// How many units write their rows at once: one a core, at most one a connection. A connection beyond
     /// that lets the next unit write while earlier ones wait for their turn and their commit's flush.
-    static func busyLimit(writers: Int) -> Int {
+    static func writingLimit(writers: Int) -> Int {
         max(1, min(writers, ProcessInfo.processInfo.activeProcessorCount))
     }
 
@@ -191,7 +191,7 @@ final class CommitOrder: @unchecked Sendable {
     /// The earliest failed unit and its error.
     private var earliestFailure: (index: Int, error: any Error)?
 
-    /// How many units may write their rows at once (`UnitWriter.busyLimit`), the unit whose turn it is aside.
+    /// How many units may write their rows at once (`UnitWriter.writingLimit`), the unit whose turn it is aside.
     private let writingLimit: Int
     private var writing = 0
 
