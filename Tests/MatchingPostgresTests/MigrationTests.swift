@@ -457,17 +457,40 @@ import Testing
     /// Review of session 32: a folder missing one file (a partial install) applied the later ones over the gap,
     /// and the version mark passed it. `load` refuses, naming the file, before anything is applied.
     @Test func aFolderMissingAMigrationIsRefused() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try Self.copyOfMigrations(keeping: { $0 != 7 })
         defer { try? FileManager.default.removeItem(at: folder) }
-        for name in try FileManager.default.contentsOfDirectory(atPath: MigratedDatabase.sqlDirectory.path)
-        where name.hasSuffix(".sql") && !name.hasPrefix("0007_") {
-            try FileManager.default.copyItem(
-                at: MigratedDatabase.sqlDirectory.appendingPathComponent(name), to: folder.appendingPathComponent(name))
-        }
         let error = #expect(throws: MigrationError.self) { try MigrationRunner.load(from: folder) }
         #expect(error?.description.hasPrefix("migration 0007 is missing from ") == true, "\(String(describing: error))")
         #expect(try MigrationRunner.load(from: MigratedDatabase.sqlDirectory).count == MigrationRunner.schemaVersion)
+    }
+
+    /// A temporary folder holding the migrations of `sql/` whose versions `keeping` accepts, and a file named `extra`.
+    static func copyOfMigrations(keeping: (Int) -> Bool, extra: String? = nil) throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("migrations-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: MigratedDatabase.sqlDirectory.path)
+        where name.hasSuffix(".sql") && Int(name.prefix(4)).map(keeping) == true {
+            try FileManager.default.copyItem(
+                at: MigratedDatabase.sqlDirectory.appendingPathComponent(name), to: folder.appendingPathComponent(name))
+        }
+        if let extra {
+            try "SELECT 1;\n".write(to: folder.appendingPathComponent(extra), atomically: true, encoding: .utf8)
+        }
+        return folder
+    }
+
+    /// A new database migrated to version 17, with all of `sql/`'s migrations and the version it is at.
+    private static func databaseAt17() throws -> (
+        database: TestDatabase, connection: PostgresConnection, migrations: [Migration], version: () throws -> Int32
+    ) {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 17 })
+        return (
+            database, connection, migrations,
+            { try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0) }
+        )
     }
 
     /// Review of session 33: `migrate` with an older release's folder (the binary replaced alone, or
@@ -475,32 +498,12 @@ import Testing
     /// the newer schema, day after day. It is refused, naming the folder, as is a folder newer than the binary;
     /// the version stays where it was.
     @Test func aFolderOlderOrNewerThanTheBinaryIsRefusedByMigrate() throws {
-        let database = try TestDatabase.create()
-        let connection = try database.connect()
+        let (database, connection, _, version) = try Self.databaseAt17()
         defer { connection.close() }
-        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
-        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 17 })
-        func folder(_ versions: ClosedRange<Int>, extra: String? = nil) throws -> URL {
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
-                "migrations-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            for name in try FileManager.default.contentsOfDirectory(atPath: MigratedDatabase.sqlDirectory.path)
-            where name.hasSuffix(".sql") && Int(name.prefix(4)).map(versions.contains) == true {
-                try FileManager.default.copyItem(
-                    at: MigratedDatabase.sqlDirectory.appendingPathComponent(name),
-                    to: folder.appendingPathComponent(name))
-            }
-            if let extra {
-                try "SELECT 1;\n".write(to: folder.appendingPathComponent(extra), atomically: true, encoding: .utf8)
-            }
-            return folder
-        }
-        func version() throws -> Int32 {
-            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
-        }
-        let older = try folder(1...17)
+        let older = try Self.copyOfMigrations(keeping: { $0 <= 17 })
         let next = String(format: "%04d", MigrationRunner.schemaVersion + 1)
-        let newer = try folder(1...MigrationRunner.schemaVersion, extra: "\(next)_next_release.sql")
+        let newer = try Self.copyOfMigrations(
+            keeping: { $0 <= MigrationRunner.schemaVersion }, extra: "\(next)_next_release.sql")
         defer {
             try? FileManager.default.removeItem(at: older)
             try? FileManager.default.removeItem(at: newer)
@@ -524,14 +527,8 @@ import Testing
     /// units between two migrations) is refused (exit 75), nothing changed; while it applies, and after it stops part
     /// way, the mark says "migrating" and runs refuse; done, the mark names the oldest binaries that may run.
     @Test func migrateWaitsForRunsAndMarksWhatBinariesMayRunBeside() throws {
-        let database = try TestDatabase.create()
-        let connection = try database.connect()
+        let (database, connection, migrations, version) = try Self.databaseAt17()
         defer { connection.close() }
-        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
-        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 17 })
-        func version() throws -> Int32 {
-            try connection.query("SELECT max(version) FROM matcher_schema_migrations").rows[0].int32(0)
-        }
         func mark() throws -> String? {
             try connection.query("SELECT obj_description('matcher_runs'::regclass, 'pg_class')").rows[0]
                 .optionalString(0)
