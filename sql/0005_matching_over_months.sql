@@ -48,11 +48,11 @@ ALTER TABLE matcher_runs ADD CONSTRAINT matcher_runs_status_check
 --      marking one notified (notification_id, mutual: no index reads them) is a HOT update.
 DROP INDEX IF EXISTS filter_matches_profile_id;
 DROP INDEX IF EXISTS filter_matches_unnotified;
-ALTER TABLE filter_matches ADD COLUMN silent boolean NOT NULL DEFAULT false;
-ALTER TABLE filter_matches ADD COLUMN mutual boolean NOT NULL DEFAULT false;
+ALTER TABLE filter_matches ADD COLUMN IF NOT EXISTS silent boolean NOT NULL DEFAULT false;
+ALTER TABLE filter_matches ADD COLUMN IF NOT EXISTS mutual boolean NOT NULL DEFAULT false;
 ALTER TABLE filter_matches SET (fillfactor = 90, autovacuum_vacuum_scale_factor = 0.02,
                                 autovacuum_analyze_scale_factor = 0.02);
-CREATE INDEX filter_matches_matched_at ON filter_matches (matched_at);
+CREATE INDEX IF NOT EXISTS filter_matches_matched_at ON filter_matches (matched_at);
 
 -- Matches recorded for a filter with notify on and not yet notified: what a digest may count. A row leaves
 -- when its match is notified or forgotten. Small: at most what waits for the next digests.
@@ -68,7 +68,7 @@ FROM filter_matches m JOIN saved_filters f ON f.id = m.filter_id AND f.deleted_a
 WHERE m.notification_id IS NULL;
 
 -- notifications: how many of a digest's matches are mutual (runs.md "Mutual matches").
-ALTER TABLE notifications ADD COLUMN mutual_count integer NOT NULL DEFAULT 0;
+ALTER TABLE notifications ADD COLUMN IF NOT EXISTS mutual_count integer NOT NULL DEFAULT 0;
 
 -- Runs recorded before this migration: their single change window becomes their coverage, so
 -- that an interrupted one is resumed with exactly the window it started with.

@@ -288,7 +288,7 @@ public struct MigrationRunner {
     }
 
     /// The newest migration this build's code needs (a test keeps it equal to the newest file of `sql/`).
-    public static let schemaVersion = 19
+    public static let schemaVersion = 20
 
     /// The oldest schema version whose binaries may run on this build's schema, written into the mark: binaries
     /// of 14-18 recorded a notify-off filter's matches without the note 0019 reads, which lost them when notify
@@ -352,6 +352,9 @@ public struct MigrationRunner {
         1: ["69e3dc691b2770aa"],
         // 0003 pinned the search path to `public` by name; it now names the migration's schema.
         3: ["e87c82ae6884c76a"],
+        // 0005 before its columns on the output tables became `IF NOT EXISTS` (session 34): tables created by the
+        // contract before the first migrate already have them; on every other database the statements added them.
+        5: ["4b1282dfa8473821"],
         // 0016 as 909ddd3 wrote it (the decision's time and its index, now 0017's work): 0017 brings a database
         // migrated with it to the same end state (the column is there already; its index goes by name).
         16: ["9289947144f982e4"],

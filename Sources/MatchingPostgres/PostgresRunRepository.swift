@@ -78,11 +78,11 @@ extension PostgresMatchingStore: RunRepository {
             counters: RunCounters(
                 candidates: Int(try row.int32(12)), filtersEvaluated: Int(try row.int32(13)),
                 filtersInvalid: Int(try row.int32(14)), filtersPaidIgnored: Int(try row.int32(15)),
-                matchesWritten: Int(try row.int32(16)), notificationsWritten: Int(try row.int32(17)),
+                matchesWritten: Int(clamping: try row.int64(16)), notificationsWritten: Int(try row.int32(17)),
                 matchesForgotten: Int(clamping: try row.int64(21)),
                 profilesQuarantined: Int(try row.int32(22)), filtersQuarantined: Int(try row.int32(23)),
                 oddValues: Int(try row.int32(24)), filtersSuspended: Int(try row.int32(25)),
-                digestsHeldBack: Int(try row.int32(26)), matchesMutual: Int(try row.int32(27))),
+                digestsHeldBack: Int(try row.int32(26)), matchesMutual: Int(clamping: try row.int64(27))),
             owner: try row.optionalString(28))
     }
 

@@ -135,13 +135,22 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                 invalidFilters: Int(try setAside.int64(0)), quarantinedProfiles: Int(try setAside.int64(1)),
                 quarantinedFilters: Int(try setAside.int64(2)),
                 retention: try retentionState(tx, now: now, days: retentionDays, oldest: retention),
-                notificationPause: try PostgresServiceState(connection: tx).notificationsPaused())
+                notificationPause: try PostgresServiceState(connection: tx).notificationsPaused(),
+                unsent: try unsentNotifications(tx))
         }
+    }
+
+    /// Notifications the push sender has not marked sent: the partial index of unsent rows (sql/0001), so the
+    /// cost follows the backlog, which is small while the push sender keeps up.
+    private func unsentNotifications(_ tx: PostgresConnection) throws -> UnsentNotifications {
+        let row = try tx.query("SELECT count(*), min(created_at) FROM notifications WHERE sent_at IS NULL").rows[0]
+        return UnsentNotifications(count: Int(try row.int64(0)), oldestCreatedAt: try row.optionalTimestamp(1))
     }
 
     /// The size of `filter_matches` (the planner's estimate, counted when small) and, with `oldest`, its
     /// oldest `matched_at`: one descent of the retention index and one of the bulk list's clock index (a listed
-    /// pair counts by its list row until the sweep takes it).
+    /// pair counts by its list row until the sweep takes it); and the oldest the sweep may forget, the same
+    /// descents walking past the pairs kept for a digest (`RetentionSQL.oldestForgettable`).
     private func retentionState(
         _ tx: PostgresConnection, now: Timestamp, days: Int?, oldest: Bool
     ) throws -> RetentionState {
@@ -165,11 +174,13 @@ public struct PostgresStatusRepository: StatusRepository, @unchecked Sendable {
                              (SELECT min(matched_at) FROM matcher_bulk_matches))
                 """
             ).rows[0].optionalTimestamp(0) : nil
+        let oldestForgettable =
+            oldest ? try tx.query(RetentionSQL.oldestForgettable).rows[0].optionalTimestamp(0) : nil
         let upkeep = PrimaryKeyUpkeep(connection: tx)
         let key = try upkeep.size()
         return RetentionState(
             rows: Int(clamping: rows), rowsEstimated: estimated, oldestMatchedAt: oldestMatchedAt,
-            retentionDays: days, primaryKey: key,
+            oldestForgettableAt: oldestForgettable, retentionDays: days, primaryKey: key,
             abandonedRebuilds: try upkeep.leftovers(), marks: try markPlacement(tx))
     }
 

@@ -478,9 +478,9 @@ struct PostgresUnitTransaction: UnitTransaction {
             [
                 .int8(runId), .int8(lastFilterId), .int4(Int32(clamping: c.filtersEvaluated)),
                 .int4(Int32(clamping: c.filtersInvalid)), .int4(Int32(clamping: c.filtersPaidIgnored)),
-                .int4(Int32(clamping: c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
+                .int8(Int64(c.matchesWritten)), .int4(Int32(clamping: c.notificationsWritten)),
                 .int4(Int32(clamping: c.filtersSuspended)), .int4(Int32(clamping: c.digestsHeldBack)),
-                .int4(Int32(clamping: c.matchesMutual)), owner.map { .text($0) } ?? .null,
+                .int8(Int64(c.matchesMutual)), owner.map { .text($0) } ?? .null,
             ])
         guard !moved.rows.isEmpty else { throw RunTakenOver(runId: runId) }
     }

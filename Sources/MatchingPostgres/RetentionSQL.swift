@@ -82,6 +82,30 @@ package enum RetentionSQL {
               AND \(stillWaits)))
         """
 
+    /// The oldest `matched_at` of a pair the sweep may forget (`matcher status`): not waiting for a digest
+    /// (`waitsForDigest`). A walk of the retention index from its oldest end, and of the bulk list's clock index,
+    /// past the pairs kept for a digest (a listed row keeps only those once the sweep has passed it), probing the
+    /// waiting list a pair: `OFFSET 0` keeps the planner from hashing the whole list first (87 ms for 60k entries
+    /// where the walk took 6.7k probes).
+    static let oldestForgettable = """
+        SELECT least(
+            (SELECT min(m.matched_at) FROM filter_matches m
+             WHERE NOT m.bulk AND NOT (m.notification_id IS NULL AND NOT m.silent AND EXISTS (
+                 SELECT 1 FROM matcher_waiting_matches w
+                 \(waitingJoins)
+                 WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id AND w.matched_at = m.matched_at
+                   AND \(stillWaits)
+                 OFFSET 0))),
+            (SELECT min(l.matched_at) FROM matcher_bulk_matches l
+             WHERE EXISTS (
+                 SELECT 1 FROM unnest(l.profile_ids) AS p(profile_id)
+                 WHERE NOT EXISTS (
+                     SELECT 1 FROM matcher_waiting_matches w
+                     \(waitingJoins)
+                     WHERE w.filter_id = l.filter_id AND w.profile_id = p.profile_id AND w.matched_at = l.matched_at
+                       AND \(stillWaits)))))
+        """
+
     /// Among pairs ($1 filter ids, $2 profile ids, each just found recorded), those still recorded and kept at the
     /// run's clock: recorded at or after the cutoff ($3), or waiting for a digest. The rest are forgotten at the
     /// clock, swept or not, including a row a sweep deleted since the first probe (its own statement, its own

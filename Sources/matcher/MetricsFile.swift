@@ -32,6 +32,9 @@ struct MetricsFile {
         var oldestDigestWaitingSeconds: Double?
         /// Seconds since the most overdue waiting digest became due (`WaitingDigests.oldestDueSince`); 0 if none.
         var digestOverdueSeconds: Double?
+        /// Notifications the push sender has not marked sent (service-wide), and the age of the oldest at the read.
+        var unsentNotifications: Int?
+        var oldestUnsentSeconds: Double?
         /// filter_matches' primary key and its packed size (a build at fillfactor 90), in bytes (`matcher reindex`).
         var primaryKeyBytes: Int64?
         var primaryKeyPackedBytes: Int64?
@@ -319,6 +322,16 @@ private struct Exposition {
                 "Seconds since the most overdue waiting digest became due (0: none is due): notify_every after "
                     + "the filter's last digest, less the due rule's tolerance, and not before its oldest waiting match.",
                 gauges.digestOverdueSeconds
+            ),
+            (
+                "matcher_notifications_unsent",
+                "Notifications the push sender has not marked sent (sent_at NULL), service-wide, when the run ended.",
+                gauges.unsentNotifications.map(Double.init)
+            ),
+            (
+                "matcher_notifications_oldest_unsent_seconds",
+                "Age in seconds of the oldest notification not marked sent, when the run ended (0: none).",
+                gauges.oldestUnsentSeconds
             ),
         ]
         for reading in readings {

@@ -155,6 +155,9 @@ final class PauseProbe: @unchecked Sendable {
                 status.digests.oldestMatchedAt.map { status.seconds(since: $0) } ?? 0)
             gauges.digestOverdueSeconds = Double(
                 status.digests.oldestDueSince.map { max(0, status.seconds(since: $0)) } ?? 0)
+            gauges.unsentNotifications = status.unsent.count
+            gauges.oldestUnsentSeconds = Double(
+                status.unsent.oldestCreatedAt.map { max(0, status.seconds(since: $0)) } ?? 0)
             gauges.primaryKeyBytes = status.retention.primaryKeyBytes
             gauges.primaryKeyPackedBytes = status.retention.primaryKeyPackedBytes
             gauges.marks = status.retention.marks?.marks

@@ -172,7 +172,7 @@ import Testing
             notificationsPause: .some(
                 NotificationPause(pausedAt: Timestamp(secondsSinceEpoch: 1), pausedBy: "a", reason: "b")),
             lagSeconds: 1, stalestShardSince: 1, quarantinedRows: 1, digestsWaiting: 1, oldestDigestWaitingSeconds: 1,
-            digestOverdueSeconds: 1,
+            digestOverdueSeconds: 1, unsentNotifications: 1, oldestUnsentSeconds: 1,
             primaryKeyBytes: 3, primaryKeyPackedBytes: 1, marks: 10, marksInPlace: 9)
         try file.write(.success, summary: Self.summary(), gauges: gauges)
         let text = try String(contentsOfFile: path, encoding: .utf8)

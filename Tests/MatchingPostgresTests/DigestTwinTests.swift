@@ -50,6 +50,57 @@ import Testing
         #expect(pgDigest.notifications == memDigest.notifications, comment)
     }
 
+    /// What `matcher status` shows an operator after months (review of session 34), the same in both stores: the
+    /// notifications the push sender has not marked sent (only sent ones are ever forgotten), and, beside the oldest
+    /// row, the oldest pair the sweep may forget. A hidden owner's waiting match is kept past the retention, so the
+    /// oldest row alone said nothing about a sweep's backlog.
+    @Test func theStatusShowsUnsentNotificationsAndTheOldestPairTheSweepMayForget() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1, day2 = day1.adding(days: 1), day12 = day1.adding(days: 11)
+        try twin.saveProfiles(
+            [
+                Self.profile(1, gender: 1, at: day1), Self.profile(2, gender: 1, at: day1),
+                Self.profile(10, gender: 2, at: day1), Self.profile(11, gender: 2, at: day1),
+            ], at: day1)
+        try twin.saveFilters([
+            SavedFilter(
+                id: 100, ownerId: 1, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, createdAt: day1, updatedAt: day1),
+            SavedFilter(
+                id: 200, ownerId: 2, conditionsJSON: #"{"gender": {"anyOf": [2]}}"#, notifyEvery: Self.weekly,
+                createdAt: day1, updatedAt: day1),
+        ])
+        try runBoth(twin, at: day1)
+        twin.memory.markNotificationsSent(filterId: 100, at: day1)
+        try twin.connection.query(
+            "UPDATE notifications SET sent_at = $1 WHERE filter_id = 100", [.timestamptz(day1)])
+        // Woman 12 waits for filter 200's weekly digest; its owner hides before it comes, and may come back.
+        try twin.saveProfiles([Self.profile(12, gender: 2, at: day2)], at: day2)
+        try runBoth(twin, at: day2)
+        try twin.saveProfiles(
+            [Profile.make(id: 2, status: 2, lastLoginAt: day2, createdAt: day1, ["gender": .code(1)])],
+            at: day2.adding(days: 1))
+        try twin.saveProfiles([Self.profile(13, gender: 2, at: day12)], at: day12)
+        try runBoth(twin, at: day12, retentionDays: 7)
+
+        let pg = try PostgresStatusRepository(connection: twin.connection).serviceStatus()
+        let mem = try twin.memory.serviceStatus()
+        #expect(pg.retention.oldestMatchedAt == day2)  // (200, 12), kept for its digest
+        #expect(pg.retention.oldestForgettableAt == day12)  // (100, 13): everything older was forgotten
+        #expect(mem.retention.oldestMatchedAt == pg.retention.oldestMatchedAt)
+        #expect(mem.retention.oldestForgettableAt == pg.retention.oldestForgettableAt)
+        let unsent = try twin.connection.query("SELECT count(*) FROM notifications WHERE sent_at IS NULL").rows[0]
+            .int64(0)
+        #expect(unsent >= 2 && pg.unsent.count == Int(unsent))
+        #expect(pg.unsent.oldestCreatedAt == day1)  // filter 200's first digest, never marked sent
+        #expect(mem.unsent == pg.unsent)
+        #expect(pg.json.contains(#""oldest_unsent_created_at": "2026-03-01T03:00:00Z""#))
+        let text = ReportRenderer.render(Report.serviceStatus(pg), as: .text)
+        #expect(text.contains("Oldest the sweep may forget  2026-03-12T03:00:00Z"), "\(text)")
+
+        try twin.connection.execute("UPDATE notifications SET sent_at = now()")
+        #expect(try PostgresStatusRepository(connection: twin.connection).serviceStatus().unsent == .none)
+    }
+
     /// A profile with a gender, as of `clock` (logged in then, registered a month before).
     static func profile(_ id: Int64, gender: Int16, at clock: Timestamp) -> Profile {
         Profile.make(id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30), ["gender": .code(gender)])

@@ -20,11 +20,13 @@ public struct ServiceStatus: Sendable, Hashable {
     public let retention: RetentionState
     /// The pause in force (`matcher notifications pause`), nil when notifications flow.
     public let notificationPause: NotificationPause?
+    /// Notifications the push sender has not marked sent.
+    public let unsent: UnsentNotifications
 
     public init(
         now: Timestamp, shards: [ShardStatus], digests: WaitingDigests, invalidFilters: Int,
         quarantinedProfiles: Int, quarantinedFilters: Int, retention: RetentionState,
-        notificationPause: NotificationPause?
+        notificationPause: NotificationPause?, unsent: UnsentNotifications = .none
     ) {
         self.now = now
         self.shards = shards.sorted { ($0.shard.count, $0.shard.index) < ($1.shard.count, $1.shard.index) }
@@ -34,6 +36,7 @@ public struct ServiceStatus: Sendable, Hashable {
         self.quarantinedFilters = quarantinedFilters
         self.retention = retention
         self.notificationPause = notificationPause
+        self.unsent = unsent
     }
 
     /// Quarantined rows of both kinds.
@@ -249,8 +252,14 @@ public struct RetentionState: Sendable, Hashable {
     /// Rows of `filter_matches`: counted when the table is small, else the planner's estimate.
     public let rows: Int
     public let rowsEstimated: Bool
-    /// The oldest `matched_at` kept; nil when the table is empty (or it was not read).
+    /// The oldest `matched_at` in the table; nil when the table is empty (or it was not read). Older than the
+    /// retention by design while a match waits for a digest that cannot come yet (a hidden owner's, a weekly
+    /// filter's beyond a short retention): the sweep keeps those.
     public let oldestMatchedAt: Timestamp?
+    /// The oldest `matched_at` of a pair the sweep may forget (not waiting for a digest): past the retention by
+    /// more than a day, the sweep has a backlog; it moves forward as the sweep catches up. Nil when there is
+    /// none (or it was not read).
+    public let oldestForgettableAt: Timestamp?
     /// `--retention-days` of the latest run or backfill.
     public let retentionDays: Int?
     /// The primary key's size against its packed size (nil where there are no indexes: in memory). Past about
@@ -263,12 +272,14 @@ public struct RetentionState: Sendable, Hashable {
     public let marks: MarkPlacement?
 
     public init(
-        rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, retentionDays: Int?,
-        primaryKey: PrimaryKeySize? = nil, abandonedRebuilds: [String] = [], marks: MarkPlacement? = nil
+        rows: Int, rowsEstimated: Bool, oldestMatchedAt: Timestamp?, oldestForgettableAt: Timestamp? = nil,
+        retentionDays: Int?, primaryKey: PrimaryKeySize? = nil, abandonedRebuilds: [String] = [],
+        marks: MarkPlacement? = nil
     ) {
         self.rows = rows
         self.rowsEstimated = rowsEstimated
         self.oldestMatchedAt = oldestMatchedAt
+        self.oldestForgettableAt = oldestForgettableAt
         self.retentionDays = retentionDays
         self.primaryKey = primaryKey
         self.abandonedRebuilds = abandonedRebuilds
@@ -282,6 +293,22 @@ public struct RetentionState: Sendable, Hashable {
     public var primaryKeyPackedBytes: Int64? { primaryKey?.packedBytes }
     /// How many times its packed size the primary key is.
     public var primaryKeyRatio: Double? { primaryKey?.ratio }
+}
+
+/// Notifications whose `sent_at` is NULL: written by the runs for the push sender, which sends and marks them. Only
+/// sent ones are ever forgotten (runs.md retention), so a push sender that stops, or skips rows it cannot deliver,
+/// leaves them growing: the operator's to see (`matcher status`, `MatcherNotificationsUnsent`).
+public struct UnsentNotifications: Sendable, Hashable {
+    public let count: Int
+    /// The oldest one's `created_at`: the clock of the run that wrote it. Nil when there is none.
+    public let oldestCreatedAt: Timestamp?
+
+    public init(count: Int, oldestCreatedAt: Timestamp?) {
+        self.count = count
+        self.oldestCreatedAt = oldestCreatedAt
+    }
+
+    public static let none = UnsentNotifications(count: 0, oldestCreatedAt: nil)
 }
 
 /// How the marks of waiting matches (the only updates of `filter_matches`) landed since the server's statistics

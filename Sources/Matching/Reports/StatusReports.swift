@@ -46,6 +46,15 @@ extension Report {
                 ReportField("by", "By", .text(pause.pausedBy)), ReportField("reason", "Reason", .text(pause.reason)),
             ]
         }
+        // Service-wide (every shard's): only sent ones are forgotten, so a push sender that stops shows here.
+        notifications.append(
+            ReportField(
+                "unsent", "Unsent (push sender)",
+                .text(
+                    String(status.unsent.count)
+                        + (status.unsent.oldestCreatedAt.map {
+                            ", oldest \($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)"
+                        } ?? ""))))
         return Report(
             title: "matcher status at \(status.now.iso8601)",
             sections: [
@@ -107,7 +116,13 @@ extension Report {
                             .text((retention.rowsEstimated ? "about " : "") + String(retention.rows))
                         ),
                         ReportField(
-                            "oldest_kept", "Oldest kept", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
+                            "oldest_row", "Oldest row", retention.oldestMatchedAt.map { .text($0.iso8601) } ?? .none),
+                        // Against --retention-days: the row above may be older by design (kept for a digest).
+                        ReportField(
+                            "oldest_to_forget", "Oldest the sweep may forget",
+                            retention.oldestForgettableAt.map {
+                                .text("\($0.iso8601) (\(Self.duration(status.seconds(since: $0))) ago)")
+                            } ?? .none),
                         ReportField(
                             "retention_days_last_run", "Retention days (last run)",
                             retention.retentionDays.map { .integer($0) } ?? .none),
@@ -233,6 +248,7 @@ extension ServiceStatus {
                     ("filter_matches_rows", .integer(Int64(retention.rows))),
                     ("rows_estimated", .bool(retention.rowsEstimated)),
                     ("oldest_matched_at", time(retention.oldestMatchedAt)),
+                    ("oldest_forgettable_matched_at", time(retention.oldestForgettableAt)),
                     ("retention_days", int(retention.retentionDays.map(Int64.init))),
                     ("primary_key_bytes", int(retention.primaryKeyBytes)),
                     ("primary_key_packed_bytes", int(retention.primaryKeyPackedBytes)),
@@ -248,6 +264,9 @@ extension ServiceStatus {
                     ("paused", .bool(pause != nil)), ("paused_at", time(pause?.pausedAt)),
                     ("paused_by", pause.map { .string($0.pausedBy) } ?? .null),
                     ("reason", pause.map { .string($0.reason) } ?? .null),
+                    ("unsent", .integer(Int64(unsent.count))),
+                    ("oldest_unsent_created_at", time(unsent.oldestCreatedAt)),
+                    ("oldest_unsent_age_seconds", int(unsent.oldestCreatedAt.map { seconds(since: $0) })),
                 ])
             ),
         ])

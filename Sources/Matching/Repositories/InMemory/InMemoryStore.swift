@@ -872,8 +872,15 @@ extension InMemoryStore: StatusRepository {
                 retention: RetentionState(
                     rows: matches.count, rowsEstimated: false,
                     oldestMatchedAt: retention ? matches.map(\.matchedAt).min() : nil,
+                    oldestForgettableAt: retention
+                        ? written.matchRows.filter { pair, _ in
+                            !Self.stillWaits(pair, written, filters: filterRows, profiles: profileRows)
+                        }.map(\.value.matchedAt).min() : nil,
                     retentionDays: latestRetentionDaysLocked),
-                notificationPause: pause)
+                notificationPause: pause,
+                unsent: UnsentNotifications(
+                    count: written.notificationRows.filter { $0.sentAt == nil }.count,
+                    oldestCreatedAt: written.notificationRows.filter { $0.sentAt == nil }.map(\.createdAt).min()))
         }
     }
 }
