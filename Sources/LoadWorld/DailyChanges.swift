@@ -74,6 +74,62 @@ public struct WorldSnapshot: Sendable {
     }
 }
 
+/// The items a day's edit may change, as a profile holds them before the day: the columns' values (0 or an
+/// empty array for an unanswered item, a nil income band). An edit chooses a value other than these, so that
+/// the change capture (`OLD.x IS DISTINCT FROM NEW.x`) sees every edit the day counts.
+public struct EditableItems: Sendable, Hashable {
+    public var residence: Int16
+    public var personality: [Int16]
+    public var communities: [Int32]
+    public var incomeBand: Int16?
+    public var smoking: Int16
+    public var drinking: Int16
+    public var marriageIntent: Int16
+    public var hasPhoto: Bool
+    public var hasIntroduction: Bool
+    public var verified: Bool
+
+    public init(
+        residence: Int16 = 0, personality: [Int16] = [], communities: [Int32] = [], incomeBand: Int16? = nil,
+        smoking: Int16 = 0, drinking: Int16 = 0, marriageIntent: Int16 = 0, hasPhoto: Bool = false,
+        hasIntroduction: Bool = false, verified: Bool = false
+    ) {
+        self.residence = residence
+        self.personality = personality
+        self.communities = communities
+        self.incomeBand = incomeBand
+        self.smoking = smoking
+        self.drinking = drinking
+        self.marriageIntent = marriageIntent
+        self.hasPhoto = hasPhoto
+        self.hasIntroduction = hasIntroduction
+        self.verified = verified
+    }
+
+    /// The profiles `ids`' items (read only for the day's updated profiles: the snapshot of every profile
+    /// stays small).
+    public static func read(_ ids: [Int64], _ connection: PostgresConnection) throws -> [Int64: EditableItems] {
+        guard !ids.isEmpty else { return [:] }
+        let rows = try connection.query(
+            """
+            SELECT id, residence, personality, communities, income_band, smoking, drinking, marriage_intent,
+                   has_photo, has_introduction, verified
+            FROM profiles WHERE id = ANY($1)
+            """, [.int8Array(ids)]
+        ).rows
+        var items: [Int64: EditableItems] = [:]
+        items.reserveCapacity(rows.count)
+        for row in rows {
+            items[try row.int64(0)] = EditableItems(
+                residence: try row.int16(1), personality: try row.int16Array(2), communities: try row.int32Array(3),
+                incomeBand: try row.optionalInt16(4), smoking: try row.int16(5), drinking: try row.int16(6),
+                marriageIntent: try row.int16(7), hasPhoto: try row.bool(8), hasIntroduction: try row.bool(9),
+                verified: try row.bool(10))
+        }
+        return items
+    }
+}
+
 /// How one day of changes splits, per profile change (`--changes K`): K = updates + inserts; the rest
 /// are extra, in proportion to K.
 public struct DailyChangeMix: Sendable, Hashable {
@@ -88,14 +144,19 @@ public struct DailyChangeMix: Sendable, Hashable {
     public var newFilterShare = 0.02
     public var blockShare = 0.05
     /// The chance that an update edits items (one or two) besides its login: 0.45 in the growing mix, so that
-    /// `--changes` of 6 % edits about 2.2 % of the members a day; 0.9 in the steady mix, so that `--changes` of
-    /// 6.7 % makes the day the soak's issue asks for (sign-ups 1 %, edits about 5 %).
+    /// `--changes` of 6 % edits about 2.3 % of the members a day; 0.9 in the steady mix, so that `--changes` of
+    /// 6.7 % makes the day the soak's issue asks for (sign-ups 1 %, edits about 5 %). Every such update changes
+    /// at least one item's value (`DailyChangePlan.update`).
     public var editChance = 0.45
     /// Whether the day's deleted members' live filters are among the filters deleted (as the app deletes an
     /// account's saved filters with it), before others are picked at random.
     public var deletesFiltersOfDeletedMembers = false
 
     public init() {}
+
+    /// The share of `--changes` K that edits items: the updates (K less the sign-ups) times `editChance`.
+    public var itemEditShare: Double { (1 - insertShare) * editChance }
+
     /// A service still growing: about 0.9 % of the members sign up each day (at `--changes` of 6 %) and few
     /// leave, so the members, the filters and a day's matches grow by about a fifth in 30 days.
     public static let standard = DailyChangeMix()
@@ -147,6 +208,17 @@ public struct DailyChangePlan: Sendable {
                 || drinking != nil || marriageIntent != nil || hasPhoto != nil || hasIntroduction != nil
                 || verified != nil
         }
+
+        /// Whether it changes an item of `current` (what the change capture records), not only writes one.
+        public func changesItems(from current: EditableItems) -> Bool {
+            func differs<T: Equatable>(_ value: T?, _ old: T) -> Bool { value.map { $0 != old } ?? false }
+            return differs(residence, current.residence) || differs(personality, current.personality)
+                || differs(communities, current.communities)
+                || (incomeBand != nil && incomeBand != current.incomeBand) || differs(smoking, current.smoking)
+                || differs(drinking, current.drinking) || differs(marriageIntent, current.marriageIntent)
+                || differs(hasPhoto, current.hasPhoto) || differs(hasIntroduction, current.hasIntroduction)
+                || differs(verified, current.verified)
+        }
     }
 
     public struct StatusChange: Sendable, Hashable {
@@ -175,6 +247,9 @@ public struct DailyChangePlan: Sendable {
     public var filterDeletes: [FilterDelete] = []
     public var newFilters: [SeededFilter] = []
     public var blocks: [Block] = []
+    /// The updates that change an item's value (`ProfileUpdate.changesItems`), counted against the items they
+    /// held before the day: the day's edits as the change capture sees them.
+    public var editedProfiles = 0
 
     public var hides: Int { statusChanges.filter { $0.status == Profile.Status.hidden }.count }
     public var deletes: Int { statusChanges.filter { $0.status == Profile.Status.deleted }.count }
@@ -184,11 +259,12 @@ public struct DailyChangePlan: Sendable {
         updates.map(\.id) + inserts.map(\.profile.id) + statusChanges.map(\.id)
     }
 
-    /// Plans `count` profile changes (updates + inserts) and the rest of the day's changes.
+    /// Plans `count` profile changes (updates + inserts) and the rest of the day's changes. `items` gives the
+    /// current items of the profiles the day updates (`EditableItems.read`), so that each edit changes a value.
     public static func make(
         count: Int, seed: UInt64, now: Timestamp, snapshot: WorldSnapshot,
-        mix: DailyChangeMix = .standard
-    ) -> DailyChangePlan {
+        mix: DailyChangeMix = .standard, items: ([Int64]) throws -> [Int64: EditableItems]
+    ) rethrows -> DailyChangePlan {
         var plan = DailyChangePlan(now: now)
         let day = UInt64(bitPattern: now.microsecondsSinceEpoch / Timestamp.microsecondsPerDay)
         var random = SeedRandom(seed: seed, stream: .changes, index: day)
@@ -209,11 +285,15 @@ public struct DailyChangePlan: Sendable {
 
         // Disjoint sets of active members: updated, hidden, deleted.
         let picked = random.distinctIndices(updateCount + hideCount + deleteCount, of: active.count)
-        let updatedRows = picked.prefix(updateCount).map { active[$0] }
-        for row in updatedRows.sorted(by: { $0.id < $1.id }) {
+        let updatedRows = picked.prefix(updateCount).map { active[$0] }.sorted(by: { $0.id < $1.id })
+        let currentItems = try items(updatedRows.map(\.id))
+        for row in updatedRows {
             var rowRandom = SeedRandom(seed: model.seed, stream: .changeRow, index: UInt64(bitPattern: row.id))
-            plan.updates.append(
-                update(row, at: during(&rowRandom), model: model, editChance: mix.editChance, &rowRandom))
+            let current = currentItems[row.id] ?? EditableItems(residence: row.residence)
+            let update = update(
+                row, current: current, at: during(&rowRandom), model: model, editChance: mix.editChance, &rowRandom)
+            if update.changesItems(from: current) { plan.editedProfiles += 1 }
+            plan.updates.append(update)
         }
         for index in picked.dropFirst(updateCount).prefix(hideCount) {
             plan.statusChanges.append(
@@ -319,46 +399,75 @@ public struct DailyChangePlan: Sendable {
             residence: row.residence, plan: row.plan, createdAt: row.createdAt)
     }
 
-    /// A login, and with `editChance` one or two edits: a move (to a neighbouring prefecture mostly),
-    /// personality, communities, income, smoking, drinking, marriage intent, photo, introduction,
-    /// verification, plan.
+    /// A login, and with `editChance` one or two edits of items: a move (to a neighbouring prefecture mostly),
+    /// personality, communities, income, smoking, drinking, marriage intent, photo, introduction, verification.
+    /// Each edit gives its item a value other than `current`'s (a flag is flipped; a drawn value equal to the
+    /// current one is drawn again), so that every edit changes what the change capture compares. A plan change
+    /// (a column the capture does not watch) comes on top of the edits, not as one of them.
     static func update(
-        _ row: WorldSnapshot.ProfileRow, at: Timestamp, model: SeedWorldModel, editChance: Double,
-        _ random: inout SeedRandom
+        _ row: WorldSnapshot.ProfileRow, current: EditableItems, at: Timestamp, model: SeedWorldModel,
+        editChance: Double, _ random: inout SeedRandom
     ) -> ProfileUpdate {
         var update = ProfileUpdate(id: row.id, at: at)
         guard random.chance(editChance) else { return update }
         let edits = random.chance(0.7) ? 1 : 2
-        for _ in 0..<edits {
-            switch editKinds.draw(&random) {
-            case .moved:
-                let neighbours = JapanGeography.neighbours[row.residence] ?? []
-                update.residence =
-                    !neighbours.isEmpty && random.chance(0.6)
-                    ? random.element(neighbours) : JapanGeography.residence.draw(&random)
-            case .personality:
-                update.personality = model.personality(&random).map { Int16($0) }
-            case .communities:
-                update.communities = model.communities(&random)
-            case .income:
-                update.incomeBand = Int16(1 + random.below(9))
-            case .smoking:
-                update.smoking = random.element([1, 1, 3, 5, 6])
-            case .drinking:
-                update.drinking = Int16(1 + random.below(3))
-            case .marriageIntent:
-                update.marriageIntent = Int16(1 + random.below(5))
-            case .photo:
-                update.hasPhoto = true
-            case .introduction:
-                update.hasIntroduction = true
-            case .verified:
-                update.verified = true
-            case .plan:
+        var made = 0, draws = 0
+        while made < edits, draws < 32 {
+            draws += 1
+            let kind = editKinds.draw(&random)
+            if kind == .plan {
                 update.plan = row.plan == Profile.Plan.paid ? Profile.Plan.free : Profile.Plan.paid
+                continue
+            }
+            made += 1
+            switch kind {
+            case .moved:
+                let neighbours = JapanGeography.neighbours[current.residence] ?? []
+                update.residence = differing(from: current.residence, &random) { random in
+                    !neighbours.isEmpty && random.chance(0.6)
+                        ? random.element(neighbours) : JapanGeography.residence.draw(&random)
+                }
+            case .personality:
+                update.personality = differing(from: current.personality, &random) { random in
+                    model.personality(&random).map { Int16($0) }
+                }
+            case .communities:
+                update.communities = differing(from: current.communities, &random) { model.communities(&$0) }
+            case .income:
+                update.incomeBand =
+                    differing(from: current.incomeBand, &random) { random -> Int16? in Int16(1 + random.below(9)) }
+                    ?? nil
+            case .smoking:
+                update.smoking = differing(from: current.smoking, &random) { random -> Int16 in
+                    random.element([1, 1, 3, 5, 6])
+                }
+            case .drinking:
+                update.drinking = differing(from: current.drinking, &random) { Int16(1 + $0.below(3)) }
+            case .marriageIntent:
+                update.marriageIntent = differing(from: current.marriageIntent, &random) { Int16(1 + $0.below(5)) }
+            case .photo:
+                update.hasPhoto = !current.hasPhoto
+            case .introduction:
+                update.hasIntroduction = !current.hasIntroduction
+            case .verified:
+                update.verified = !current.verified
+            case .plan:
+                break
             }
         }
         return update
+    }
+
+    /// A value of `draw` other than `current`, drawn again while equal (nil after 32 equal draws, which the
+    /// world's distributions make vanishingly rare: the edit is then not made).
+    static func differing<T: Equatable>(
+        from current: T, _ random: inout SeedRandom, _ draw: (inout SeedRandom) -> T
+    ) -> T? {
+        for _ in 0..<32 {
+            let value = draw(&random)
+            if value != current { return value }
+        }
+        return nil
     }
 
     enum EditKind: Sendable {
@@ -403,7 +512,9 @@ public struct DailyChangeApplier {
                 throw SeedError(
                     "the database has no profiles to change: seed a world first (matcher seed --profiles N)")
             }
-            var plan = DailyChangePlan.make(count: count, seed: seed, now: now, snapshot: snapshot, mix: mix)
+            var plan = try DailyChangePlan.make(
+                count: count, seed: seed, now: now, snapshot: snapshot, mix: mix,
+                items: { try EditableItems.read($0, tx) })
             plan.blocks = try Self.withoutExisting(plan.blocks, tx)
             try Self.write(plan, tx)
             return plan
@@ -419,7 +530,11 @@ public struct DailyChangeApplier {
             ("filters_created", "filters created", plan.newFilters.count),
             ("blocks", "blocks", plan.blocks.count),
         ]
-        summary.details = [("profiles_touched", "profiles touched", plan.touchedProfileIds.count)]
+        summary.details = [
+            ("profiles_touched", "profiles touched", plan.touchedProfileIds.count),
+            // The updates that changed an item's value (not a login or a plan alone): the day's edits.
+            ("profiles_edited", "profiles edited", plan.editedProfiles),
+        ]
         summary.seconds = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
         return (plan, summary)
     }

@@ -324,6 +324,13 @@ import Testing
         #expect(Set(plan.statusChanges.map(\.id)).isSubset(of: Set(captured)))
         let loginOnly = plan.updates.filter { !$0.setsItems }.map(\.id)
         #expect(!loginOnly.isEmpty && Set(loginOnly).isDisjoint(with: Set(captured)))
+        // Every update the day counts as an edit changed an item's value, so the capture recorded it (an edit
+        // that wrote the value a profile held, a photo set on a profile with one, was not recorded), and the
+        // summary counts exactly those.
+        let edits = plan.updates.filter(\.setsItems).map(\.id)
+        #expect(Set(captured).intersection(plan.updates.map(\.id)) == Set(edits))
+        #expect(plan.editedProfiles == edits.count && summary.detail("profiles edited") == edits.count)
+        #expect((340...425).contains(edits.count), "\(edits.count) edits: about 45 % of the 850 updates")
 
         let after = try c.query(
             """
