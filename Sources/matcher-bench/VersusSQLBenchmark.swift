@@ -17,8 +17,9 @@ struct VersusSQLBenchmark: ParsableCommand {
     @Option(help: "The run's clock.") var clock = "2026-03-01T03:00:00Z"
     @Option(
         help: """
-            Rounds: each times the worker and the peer back to back, alternating which goes first (the world is \
-            reset before each); the medians and the median of the rounds' ratios are reported.
+            Rounds: each times the worker and the peer back to back, the worker first in odd rounds and the peer \
+            in even ones (the world is reset before each), and compares their rows; the medians and the median of \
+            the rounds' ratios are reported.
             """)
     var repeats = 3
     @Option(help: "Folder with synth.sql and sqlpeer.sql (default: ../shared/bench beside the repository).")
@@ -68,19 +69,22 @@ struct VersusSQLBenchmark: ParsableCommand {
         }
         let worker = conninfos["matcher_bench_worker"]!
 
-        // Rounds: the worker and the peer back to back, alternating which goes first (ABBA), so that a
-        // machine whose speed drifts (a shared VM) moves both sides of a round's ratio alike.
+        // Rounds: the worker and the peer back to back, the worker first in odd rounds (1, 3, ...) and the peer
+        // in even ones, so that a machine whose speed drifts (a shared VM) moves both sides of a round's ratio
+        // alike. With an odd --repeats the worker goes first once more than the peer (2 of 3 rounds by default).
+        // After each round both sides' rows are compared: the first mismatch ends the benchmark.
         var times: [Double] = []
         var peerTimes: [Double] = []
         var ratios: [Double] = []
         var peakRSS = 0
         var lastReport = ""
+        var lastRows: Checksums?
         let peer = conninfos["matcher_bench_peer"]
         for round in 0..<max(1, repeats) {
             var workerSeconds = 0.0
             var peerSeconds: Double?
             func timeWorker() throws {
-                try reset(worker)
+                try reset(worker, settling: peer)
                 let server = try? PostgresConnection(worker)
                 defer { server?.close() }
                 let serverCPU = server.flatMap(ServerCPU.init)
@@ -99,7 +103,7 @@ struct VersusSQLBenchmark: ParsableCommand {
                         + "\(Shell.seconds(result.cpuSeconds)), server \(serverSeconds.map(Shell.seconds) ?? "-")")
             }
             func timePeer(_ peer: String) throws {
-                try reset(peer)
+                try reset(peer, settling: worker)
                 let seconds = try Shell.time {
                     try Shell.run(
                         psql,
@@ -111,7 +115,8 @@ struct VersusSQLBenchmark: ParsableCommand {
                 peerSeconds = seconds
                 print("  round \(round + 1) peer:   \(Shell.seconds(seconds))")
             }
-            if let peer, round % 2 == 1 {
+            let peerFirst = round % 2 == 1
+            if let peer, peerFirst {
                 try timePeer(peer)
                 try timeWorker()
             } else {
@@ -119,10 +124,25 @@ struct VersusSQLBenchmark: ParsableCommand {
                 if let peer { try timePeer(peer) }
             }
             times.append(workerSeconds)
-            if let peerSeconds {
+            if let peer, let peerSeconds {
                 peerTimes.append(peerSeconds)
                 ratios.append(peerSeconds / workerSeconds)
-                print(String(format: "  round %d ratio: %.1fx", round + 1, peerSeconds / workerSeconds))
+                print(
+                    String(
+                        format: "  round %d ratio: %.1fx (%@ first)", round + 1, peerSeconds / workerSeconds,
+                        peerFirst ? "peer" : "worker"))
+                // Each round's rows, before the next round's reset empties them.
+                let a = try checksums(worker), b = try checksums(peer)
+                guard a == b else {
+                    print("  round \(round + 1): rows DIFFER (worker \(a), peer \(b))")
+                    FileHandle.standardError.write(
+                        Data(
+                            ("versus-sql: round \(round + 1): the worker's rows differ from the peer's (worker \(a); "
+                                + "peer \(b))\n").utf8))
+                    throw ExitCode.failure
+                }
+                print("  round \(round + 1): rows identical (\(a.matches) matches, \(a.notifications) notifications)")
+                lastRows = a
             }
         }
         let workerMedian = median(times)
@@ -132,44 +152,69 @@ struct VersusSQLBenchmark: ParsableCommand {
         print(
             "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB"
         )
-        if let peer {
+        if peer != nil {
             print("plain SQL (sqlpeer.sql, median of \(peerTimes.count)): \(Shell.seconds(median(peerTimes)))")
             print(
                 String(
                     format: "ratio: the worker is %.1fx faster (median of the rounds' ratios; per round: %@)",
                     median(ratios), ratios.map { String(format: "%.1fx", $0) }.joined(separator: ", ")))
-            let a = try checksums(worker), b = try checksums(peer)
-            print("rows identical: \(a == b ? "yes" : "NO") (worker \(a), peer \(b))")
-            if a != b { throw ExitCode(1) }
+            // Compared after every round above (a mismatch ended the benchmark there).
+            print(
+                "rows identical: yes, in each of the \(ratios.count) rounds (last: \(lastRows.map { "\($0)" } ?? "-"))")
         } else {
             print("worker rows: \(try checksums(worker))")
         }
     }
 
-    /// Back to the freshly loaded world: the worker's outputs and bookkeeping emptied.
-    private func reset(_ conninfo: String) throws {
+    /// The tables a run (the worker's or the peer's) writes.
+    static let outputTables = """
+        filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
+        matcher_filter_state, matcher_waiting_matches, matcher_quarantine, matcher_bulk_matches
+        """
+
+    /// Back to the freshly loaded world: the worker's outputs and bookkeeping emptied. The other side's
+    /// database (`settling`), whose rows the round still compares, keeps them, but its output tables are
+    /// vacuumed and analyzed now, so that its autovacuum (triggered by the rows its run just wrote) does not
+    /// fire during this side's timing.
+    private func reset(_ conninfo: String, settling other: String?) throws {
+        if let other {
+            let connection = try PostgresConnection(other)
+            defer { connection.close() }
+            try connection.execute("VACUUM (ANALYZE) \(Self.outputTables)")
+        }
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
-        try connection.execute(
-            """
-            TRUNCATE filter_matches, notifications, matcher_runs, matcher_shard_progress, matcher_invalid_filters,
-                     matcher_filter_state, matcher_waiting_matches, matcher_quarantine, matcher_bulk_matches
-            """)
-        try connection.execute("VACUUM ANALYZE filter_matches, notifications")
+        try connection.execute("TRUNCATE \(Self.outputTables)")
+        try connection.execute("VACUUM (ANALYZE) \(Self.outputTables)")
         // Every timing starts after a checkpoint, so that none pays for the previous one's full-page writes
         // (a role without the right to checkpoint just measures without).
         try? connection.execute("CHECKPOINT")
     }
 
+    /// Both tables' counts and the md5 of their rows.
+    struct Checksums: Equatable, CustomStringConvertible {
+        let matches: Int64
+        let matchesMD5: String
+        let notifications: Int64
+        let notificationsMD5: String
+        var description: String {
+            "filter_matches \(matches) md5 \(matchesMD5.prefix(12)), notifications \(notifications) md5 "
+                + "\(notificationsMD5.prefix(12))"
+        }
+    }
+
     /// Both tables' rows in the contract's columns, ids left out (identities differ): a match by the notification it
-    /// points to (its filter and time: one a filter and run), or "waiting"; a notification with its profile ids in order.
-    private func checksums(_ conninfo: String) throws -> String {
+    /// points to (its filter and time: one a filter and run), "waiting" when it points to none, or "dangling" when
+    /// it points to a notification that does not exist; a notification with its profile ids in order.
+    private func checksums(_ conninfo: String) throws -> Checksums {
         let connection = try PostgresConnection(conninfo)
         defer { connection.close() }
         let matches = try connection.query(
             """
             SELECT count(*), md5(coalesce(string_agg(m.filter_id || ':' || m.profile_id || ':' || m.matched_at || ':'
-                   || coalesce(n.filter_id || '@' || n.created_at, 'waiting'), ',' ORDER BY m.filter_id, m.profile_id), ''))
+                   || CASE WHEN m.notification_id IS NULL THEN 'waiting' WHEN n.id IS NULL THEN 'dangling'
+                           ELSE n.filter_id || '@' || n.created_at END,
+                   ',' ORDER BY m.filter_id, m.profile_id), ''))
             FROM filter_matches m LEFT JOIN notifications n ON n.id = m.notification_id
             """
         ).rows[0]
@@ -180,8 +225,9 @@ struct VersusSQLBenchmark: ParsableCommand {
             FROM notifications
             """
         ).rows[0]
-        return "filter_matches \(try matches.int64(0)) md5 \(try matches.string(1).prefix(12)), "
-            + "notifications \(try notes.int64(0)) md5 \(try notes.string(1).prefix(12))"
+        return Checksums(
+            matches: try matches.int64(0), matchesMD5: try matches.string(1), notifications: try notes.int64(0),
+            notificationsMD5: try notes.string(1))
     }
 
     static func phases(_ json: String) -> String {
@@ -287,4 +333,5 @@ enum Shell {
             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
+
 }
