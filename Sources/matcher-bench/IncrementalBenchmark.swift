@@ -52,14 +52,17 @@ struct IncrementalBenchmark: ParsableCommand {
             for (name, arguments) in steps {
                 let result = try Shell.timedChild(matcher, arguments, environment: ["DATABASE_URL": templateInfo])
                 guard result.status == 0 else { throw ValidationError("\(name) failed: \(result.stderr.suffix(2000))") }
-                say("  \(name): \(Shell.seconds(result.seconds)), peak RSS \(result.maxRSSKiB / 1024) MiB")
+                say(
+                    "  \(name): \(Shell.seconds(result.seconds)), peak RSS "
+                        + "\(Shell.peakMiB(result.maxRSSKiB, harness: result.harnessMaxRSSKiB)) MiB")
             }
             let connection = try PostgresConnection(templateInfo)
             try connection.execute("VACUUM ANALYZE")
             connection.close()
         }
 
-        var totals: [Double] = [], peaks: [Int] = [], floors: [(input: Double, output: Double)] = []
+        var totals: [Double] = [], peaks: [(child: Int, harness: Int)] = [],
+            floors: [(input: Double, output: Double)] = []
         var lastReport = ""
         for attempt in 1...max(1, repeats) {
             let copy = "matcher_bench_incr_run"
@@ -72,24 +75,28 @@ struct IncrementalBenchmark: ParsableCommand {
             guard result.status == 0 else { throw ValidationError("day-2 run failed: \(result.stderr.suffix(2000))") }
             let outputFloor = try measureOutputFloor(psql, info)
             totals.append(result.seconds)
-            peaks.append(result.maxRSSKiB)
+            peaks.append((result.maxRSSKiB, result.harnessMaxRSSKiB))
             floors.append((inputFloor, outputFloor))
             lastReport = result.stdout
             say(
                 "  day-2 run \(attempt): \(Shell.seconds(result.seconds)) [\(VersusSQLBenchmark.phases(result.stdout))], "
-                    + "peak RSS \(result.maxRSSKiB / 1024) MiB; floor in \(Shell.seconds(inputFloor)) + out \(Shell.seconds(outputFloor))"
+                    + "peak RSS \(Shell.peakMiB(result.maxRSSKiB, harness: result.harnessMaxRSSKiB)) MiB; floor in \(Shell.seconds(inputFloor)) + out \(Shell.seconds(outputFloor))"
             )
         }
         let total = median(totals)
         let floor = median(floors.map { $0.input + $0.output })
         say("")
-        say("day-2 run (median of \(totals.count)): \(Shell.seconds(total)), peak RSS \(peaks.max()! / 1024) MiB")
+        let peak = peaks.max { $0.child < $1.child }!
+        say(
+            "day-2 run (median of \(totals.count)): \(Shell.seconds(total)), peak RSS "
+                + "\(Shell.peakMiB(peak.child, harness: peak.harness)) MiB")
         say("  phases (last): \(VersusSQLBenchmark.phases(lastReport))")
         say("  counts (last): \(Self.counts(lastReport))")
         say(
             "I/O floor (median): \(Shell.seconds(floor)) = COPY out inputs \(Shell.seconds(median(floors.map(\.input)))) "
                 + "+ COPY in outputs \(Shell.seconds(median(floors.map(\.output))))")
         say(String(format: "ratio total / floor: %.2f (target <= 1.3); peak RSS target <= 1024 MiB", total / floor))
+        for line in Shell.harnessPeakLines() { say(line) }
     }
 
     private func exists(_ admin: String, _ name: String) throws -> Bool {

@@ -120,9 +120,11 @@ struct ReplayBenchmark: ParsableCommand {
                 if let server = measured.serverCPU { serverCPUs[day, default: []].append(server) }
                 say(
                     String(
-                        format: "%5d  %3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %5.2f",
+                        format: "%5d  %3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %@  %5.2f",
                         round, day, measured.child.seconds, report.phase("read"), report.phase("evaluate"),
-                        report.phase("write"), report.phase("forget"), measured.child.maxRSSKiB / 1024,
+                        report.phase("write"), report.phase("forget"),
+                        Shell.padded(
+                            Shell.peakMiB(measured.child.maxRSSKiB, harness: measured.child.harnessMaxRSSKiB), 8),
                         measured.child.cpuSeconds)
                         + "  " + (measured.serverCPU.map { String(format: "%12.2f", $0) } ?? "           -")
                         + String(
@@ -142,6 +144,7 @@ struct ReplayBenchmark: ParsableCommand {
                 : String(format: "; run %.2fx day %d", median(runs[day] ?? []) / median(runs[baseline] ?? []), baseline)
             say(line + ratio)
         }
+        for line in Shell.harnessPeakLines() { say(line) }
     }
 
     static func format(_ values: [Double]?) -> String { String(format: "%.2f", median(values ?? [])) }

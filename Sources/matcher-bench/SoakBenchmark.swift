@@ -222,9 +222,9 @@ struct SoakBenchmark: ParsableCommand {
             say(
                 String(
                     format:
-                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %8d  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f  %5.2f",
+                        "%3d  %5.2f  %6.2f  %6.2f  %7.2f  %8.2f  %@  %10d  %11d  %9d  %10d  %8.1f  %13d  %4d  %7.0f  %5.0f  %8.2f  %5.2f",
                     day, result.seconds, report.phase("read"), report.phase("evaluate"), report.phase("write"),
-                    report.phase("forget"), result.maxRSSKiB / 1024, report.count("candidates"),
+                    report.phase("forget"), Shell.padded(result.peakMiB, 8), report.count("candidates"),
                     report.count("matches_written"), report.count("matches_forgotten"),
                     try rows.int64(0), Double(try rows.int64(1)) / 1_048_576, try rows.int64(2), try rows.int64(3),
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
@@ -232,6 +232,7 @@ struct SoakBenchmark: ParsableCommand {
                     + String(format: "  %8.1f", Double(try rows.int64(4)) / 1_048_576)
                     + String(format: "  %7d  %11d", try rows.int64(5), try rows.int64(6)))
         }
+        for line in Shell.harnessPeakLines() { say(line) }
     }
 
     /// A JSON report's title.
@@ -282,6 +283,8 @@ struct SoakBenchmark: ParsableCommand {
         private(set) var seconds = 0.0
         private(set) var cpuSeconds = 0.0
         private(set) var maxRSSKiB = 0
+        /// The harness's peak when the run of `maxRSSKiB` started.
+        private(set) var harnessMaxRSSKiB = 0
         private(set) var wal = WALTotals.zero
         private(set) var serverCPU: Double? = 0
         private var values: [String: Double] = [:]
@@ -289,12 +292,17 @@ struct SoakBenchmark: ParsableCommand {
         mutating func add(_ run: MeasuredRun) {
             seconds += run.child.seconds
             cpuSeconds += run.child.cpuSeconds
-            maxRSSKiB = max(maxRSSKiB, run.child.maxRSSKiB)
+            if run.child.maxRSSKiB > maxRSSKiB {
+                maxRSSKiB = run.child.maxRSSKiB
+                harnessMaxRSSKiB = run.child.harnessMaxRSSKiB
+            }
             wal = wal + run.wal
             serverCPU = serverCPU.flatMap { total in run.serverCPU.map { total + $0 } }
             values.merge(run.report.values, uniquingKeysWith: +)
         }
 
+        /// The day's peak in MiB, marked as `Shell.peakMiB` marks it.
+        var peakMiB: String { Shell.peakMiB(maxRSSKiB, harness: harnessMaxRSSKiB) }
         func phase(_ name: String) -> Double { Report(values: values).phase(name) }
         func count(_ name: String) -> Int { Report(values: values).count(name) }
     }

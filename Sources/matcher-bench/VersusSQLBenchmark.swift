@@ -76,7 +76,7 @@ struct VersusSQLBenchmark: ParsableCommand {
         var times: [Double] = []
         var peerTimes: [Double] = []
         var ratios: [Double] = []
-        var peakRSS = 0
+        var peakRSS = 0, peakHarness = 0
         var lastReport = ""
         var lastRows: Checksums?
         let peer = conninfos["matcher_bench_peer"]
@@ -94,12 +94,15 @@ struct VersusSQLBenchmark: ParsableCommand {
                     environment: ["DATABASE_URL": worker])
                 guard result.status == 0 else { throw ValidationError("matcher run failed: \(result.stderr)") }
                 workerSeconds = result.seconds
-                peakRSS = max(peakRSS, result.maxRSSKiB)
+                if result.maxRSSKiB > peakRSS {
+                    peakRSS = result.maxRSSKiB
+                    peakHarness = result.harnessMaxRSSKiB
+                }
                 lastReport = result.stdout
                 let serverSeconds = serverCPU?.seconds().flatMap { after in serverBefore.map { after - $0 } }
                 print(
                     "  round \(round + 1) worker: \(Shell.seconds(result.seconds)), peak RSS "
-                        + "\(result.maxRSSKiB / 1024) MiB [\(Self.phases(result.stdout))], CPU: worker "
+                        + "\(Shell.peakMiB(result.maxRSSKiB, harness: result.harnessMaxRSSKiB)) MiB [\(Self.phases(result.stdout))], CPU: worker "
                         + "\(Shell.seconds(result.cpuSeconds)), server \(serverSeconds.map(Shell.seconds) ?? "-")")
             }
             func timePeer(_ peer: String) throws {
@@ -150,7 +153,7 @@ struct VersusSQLBenchmark: ParsableCommand {
 
         print("")
         print(
-            "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(peakRSS / 1024) MiB"
+            "worker (matcher run, median of \(times.count)): \(Shell.seconds(workerMedian))  peak RSS \(Shell.peakMiB(peakRSS, harness: peakHarness)) MiB"
         )
         if peer != nil {
             print("plain SQL (sqlpeer.sql, median of \(peerTimes.count)): \(Shell.seconds(median(peerTimes)))")
@@ -164,6 +167,7 @@ struct VersusSQLBenchmark: ParsableCommand {
         } else {
             print("worker rows: \(try checksums(worker))")
         }
+        for line in Shell.harnessPeakLines() { print(line) }
     }
 
     /// The tables a run (the worker's or the peer's) writes.
@@ -284,7 +288,12 @@ enum Shell {
     struct ChildResult {
         let status: Int32
         let seconds: Double
+        /// wait4's ru_maxrss: see `harnessMaxRSSKiB`.
         let maxRSSKiB: Int
+        /// The harness's own peak RSS (getrusage(RUSAGE_SELF)) when it started the child. glibc's posix_spawn
+        /// starts the child with CLONE_VM | CLONE_VFORK, on the harness's memory, and at exec the kernel keeps
+        /// that memory's peak as the child's maxrss: a child's figure not above this one may be the harness's.
+        let harnessMaxRSSKiB: Int
         /// The child's CPU time, user and system (wait4's rusage).
         let cpuSeconds: Double
         let stdout: String
@@ -315,6 +324,7 @@ enum Shell {
             envp.forEach { free($0) }
         }
         var pid: pid_t = 0
+        let harness = harnessMaxRSSKiB()
         let start = ContinuousClock.now
         let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         guard spawned == 0 else {
@@ -327,11 +337,37 @@ enum Shell {
         let exited = (status & 0x7f) == 0
         return ChildResult(
             status: exited ? (status >> 8) & 0xff : 128 + (status & 0x7f),
-            seconds: Double(s) + Double(atto) / 1e18, maxRSSKiB: Int(usage.ru_maxrss),
+            seconds: Double(s) + Double(atto) / 1e18, maxRSSKiB: Int(usage.ru_maxrss), harnessMaxRSSKiB: harness,
             cpuSeconds: Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
                 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6,
             stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
     }
 
+    /// The harness's own peak RSS so far, KiB.
+    static func harnessMaxRSSKiB() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Int(usage.ru_maxrss)
+    }
+
+    /// A child's peak RSS in MiB, with `*` after it when it is not above the harness's own peak at the child's
+    /// start (`ChildResult.harnessMaxRSSKiB`): then it cannot be told from the harness's.
+    static func peakMiB(_ maxRSSKiB: Int, harness harnessKiB: Int) -> String {
+        "\(maxRSSKiB / 1024)" + (maxRSSKiB > harnessKiB ? "" : "*")
+    }
+
+    /// `text` right-aligned in `width` columns (a table's column keeps its width with a `*` mark).
+    static func padded(_ text: String, _ width: Int) -> String {
+        String(repeating: " ", count: max(0, width - text.count)) + text
+    }
+
+    /// The lines every benchmark that prints a child's peak RSS ends with: the harness's own peak, and what `*` means.
+    static func harnessPeakLines() -> [String] {
+        [
+            "harness peak \(harnessMaxRSSKiB() / 1024) MiB: a child's peak below it cannot be told apart "
+                + "(posix_spawn runs the child on the harness's memory until exec, whose peak the kernel keeps as the child's)",
+            "*: a child's peak RSS not above the harness's own peak when the child started (it may be the harness's)",
+        ]
+    }
 }
