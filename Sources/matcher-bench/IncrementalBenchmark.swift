@@ -33,6 +33,7 @@ struct IncrementalBenchmark: ParsableCommand {
         let template = "matcher_bench_incr_\(profiles)_\(filters)_\(changes)"
         let templateInfo = try PostgresConnection.conninfo(admin, overriding: ["dbname": template])
         say("incremental: \(profiles) profiles x \(filters) filters, \(changes) changes; worker \(matcher)")
+        say(try ServerSettings.line(admin))
 
         let reusable = try reuse && exists(admin, template)
         if !reusable {

@@ -74,6 +74,7 @@ struct ReplayBenchmark: ParsableCommand {
             "replay: days \(days.map(String.init).joined(separator: ", ")), \(rounds) rounds, retention "
                 + "\(retentionDays) days" + (settings.isEmpty ? "" : ", " + settings.joined(separator: ", "))
                 + (prewarm ? ", prewarmed" : "") + (reindex ? ", primary key rebuilt before each run" : ""))
+        say(try ServerSettings.line(connection) + (settings.isEmpty ? "" : " (the copies: --set above)"))
         say("round  day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  cpu_s  server_cpu_s  wal_MiB  fpi_k")
         var runs: [Int: [Double]] = [:]
         var cpus: [Int: [Double]] = [:]

@@ -125,6 +125,7 @@ struct SoakBenchmark: ParsableCommand {
                 + "\(percent(changes * (1 - mix.mix.insertShare) * mix.mix.editChance)) of the profiles), "
                 + "retention \(retentionDays) days"
                 + (digestPhases == .spread ? ", digest phases spread" : ""))
+        say(try ServerSettings.line(db))
         _ = try matcherStep("migrate", ["migrate"])
         if let fillfactor {
             try db.execute("ALTER TABLE filter_matches SET (fillfactor = \(fillfactor))")

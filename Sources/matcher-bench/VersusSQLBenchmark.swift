@@ -39,6 +39,7 @@ struct VersusSQLBenchmark: ParsableCommand {
             throw ValidationError("\(matcher) not found: build it with `swift build -c release --product matcher`")
         }
         print("versus-sql: \(profiles) profiles x \(filters) filters, clock \(clock), worker \(matcher)")
+        print(try ServerSettings.line(admin))
 
         var conninfos: [String: String] = [:]
         for name in ["matcher_bench_worker", "matcher_bench_peer"] where !(skipPeer && name.hasSuffix("peer")) {
