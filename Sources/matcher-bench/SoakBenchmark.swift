@@ -11,9 +11,11 @@ import PostgresClient
 ///
 /// A day: logins by `--logins` of the profiles (an UPDATE of `last_login_at` only: no candidate), then
 /// `matcher seed --changes` with `--changes` of the profiles (15 % sign-ups; 85 % existing members, of whom 45 %
-/// in the growing mix and 90 % in the steady one edit one or two items, a plan change among the edits; plus
+/// in the growing mix and 90 % in the steady one change one or two items' values, a plan change on top; plus
 /// hides, deletes, reactivations, filter edits and new blocks on top). The day (logins 30 %, edits
-/// about 5 %, sign-ups about 1 %) is `--mix steady --changes 0.067`; the header prints what a day makes.
+/// about 5 %, sign-ups about 1 %) is `--mix steady --changes 0.067`; the header prints what a day makes, and
+/// the last column (`edited`) the profiles whose items the day's changes really changed, as the seeder
+/// counted them against the values they replaced.
 /// Then a checkpoint (production checkpoints every few minutes, so a daily run always follows one), the run,
 /// timed with the WAL it wrote and its full-page images, the push sender (the day's digests are sent), and the
 /// night: a VACUUM of the worker's tables, autovacuum's turn between two daily runs, timed apart. With
@@ -122,8 +124,8 @@ struct SoakBenchmark: ParsableCommand {
         say(
             "soak: \(profiles) profiles x \(filters) filters, \(days) days, logins \(logins), changes \(changes), "
                 + "mix \(mix.rawValue) (sign-ups \(percent(changes * mix.mix.insertShare)), updates editing items "
-                + "\(percent(changes * (1 - mix.mix.insertShare) * mix.mix.editChance)) of the profiles), "
-                + "retention \(retentionDays) days"
+                + "\(percent(changes * mix.mix.itemEditShare)) of the profiles, each changing an item's value: "
+                + "column edited), retention \(retentionDays) days"
                 + (digestPhases == .spread ? ", digest phases spread" : ""))
         say(try ServerSettings.line(db))
         _ = try matcherStep("migrate", ["migrate"])
@@ -151,7 +153,9 @@ struct SoakBenchmark: ParsableCommand {
         say(
             "day  run_s  read_s  eval_s  write_s  forget_s  peak_MiB  candidates  new_matches  forgotten  rows        size_MiB"
                 + "  notifications  runs  wal_MiB  fpi_k  vacuum_s  cpu_s  server_cpu_s  pkey_MiB  waiting  passed_over"
+                + "  edited"
         )
+        var editedDays: [Int] = []
         let server = ServerCPU(db)
         // A copy of the world as it stands just before the day's (first) run. A database with a session open
         // cannot be a template: the soak's own one closes meanwhile.
@@ -175,17 +179,20 @@ struct SoakBenchmark: ParsableCommand {
                     ])
             }
             var total = DayTotals()
+            // The profiles whose items the day's changes changed, as `matcher seed --changes` counted them.
+            var edited = 0
             for slot in 0..<runsPerDay {
                 let clock = today.adding(microseconds: Int64(slot) * Timestamp.microsecondsPerDay / Int64(runsPerDay))
                 if day > 1 {
                     // One run a day keeps the seeds (and so the worlds) of the soaks before this option.
                     let seed = runsPerDay == 1 ? day : day * 100 + slot
-                    _ = try matcherStep(
+                    let seeded = try matcherStep(
                         "changes",
                         [
                             "seed", "--changes", "\(Int(Double(profiles) * changes) / runsPerDay)",
-                            "--seed", "\(seed)", "--now", clock.iso8601, "--mix", mix.rawValue,
+                            "--seed", "\(seed)", "--now", clock.iso8601, "--mix", mix.rawValue, "--format", "json",
                         ])
+                    edited += Self.report(seeded.stdout).count("profiles_edited")
                 }
                 if slot == 0, keepDays.contains(day) { try keep(day) }
                 let measured = try Self.measureRun(
@@ -231,7 +238,16 @@ struct SoakBenchmark: ParsableCommand {
                     wal.bytes / 1_048_576, wal.fullPageImages / 1000, night, result.cpuSeconds)
                     + "  " + (serverCPU.map { String(format: "%12.2f", $0) } ?? "           -")
                     + String(format: "  %8.1f", Double(try rows.int64(4)) / 1_048_576)
-                    + String(format: "  %7d  %11d", try rows.int64(5), try rows.int64(6)))
+                    + String(format: "  %7d  %11d", try rows.int64(5), try rows.int64(6))
+                    + String(format: "  %6d", edited))
+            if day > 1 { editedDays.append(edited) }
+        }
+        if !editedDays.isEmpty {
+            let mean = Double(editedDays.reduce(0, +)) / Double(editedDays.count)
+            say(
+                String(
+                    format: "edited: %.0f profiles a day on days 2-%d (mean), %.2f %% of the %d profiles seeded",
+                    mean, days, mean / Double(max(1, profiles)) * 100, profiles))
         }
         for line in Shell.harnessPeakLines() { say(line) }
     }
