@@ -179,7 +179,8 @@ extension PostgresValue {
         }
     }
 
-    /// A short name of the case, for error messages ("int4", "text", "NULL", "oid 1700").
+    /// A short name of the case, for error messages: the type's name as PostgreSQL's `pg_type` has it ("int4",
+    /// "text", "bytea", "numeric"), "NULL", or "oid 600000" for a type this client has no name for.
     public var typeName: String {
         switch self {
         case .null: return "NULL"
@@ -197,9 +198,21 @@ extension PostgresValue {
         case .int4Array: return "int4[]"
         case .int8Array: return "int8[]"
         case .textArray: return "text[]"
-        case .other(let oid, _): return "oid \(oid)"
+        case .other(let oid, _): return Self.builtInTypeNames[oid] ?? "oid \(oid)"
         }
     }
+
+    /// Built-in types (their OIDs are fixed) that a retyped app column may hold, named as `pg_type.typname`.
+    private static let builtInTypeNames: [UInt32: String] = [
+        16: "bool", 17: "bytea", 18: "char", 19: "name", 20: "int8", 21: "int2", 23: "int4", 25: "text", 26: "oid",
+        114: "json", 142: "xml", 700: "float4", 701: "float8", 790: "money", 829: "macaddr", 869: "inet",
+        650: "cidr", 1042: "bpchar", 1043: "varchar", 1082: "date", 1083: "time", 1114: "timestamp",
+        1184: "timestamptz", 1186: "interval", 1266: "timetz", 1560: "bit", 1562: "varbit", 1700: "numeric",
+        2950: "uuid", 3802: "jsonb", 3614: "tsvector", 1000: "bool[]", 1001: "bytea[]", 1005: "int2[]",
+        1007: "int4[]", 1009: "text[]", 1014: "bpchar[]", 1015: "varchar[]", 1016: "int8[]", 1021: "float4[]",
+        1022: "float8[]", 1115: "timestamp[]", 1182: "date[]", 1185: "timestamptz[]", 1231: "numeric[]",
+        199: "json[]", 3807: "jsonb[]", 2951: "uuid[]",
+    ]
 }
 
 private func exactly<Source: BinaryInteger, Target: FixedWidthInteger>(_ values: [Source]) -> [Target]? {

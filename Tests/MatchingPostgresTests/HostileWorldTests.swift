@@ -502,6 +502,30 @@ import Testing
         let run = try world.run(at: ScenarioWorld.day2)
         #expect(run.counters.filtersEvaluated == 0, "the run agrees: it evaluates no filter")
         try world.connection.execute("ALTER TABLE saved_filters ALTER COLUMN notify TYPE boolean USING notify::boolean")
+        // Review of the explain output: a quarantined filter's conditions are not evaluated (nor shown), and its
+        // validity is not checked: the `conditions` column retyped to bytea was "not a JSON object", as invented
+        // from the stand-in of the column it could not read, and named "oid 17".
+        try world.connection.execute(
+            """
+            ALTER TABLE saved_filters ALTER COLUMN notify DROP DEFAULT,
+                ALTER COLUMN notify TYPE integer USING CASE WHEN notify THEN 1 ELSE 0 END
+            """)
+        let notifyAsInteger = try explain.execute(
+            .init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        #expect(notifyAsInteger.explanation.conditions.isEmpty, "\(notifyAsInteger.explanation.conditions)")
+        try world.connection.execute(
+            "ALTER TABLE saved_filters ALTER COLUMN notify TYPE boolean USING notify <> 0, ALTER COLUMN notify SET DEFAULT true"
+        )
+        try world.connection.execute(
+            "ALTER TABLE saved_filters ALTER COLUMN conditions TYPE bytea USING convert_to(conditions::text, 'UTF8')")
+        let conditionsAsBytes = try explain.execute(
+            .init(filterId: filterId, profileId: profileId, now: ScenarioWorld.day1))
+        let failed = conditionsAsBytes.explanation.eligibility.filter { !$0.passed }
+        #expect(failed.map(\.name) == ["filter readable"], "\(conditionsAsBytes.explanation.eligibility)")
+        #expect(failed.first?.detail.contains("conditions holds bytea, not jsonb") == true, "\(failed)")
+        try world.connection.execute(
+            "ALTER TABLE saved_filters ALTER COLUMN conditions TYPE jsonb USING convert_from(conditions, 'UTF8')::jsonb"
+        )
 
         // A column the change capture does not watch (retyping a watched one needs the trigger dropped first).
         try world.connection.execute(

@@ -187,6 +187,38 @@ import Testing
         #expect(!ReferenceEvaluator.matches(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock))
     }
 
+    /// Review of the explain output: a quarantined filter's row was not read, and a run never evaluates it. Explain
+    /// showed an invented "filter valid FAIL conditions: not a JSON object" for the `null` stand-in of a `conditions`
+    /// column retyped to bytea, and, with `notify` retyped instead, "Conditions evaluated yes" and condition lines.
+    /// Its validity and suspension are now not checked, and no condition is evaluated.
+    @Test func aQuarantinedFiltersValidityAndConditionsAreNotChecked() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        func quarantined(_ id: Int64, _ json: String, _ reason: String) -> SavedFilter {
+            SavedFilter(
+                id: id, ownerId: 1, name: "q", conditionsJSON: json, createdAt: World.day1, updatedAt: World.day1,
+                quarantineReason: reason)
+        }
+        store.save([
+            quarantined(100, "null", "conditions holds bytea, not jsonb"),
+            quarantined(101, #"{"gender": {"anyOf": [2]}}"#, "notify holds int4, not boolean"),
+        ])
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        for filterId: Int64 in [100, 101] {
+            let result = try explain.execute(.init(filterId: filterId, profileId: 10, now: World.day1))
+            #expect(!result.explanation.matches)
+            #expect(result.explanation.conditions.isEmpty, "filter \(filterId)")
+            #expect(
+                result.explanation.eligibility.filter { !$0.passed }.map(\.name) == ["filter readable"],
+                "filter \(filterId): \(result.explanation.eligibility)")
+            let valid = try #require(result.explanation.eligibility.first { $0.name == "filter valid" })
+            #expect(valid.detail == "not checked (quarantined: a run never evaluates the filter)")
+            let json = ReportRenderer.render(.explanation(result), as: .json)
+            #expect(json.contains(#""conditions_evaluated":false"#) && json.contains(#""conditions":[]"#), "\(json)")
+            #expect(json.contains("not checked") && !json.contains("not a JSON object"), "\(json)")
+        }
+    }
+
     @Test func rendersAsText() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter(#"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#, id: 5)

@@ -16,6 +16,15 @@ struct ValueTests {
         }
     }
 
+    /// Review of the explain output: a filter whose `conditions` the app retyped to bytea was quarantined with
+    /// "conditions holds oid 17, not jsonb"; the type is named as PostgreSQL names it.
+    @Test func aTypeThisClientDoesNotDecodeIsNamedAsPostgreSQLNamesIt() {
+        #expect(PostgresValue.other(oid: 17, bytes: []).typeName == "bytea")
+        #expect(PostgresValue.other(oid: 1700, bytes: []).typeName == "numeric")
+        #expect(PostgresValue.other(oid: 1114, bytes: []).typeName == "timestamp")
+        #expect(PostgresValue.other(oid: 600_000, bytes: []).typeName == "oid 600000")
+    }
+
     @Test func nanRoundTrips() throws {
         let db = try TestDatabase.create()
         let connection = try db.connect()

@@ -113,8 +113,25 @@ struct EligibilityFacts<Blocks: BlockLookup> {
         }
     }
 
+    /// Whether explain checks `rule` at all. A quarantined filter's row was not read (its conditions may be a
+    /// stand-in), and a run never evaluates it: its validity and suspension are not checked. Nor is the
+    /// suspension of a filter whose owner has no row: there is no plan to check, and a run does not evaluate it.
+    /// An unchecked rule rules nothing out by itself (`Explanation.Check.passed`); another check fails then.
+    func checked(_ rule: EligibilityRule) -> Bool {
+        switch rule {
+        case .filterValid: return filter.quarantineReason == nil
+        case .filterNotSuspended: return filter.quarantineReason == nil && owner != nil
+        default: return true
+        }
+    }
+
     /// Why `rule` holds or not, for an operator.
     func detail(_ rule: EligibilityRule) -> String {
+        if !checked(rule) {
+            return filter.quarantineReason != nil
+                ? "not checked (quarantined: a run never evaluates the filter)"
+                : "not checked (owner \(filter.ownerId) not found: a run does not evaluate the filter)"
+        }
         switch rule {
         case .profileActive:
             guard let profile else { return noProfile }
@@ -141,10 +158,10 @@ struct EligibilityFacts<Blocks: BlockLookup> {
             case .failure(let error): return error.description
             }
         case .filterNotSuspended:
-            return passes(.filterNotSuspended)
-                ? "not suspended"
-                : "every condition needs a plan the owner (\(Profile.Plan.describe(owner?.plan ?? Profile.Plan.free))) "
-                    + "lacks: suspended, it matches nothing until the owner pays again"
+            guard !passes(.filterNotSuspended) else { return "not suspended" }
+            // Checked only with an owner (`checked`); the plan is the owner's, never a stand-in.
+            return "owner \(filter.ownerId) is on plan \(Profile.Plan.describe(owner?.plan ?? Profile.Plan.free)), "
+                + "and every condition needs a plan it lacks: suspended, it matches nothing until the owner pays again"
         case .notTheOwner:
             guard let profile else { return noProfile }
             return profile.id == filter.ownerId

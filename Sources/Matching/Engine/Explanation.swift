@@ -3,13 +3,17 @@ public struct Explanation: Sendable, Hashable, CustomStringConvertible {
     /// One eligibility check (`EligibilityRule`).
     public struct Check: Sendable, Hashable {
         public let name: String
+        /// Whether the check rules nothing out: it holds, or it was not checked (`checked`).
         public let passed: Bool
         public let detail: String
+        /// False when the check does not apply (a quarantined filter's validity): shown as "not checked".
+        public let checked: Bool
 
-        public init(name: String, passed: Bool, detail: String) {
+        public init(name: String, passed: Bool, detail: String, checked: Bool = true) {
             self.name = name
-            self.passed = passed
+            self.passed = passed || !checked
             self.detail = detail
+            self.checked = checked
         }
     }
 
@@ -38,14 +42,19 @@ public struct Explanation: Sendable, Hashable, CustomStringConvertible {
     /// Profile active, owner active, filter not deleted, filter readable, filter valid (with the validation error),
     /// not the owner, no block either way.
     public let eligibility: [Check]
-    /// One per condition present in the filter, in catalogue order; empty when the filter is invalid.
+    /// One per condition present in the filter, in catalogue order; empty when the filter is invalid or
+    /// quarantined (`conditionsEvaluated`).
     public let conditions: [ConditionLine]
     public let matches: Bool
+    /// Whether the conditions were evaluated: not for an invalid filter, nor a quarantined one (a run evaluates
+    /// neither), so that an empty `conditions` does not read as a `{}` filter's, which matches everyone.
+    public let conditionsEvaluated: Bool
 
-    public init(eligibility: [Check], conditions: [ConditionLine], matches: Bool) {
+    public init(eligibility: [Check], conditions: [ConditionLine], matches: Bool, conditionsEvaluated: Bool = true) {
         self.eligibility = eligibility
         self.conditions = conditions
         self.matches = matches
+        self.conditionsEvaluated = conditionsEvaluated
     }
 
     /// A plain-text report, one line per check and condition.

@@ -53,16 +53,25 @@ public enum ReferenceEvaluator {
             profile: profile, filter: filter, owner: owner, conditions: decode(filter), blocks: blocks,
             profileUnreadable: profileUnreadable)
         let checks = EligibilityRule.allCases.map { rule in
-            Explanation.Check(name: rule.rawValue, passed: facts.passes(rule), detail: facts.detail(rule))
+            Explanation.Check(
+                name: rule.rawValue, passed: facts.passes(rule), detail: facts.detail(rule),
+                checked: facts.checked(rule))
         }
+        // A quarantined filter is never evaluated by a run: no condition of it is either (its conditions may be
+        // a stand-in for a column that could not be read).
         var lines: [Explanation.ConditionLine] = []
-        if let effective = facts.effectiveConditions, case .success(let all) = facts.conditions {
+        var evaluated = false
+        if filter.quarantineReason == nil, let effective = facts.effectiveConditions,
+            case .success(let all) = facts.conditions
+        {
             lines = conditionLines(
                 all, ignoredPaidKeys: Set(effective.ignoredPaidKeys), value: profile.map { $0.value(of:) },
                 clock: clock)
+            evaluated = true
         }
-        let matches = checks.allSatisfy(\.passed) && lines.allSatisfy { $0.outcome != .fail }
-        return Explanation(eligibility: checks, conditions: lines, matches: matches)
+        let eligible = EligibilityRule.allCases.allSatisfy(facts.passes)
+        let matches = eligible && evaluated && lines.allSatisfy { $0.outcome != .fail }
+        return Explanation(eligibility: checks, conditions: lines, matches: matches, conditionsEvaluated: evaluated)
     }
 
     /// Each condition with the profile's value (`value`; nil: no profile) and its outcome, for `explain`.

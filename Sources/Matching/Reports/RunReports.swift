@@ -81,11 +81,9 @@ extension Report {
             ReportField("filter_id", "Filter id", .integer(Int(result.filter.id))),
             ReportField("recorded", "Recorded", .flag(result.recorded != nil && !result.recordedForgotten)),
             ReportField("mutual_via", "Mutual via filter", result.mutualVia.map { .integer(Int($0)) } ?? .none),
-            // An invalid filter's conditions are not evaluated: its empty table would otherwise read as a `{}`
-            // filter's, which matches everyone (review of session 32).
-            ReportField(
-                "conditions_evaluated", "Conditions evaluated",
-                .flag(e.eligibility.first { $0.name == EligibilityRule.filterValid.rawValue }?.passed ?? true)),
+            // An invalid or quarantined filter's conditions are not evaluated: its empty table would otherwise read
+            // as a `{}` filter's, which matches everyone (review of session 32).
+            ReportField("conditions_evaluated", "Conditions evaluated", .flag(e.conditionsEvaluated)),
             ReportField("owner", "Owner", .integer(Int(result.filter.ownerId))),
             ReportField("profile", "Profile", .integer(Int(result.profileId))),
             ReportField("clock", "Clock", .text(result.clock.now.iso8601)),
@@ -110,7 +108,10 @@ extension Report {
             ReportField("mutual", "Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
         ]
         let checks = e.eligibility.map { check -> [ReportValue] in
-            [.text(check.name), .text(check.passed ? "pass" : "FAIL"), .text(check.detail)]
+            [
+                .text(check.name), .text(!check.checked ? "not checked" : check.passed ? "pass" : "FAIL"),
+                .text(check.detail),
+            ]
         }
         let conditions = e.conditions.map { line -> [ReportValue] in
             let outcome: String
