@@ -219,6 +219,28 @@ import Testing
         }
     }
 
+    /// Review of the explain output: "Mutual: yes, via filter 200" was shown for a pair that does not match;
+    /// runs.md defines mutual for a matching pair only.
+    @Test func mutualIsShownOnlyForAMatchingPair() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1, residence: 13), World.profile(10, residence: 13)])
+        store.save([
+            World.filter(100, owner: 1, #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [27]}}"#),
+            World.filter(101, owner: 1, #"{"gender": {"anyOf": [2]}}"#),
+            World.filter(200, owner: 10, #"{"gender": {"anyOf": [1]}, "residence": {"anyOf": [13]}}"#),
+        ])
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        let noMatch = try explain.execute(.init(filterId: 100, profileId: 10, now: World.day1))
+        #expect(!noMatch.explanation.matches)
+        #expect(noMatch.mutualVia == nil)
+        let json = ReportRenderer.render(.explanation(noMatch), as: .json)
+        #expect(json.contains(#""mutual_via":null"#) && !json.contains("via filter 200"), "\(json)")
+        #expect(ReportRenderer.render(.explanation(noMatch), as: .text).contains("not applicable"))
+        let match = try explain.execute(.init(filterId: 101, profileId: 10, now: World.day1))
+        #expect(match.explanation.matches && match.mutualVia == 200)
+        #expect(ReportRenderer.render(.explanation(match), as: .json).contains(#""mutual_via":200"#))
+    }
+
     @Test func rendersAsText() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter(#"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#, id: 5)

@@ -105,7 +105,14 @@ extension Report {
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
                                     + "waiting for a digest): a run records it again if it matches" : ""))
                 } ?? .text("no")),
-            ReportField("mutual", "Mutual", .text(result.mutualVia.map { "yes, via filter \($0)" } ?? "no")),
+            // runs.md defines mutual for a matching pair only (review of the explain output: "yes, via filter 200"
+            // was shown for pairs that do not match).
+            ReportField(
+                "mutual", "Mutual",
+                .text(
+                    e.matches
+                        ? result.mutualVia.map { "yes, via filter \($0)" } ?? "no"
+                        : "not applicable (only a matching pair can be mutual)")),
         ]
         let checks = e.eligibility.map { check -> [ReportValue] in
             [

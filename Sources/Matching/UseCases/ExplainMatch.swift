@@ -33,9 +33,10 @@ public struct ExplainMatch: Sendable {
         /// past it at the clock and not waiting for a digest: forgotten, so a run records it again if it matches.
         public let retentionDays: Int
         public let recordedForgotten: Bool
-        /// runs.md "Mutual matches": the profile's first filter (by id) that the filter's owner satisfies at
-        /// the clock (both active, no block either way, that filter not deleted, valid, not suspended, the
-        /// profile's plan applied); nil when there is none (not mutual).
+        /// runs.md "Mutual matches", which defines mutual for a matching pair only: when the pair matches, the
+        /// profile's first filter (by id) that the filter's owner satisfies at the clock (both active, no block
+        /// either way, that filter not deleted, valid, not suspended, the profile's plan applied); nil when there
+        /// is none (not mutual), and whenever the pair does not match.
         public let mutualVia: Int64?
 
         public var mutual: Bool { mutualVia != nil }
@@ -91,7 +92,8 @@ public struct ExplainMatch: Sendable {
         return Result(
             filter: filter, profileId: input.profileId, profile: profile, owner: owner, clock: clock,
             explanation: explanation, recorded: recorded, retentionDays: retentionDays, recordedForgotten: forgotten,
-            mutualVia: try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock))
+            mutualVia: explanation.matches
+                ? try mutualVia(filter: filter, profileId: input.profileId, blocks: blockSet, clock: clock) : nil)
     }
 
     /// The zone of the progress entry that covers `ownerId` (the runs of the owner's shard), if one does.
