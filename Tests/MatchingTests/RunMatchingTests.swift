@@ -891,6 +891,27 @@ import Testing
         #expect(json.contains("\"read\":0.5"))
     }
 
+    /// Review of the run summary: the run's id, its kind and whether it was a dry run are typed fields of the run
+    /// section, whatever the kind and --dry-run (a dry run has no id: null).
+    @Test func runSummarySaysTheRunIdKindAndDryRunAsFields() throws {
+        func json(_ runId: Int64?, _ kind: RunKind, dryRun: Bool) -> String {
+            ReportRenderer.render(
+                Report.runSummary(
+                    RunSummary(
+                        runId: runId, kind: kind, shard: .all, clock: World.day1, dryRun: dryRun, resumedRunId: nil,
+                        counters: RunCounters(), matchesFound: 0, phaseSeconds: [:], totalSeconds: 0, retention: nil,
+                        completedRun: nil)), as: .json)
+        }
+        let real = json(7, .run, dryRun: false)
+        #expect(
+            real.contains(#""run_id":7"#) && real.contains(#""kind":"run""#) && real.contains(#""dry_run":false"#),
+            "\(real)")
+        let dry = json(nil, .backfill, dryRun: true)
+        #expect(
+            dry.contains(#""run_id":null"#) && dry.contains(#""kind":"backfill""#) && dry.contains(#""dry_run":true"#),
+            "\(dry)")
+    }
+
     @Test func tablesAlignJapaneseByDisplayWidth() {
         let report = Report(
             title: "t",

@@ -7,7 +7,12 @@ extension Report {
         var title = "matcher \(summary.kind.rawValue)"
         if let id = summary.runId { title += " #\(id)" }
         title += summary.dryRun ? " (dry run: nothing written)" : ""
+        // Typed for scripts (review of the run summary: the id, the kind and whether it was a dry run were only in
+        // the title's words, and the counts' keys differ with --dry-run).
         var run: [ReportField] = [
+            ReportField("run_id", "Run id", summary.runId.map { .integer(Int($0)) } ?? .none),
+            ReportField("kind", "Kind", .text(summary.kind.rawValue)),
+            ReportField("dry_run", "Dry run", .flag(summary.dryRun)),
             ReportField("shard", "Shard", .text(summary.shard.description)),
             ReportField("clock", "Clock", .text(summary.clock.iso8601)),
         ]
