@@ -241,6 +241,34 @@ import Testing
         #expect(ReportRenderer.render(.explanation(match), as: .json).contains(#""mutual_via":200"#))
     }
 
+    /// Review of the explain output: a pair a run never records (a filter created after the profile last changed,
+    /// a pair beyond --max-per-filter) was "MATCH, Recorded no" with no reason. It now says why a run may not have
+    /// recorded it and what records it; what it says holds: the next run does not record it, the backfill does.
+    @Test func aMatchNoRunRecordedSaysWhyAndWhatRecordsIt() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1)])
+        _ = try World.run(store, now: World.day1)
+        store.save([World.filter(101, owner: 1)])  // after the profile's last change
+        _ = try World.run(store, now: World.day2)
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        func text(_ filterId: Int64) throws -> String {
+            let result = try explain.execute(.init(filterId: filterId, profileId: 10, now: World.day2))
+            #expect(result.explanation.matches)
+            return ReportRenderer.render(.explanation(result), as: .text)
+        }
+        let unrecorded = try text(101)
+        #expect(!World.pairs(store).contains(MatchPair(filterId: 101, profileId: 10)), "no run recorded it")
+        #expect(unrecorded.contains("Not recorded because"), "\(unrecorded)")
+        #expect(unrecorded.contains("created or edited after the profile last changed"), "\(unrecorded)")
+        #expect(unrecorded.contains("--max-per-filter"), "\(unrecorded)")
+        #expect(unrecorded.contains("`matcher backfill --filter 101`"), "\(unrecorded)")
+        #expect(!(try text(100)).contains("Not recorded because"), "recorded by the first run")
+        _ = try World.backfill(store, .init(filters: .ids([101]), now: World.day2))
+        #expect(World.pairs(store).contains(MatchPair(filterId: 101, profileId: 10)), "the backfill records it")
+        #expect(!(try text(101)).contains("Not recorded because"))
+    }
+
     @Test func rendersAsText() throws {
         let clock = try F.clock("2026-03-01T03:00:00Z")
         let filter = F.filter(#"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#, id: 5)

@@ -79,7 +79,7 @@ extension Report {
         let verdict = e.matches ? "MATCH" : "NO MATCH"
         let title = "matcher explain: filter \(result.filter.id) x profile \(result.profileId): \(verdict)"
         // The verdict and the ids as typed values too (review of session 32: a script had only the title's words).
-        let context: [ReportField] = [
+        var context: [ReportField] = [
             ReportField("match", "Match", .flag(e.matches)),
             ReportField(
                 "filter", "Filter", .text("\(result.filter.id)\(result.filter.name.map { " \"\($0)\"" } ?? "")")),
@@ -108,7 +108,7 @@ extension Report {
                                             + " is still a candidate then and within the retention)"))
                             + (result.recordedForgotten
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
-                                    + "waiting for a digest): a run records it again if it matches" : ""))
+                                    + "waiting for a digest): it may be recorded again (see below)" : ""))
                 } ?? .text("no")),
             // runs.md defines mutual for a matching pair only (review of the explain output: "yes, via filter 200"
             // was shown for pairs that do not match).
@@ -119,6 +119,23 @@ extension Report {
                         ? result.mutualVia.map { "yes, via filter \($0)" } ?? "no"
                         : "not applicable (only a matching pair can be mutual)")),
         ]
+        if e.matches && (result.recorded == nil || result.recordedForgotten) {
+            // A match with no pair recorded (review of the explain output: "MATCH, Recorded no" said nothing of why).
+            // runs.md "Incremental run" and "Backfill": what a run evaluates and records, and what records more.
+            context.append(
+                ReportField(
+                    "not_recorded_because", "Not recorded because",
+                    .text(
+                        "a run records a match only among the profiles it evaluates: those new or changed (a "
+                            + "column an item reads, or status) since the last run that covered the filter. A filter "
+                            + "created or edited after the profile last changed is not evaluated against it by a run; "
+                            + "and a run records at most --max-per-filter new pairs a filter (the latest logins "
+                            + "first), the others not at all. A dry run records nothing. "
+                            + "`matcher backfill --filter \(result.filter.id)` evaluates the filter against every "
+                            + "profile at its clock and records this pair if it matches then and is within the "
+                            + "backfill's --max-per-filter; without --notify it is recorded silent (never in a "
+                            + "digest)")))
+        }
         let checks = e.eligibility.map { check -> [ReportValue] in
             [
                 .text(check.name), .text(!check.checked ? "not checked" : check.passed ? "pass" : "FAIL"),
