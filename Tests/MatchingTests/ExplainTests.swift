@@ -41,9 +41,10 @@ import Testing
             explanation.conditions == [
                 .init(itemKey: "gender", profileValue: "2 (女性)", condition: "any of 2 (女性)", outcome: .pass),
                 .init(
-                    itemKey: "age", profileValue: "29 (born 1996-05-02)", condition: "between 25 and 32", outcome: .pass
+                    itemKey: "age", profileValue: "29 years (born 1996-05-02)", condition: "between 25 and 32 years",
+                    outcome: .pass
                 ),
-                .init(itemKey: "height", profileValue: "160", condition: "at most 170", outcome: .pass),
+                .init(itemKey: "height", profileValue: "160 cm", condition: "at most 170 cm", outcome: .pass),
                 .init(
                     itemKey: "income", profileValue: "5 (800-1000万)", condition: "at least 5 (800-1000万)",
                     outcome: .pass),
@@ -71,8 +72,10 @@ import Testing
         #expect(explanation.eligibility.allSatisfy { $0.passed })
         #expect(
             explanation.conditions == [
-                .init(itemKey: "age", profileValue: "unanswered", condition: "at least 25", outcome: .fail),
-                .init(itemKey: "height", profileValue: "unanswered", condition: "at least 150", outcome: .fail),
+                .init(
+                    itemKey: "age", profileValue: "unanswered (birth_date NULL, or ±infinity, which counts as NULL)",
+                    condition: "at least 25 years", outcome: .fail),
+                .init(itemKey: "height", profileValue: "unanswered", condition: "at least 150 cm", outcome: .fail),
                 .init(itemKey: "smoking", profileValue: "0 (unanswered)", condition: "any of 1 (吸わない)", outcome: .fail),
                 .init(
                     itemKey: "languages", profileValue: "none (unanswered)", condition: "all of 1, 2", outcome: .fail),
@@ -267,6 +270,42 @@ import Testing
         _ = try World.backfill(store, .init(filters: .ids([101]), now: World.day2))
         #expect(World.pairs(store).contains(MatchPair(filterId: 101, profileId: 10)), "the backfill records it")
         #expect(!(try text(101)).contains("Not recorded because"))
+    }
+
+    /// Review of the explain output: values outside their item's domain (master-items.md) were shown as ordinary
+    /// ones: height 500 as "500", residence 99 as "99", gender 0 as "0 (unanswered)" (gender is never 0), and an
+    /// infinite birth date as plain "unanswered" beside an impossible birth's "counts as NULL". Each now says it is
+    /// outside the domain, written as the spec writes it, and how a run compares it; and the outcome shown is the
+    /// run's (a stored range value is compared as stored; a code outside the domain matches no listed code).
+    @Test func oddValuesSayTheyAreOutsideTheDomainAndHowTheyCompare() throws {
+        let clock = try F.clock("2026-03-01T03:00:00Z")
+        let filter = F.filter(
+            #"""
+            {"gender": {"anyOf": [1, 2]}, "age": {"max": 30}, "height": {"min": 150}, "residence": {"anyOf": [13]},
+             "languages": {"anyOf": [1]}}
+            """#)
+        let profile = F.profile([
+            "gender": .code(0), "age": .date(try F.date("2016-01-01")), "height": .integer(500),
+            "residence": .code(99), "languages": .codes([1, 31]),
+        ])
+        let explanation = ReferenceEvaluator.explain(profile, filter, owner: owner, blocks: BlockSet.none, clock: clock)
+        let lines = Dictionary(uniqueKeysWithValues: explanation.conditions.map { ($0.itemKey, $0) })
+        #expect(lines["gender"]?.profileValue == "0 (outside 1..2, never 0: an odd value, matches no listed code)")
+        #expect(lines["gender"]?.outcome == .fail)
+        #expect(lines["residence"]?.profileValue == "99 (outside 1..48: an odd value, matches no listed code)")
+        #expect(lines["residence"]?.outcome == .fail)
+        #expect(lines["height"]?.profileValue == "500 cm (outside 120..230: an odd value, compared as stored)")
+        #expect(lines["height"]?.outcome == .pass, "500 is at least 150, as stored")
+        #expect(lines["age"]?.profileValue == "10 years (born 2016-01-01; outside 18..120: compared as computed)")
+        #expect(lines["age"]?.outcome == .pass)
+        #expect(
+            lines["languages"]?.profileValue == "1, 31 (31 outside 1..30: an odd value, matches no listed code)")
+        // A birth date of ±infinity reads as NULL, as a run reads it: said so, beside the impossible dates'.
+        #expect(
+            MasterItem.Age.describe(value: .date(nil), clock: clock)
+                == "unanswered (birth_date NULL, or ±infinity, which counts as NULL)")
+        #expect(MasterItem.Residence.describe(value: .code(0), clock: clock) == "0 (unanswered)")
+        #expect(MasterItem.Height.describe(value: .integer(160), clock: clock) == "160 cm")
     }
 
     @Test func rendersAsText() throws {

@@ -4,6 +4,8 @@ extension MasterItem {
         public static let key = "age"
         public static let column = "birth_date"
         public static let domain: ClosedRange<Int32>? = 18...120
+        /// In explanations only.
+        public static let unit: String? = "years"
         public static let storage = ColumnStorage.nullableDate
     }
 }

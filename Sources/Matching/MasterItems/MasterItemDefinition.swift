@@ -103,6 +103,11 @@ extension MasterItemDefinition {
         profile.value(of: item)
     }
 
+    /// The domain as the spec writes it, `120..230` (not Swift's `120...230`), for explanations; nil for none.
+    static var domainText: String? {
+        domain.map { "\($0.lowerBound)..\($0.upperBound)" }
+    }
+
     /// `13 (東京都)` when the code has a label, else `13`.
     static func describeCode(_ code: Int32) -> String {
         if code >= 1, code <= labels.count {

@@ -53,7 +53,16 @@ extension MultiChoiceItemDefinition {
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .codes(let held) = value else { return "\(value)" }
-        return held.isEmpty ? "none (unanswered)" : held.map(describeCode).joined(separator: ", ")
+        guard !held.isEmpty else { return "none (unanswered)" }
+        let codes = held.map(describeCode).joined(separator: ", ")
+        // runs.md "Eligibility": an element outside the domain is kept and matches no listed code (odd values).
+        let outside = domain.map { domain in held.filter { !domain.contains($0) } } ?? []
+        guard let domainText, !outside.isEmpty else { return codes }
+        let listed = outside.map(String.init).joined(separator: ", ")
+        return codes
+            + (outside.count == 1
+                ? " (\(listed) outside \(domainText): an odd value, matches no listed code)"
+                : " (\(listed) outside \(domainText): odd values, match no listed code)")
     }
 
     public static func describe(condition: ConditionForm, clock: EvaluationClock) -> String {

@@ -3,9 +3,13 @@ import Chronology
 /// A range item: an ordered integer, `{"min": a, "max": b}` with at least one bound, inclusive.
 /// Stored as a nullable `smallint` by default; an item stored as a nullable `date` ranges over the
 /// full years from that date to the run's date (age).
-public protocol RangeItemDefinition: MasterItemDefinition {}
+public protocol RangeItemDefinition: MasterItemDefinition {
+    /// The unit of the item's values in an explanation (`cm`, `years`); nil when it has none (a band's labels).
+    static var unit: String? { get }
+}
 
 extension RangeItemDefinition {
+    public static var unit: String? { nil }
     public static var kind: ItemKind { .range }
     public static var storage: ColumnStorage { .nullableSmallint }
 
@@ -106,6 +110,20 @@ extension RangeItemDefinition {
         return OrderedKeys(keys: ages, defined: defined)
     }
 
+    /// A value or bound with its label or unit: `5 (800-1000万)`, `160 cm`.
+    static func describeMeasure(_ value: Int32) -> String {
+        unit.map { "\(value) \($0)" } ?? describeCode(value)
+    }
+
+    /// Said of a value outside the domain (runs.md "Eligibility"), nil inside it: compared as it is, as `evaluate`
+    /// does. A stored one is an odd value, which a run counts; an age is computed from a possible birth date.
+    static func outsideDomain(_ value: Int32, stored: Bool) -> String? {
+        guard let domain, let domainText, !domain.contains(value) else { return nil }
+        return stored
+            ? "outside \(domainText): an odd value, compared as stored"
+            : "outside \(domainText): compared as computed"
+    }
+
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         switch value {
         case .date(let date?) where date > clock.runDate:
@@ -114,26 +132,33 @@ extension RangeItemDefinition {
             return "unanswered (born \(date), more than \(oldestPossible) years before the run's date: impossible, "
                 + "counts as NULL)"
         case .date(let date?):
-            return "\(describeCode(Int32(clamping: clock.runDate.fullYears(since: date)))) (born \(date))"
+            let years = Int32(clamping: clock.runDate.fullYears(since: date))
+            return
+                "\(describeMeasure(years)) (born \(date)\(outsideDomain(years, stored: false).map { "; \($0)" } ?? ""))"
         case .integer(let integer?):
-            return describeCode(integer)
-        case .integer(nil), .date(nil):
+            return describeMeasure(integer) + (outsideDomain(integer, stored: true).map { " (\($0))" } ?? "")
+        case .integer(nil):
             return "unanswered"
+        case .date(nil):
+            // The read gives ±infinity as NULL (runs.md: an infinite date counts as NULL): the two look alike here.
+            return "unanswered (\(column) NULL, or ±infinity, which counts as NULL)"
         default:
             return "\(value)"
         }
     }
 
     public static func describe(condition: ConditionForm, clock: EvaluationClock) -> String {
+        // The unit once, after the last bound: `between 25 and 32 years`.
+        let after = unit.map { " \($0)" } ?? ""
         switch condition {
         case .range(let min?, let max?):
-            "between \(describeCode(min)) and \(describeCode(max))"
+            return "between \(describeCode(min)) and \(describeCode(max))" + after
         case .range(let min?, nil):
-            "at least \(describeCode(min))"
+            return "at least \(describeCode(min))" + after
         case .range(nil, let max?):
-            "at most \(describeCode(max))"
+            return "at most \(describeCode(max))" + after
         default:
-            "\(condition)"
+            return "\(condition)"
         }
     }
 }

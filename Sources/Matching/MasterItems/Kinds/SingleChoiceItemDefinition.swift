@@ -33,7 +33,14 @@ extension SingleChoiceItemDefinition {
 
     public static func describe(value: ItemValue, clock: EvaluationClock) -> String {
         guard case .code(let code) = value else { return "\(value)" }
-        return code == 0 ? "0 (unanswered)" : describeCode(Int32(code))
+        if code == 0 && acceptsUnanswered { return "0 (unanswered)" }
+        // runs.md "Eligibility": a code outside the domain (0 where the item is never 0) is kept and matches no
+        // listed code; a run counts it as an odd value.
+        if let domain, let domainText, !domain.contains(Int32(code)) {
+            let never = acceptsUnanswered ? "" : ", never 0"
+            return "\(code) (outside \(domainText)\(never): an odd value, matches no listed code)"
+        }
+        return describeCode(Int32(code))
     }
 
     public static func describe(condition: ConditionForm, clock: EvaluationClock) -> String {
