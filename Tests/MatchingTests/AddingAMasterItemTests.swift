@@ -176,8 +176,6 @@ private enum FakeSeen: RecencyItemDefinition {
                 Explanation.ConditionLine(
                     itemKey: "fake_badge", profileValue: "true", condition: "true", outcome: .pass),
             ])
-        let report = Explanation(eligibility: [], conditions: lines, matches: false).description
-        #expect(report.contains("FAIL  fake_colour: 4 (white); wants any of 0 (unanswered), 2 (green)"))
     }
 
     /// A column of `storage` holding `values` (one per row), as `ProfileColumns.Builder` lays it out.

@@ -308,27 +308,49 @@ import Testing
         #expect(MasterItem.Height.describe(value: .integer(160), clock: clock) == "160 cm")
     }
 
+    /// The report renderer is explain's one text (review of the explain output: `Explanation.description` was a
+    /// second renderer, used only by tests): each check and condition on a line, a paid condition ignored because
+    /// the owner lacks the plan, and a suspended filter's owner named with its plan.
     @Test func rendersAsText() throws {
-        let clock = try F.clock("2026-03-01T03:00:00Z")
-        let filter = F.filter(#"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#, id: 5)
-        let explanation = ReferenceEvaluator.explain(
-            F.profile(id: 10, ["gender": .code(2)]), filter, owner: owner, blocks: BlockSet.none, clock: clock)
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(99, gender: 1), World.profile(10)])
+        store.save([
+            World.filter(5, owner: 99, #"{"gender": {"anyOf": [1]}, "communities": {"anyOf": [3]}}"#),
+            World.filter(6, owner: 99, #"{"communities": {"anyOf": [3]}}"#),
+            World.filter(7, owner: 555, #"{"communities": {"anyOf": [3]}}"#),
+        ])
+        let explain = ExplainMatch(MatchingRepositories(store: store))
+        func lines(_ filterId: Int64) throws -> [String] {
+            let result = try explain.execute(.init(filterId: filterId, profileId: 10, now: World.day1))
+            return ReportRenderer.render(.explanation(result), as: .text).split(separator: "\n").map {
+                $0.split(separator: " ", omittingEmptySubsequences: true).joined(separator: " ")
+            }
+        }
+        let text = try lines(5)
+        #expect(text.first == "matcher explain: filter 5 x profile 10: NO MATCH", "\(text)")
+        for line in [
+            "profile active pass profile 10 status 1 (active)",
+            "owner active pass owner 99 status 1 (active), plan 0 (free)",
+            "filter valid pass valid", "filter not suspended pass not suspended",
+            "gender 2 (女性) any of 1 (男性) FAIL",
+            "communities none (unanswered) any of 3 ignored: the owner lacks the plan it needs",
+        ] {
+            #expect(text.contains(line), "\(line): \(text)")
+        }
+        let suspended = try lines(6)
         #expect(
-            explanation.description == """
-                matches: no
-                eligibility:
-                  pass  profile active: profile 10 status 1 (active)
-                  pass  owner active: owner 99 status 1 (active), plan 0 (free)
-                  pass  filter not deleted: filter 5 not deleted
-                  pass  filter readable: readable
-                  pass  filter valid: valid
-                  pass  filter not suspended: not suspended
-                  pass  not the owner: profile 10, owner 99
-                  pass  no block either way: no block between profile 10 and owner 99
-                conditions:
-                  FAIL  gender: 2 (女性); wants any of 1 (男性)
-                  ignored (not on the owner's plan)  communities: none (unanswered); wants any of 3
-                """)
+            suspended.contains(
+                "filter not suspended FAIL owner 99 is on plan 0 (free), and every condition needs a plan it lacks: "
+                    + "suspended, it matches nothing until the owner pays again"), "\(suspended)")
+        // No owner row: no plan is invented for it (it said "the owner (0 (free)) lacks").
+        let ownerless = try lines(7)
+        #expect(ownerless.contains("owner active FAIL owner 555 not found"), "\(ownerless)")
+        #expect(
+            ownerless.contains(
+                "filter not suspended not checked not checked (owner 555 not found: a run does not evaluate the filter)"
+            ), "\(ownerless)")
+        #expect(ownerless.contains("communities none (unanswered) any of 3 ignored: no owner, so no plan"))
+        #expect(!ownerless.joined().contains("(free)"), "\(ownerless)")
     }
 
     /// Review of session 23: a filter's name is the app's user's text, and `explain` printed it raw; an escape

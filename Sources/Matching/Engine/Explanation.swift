@@ -1,5 +1,5 @@
-/// Why a profile does or does not match a saved filter (`matcher explain`).
-public struct Explanation: Sendable, Hashable, CustomStringConvertible {
+/// Why a profile does or does not match a saved filter (`matcher explain`); `Report.explanation` renders it.
+public struct Explanation: Sendable, Hashable {
     /// One eligibility check (`EligibilityRule`).
     public struct Check: Sendable, Hashable {
         public let name: String
@@ -55,24 +55,5 @@ public struct Explanation: Sendable, Hashable, CustomStringConvertible {
         self.conditions = conditions
         self.matches = matches
         self.conditionsEvaluated = conditionsEvaluated
-    }
-
-    /// A plain-text report, one line per check and condition.
-    public var description: String {
-        var lines = ["matches: \(matches ? "yes" : "no")", "eligibility:"]
-        for check in eligibility {
-            lines.append("  \(check.passed ? "pass" : "FAIL")  \(check.name): \(check.detail)")
-        }
-        lines.append(conditions.isEmpty ? "conditions: none" : "conditions:")
-        for line in conditions {
-            let outcome =
-                switch line.outcome {
-                case .pass: "pass"
-                case .fail: "FAIL"
-                case .ignoredNotOnPlan: "ignored (not on the owner's plan)"
-                }
-            lines.append("  \(outcome)  \(line.itemKey): \(line.profileValue); wants \(line.condition)")
-        }
-        return lines.joined(separator: "\n")
     }
 }

@@ -147,7 +147,12 @@ extension Report {
             switch line.outcome {
             case .pass: outcome = "pass"
             case .fail: outcome = "FAIL"
-            case .ignoredNotOnPlan: outcome = "ignored (owner's plan)"
+            // filter-language.md: a paid condition counts only while the owner has the plan (review of the explain
+            // output: "ignored (owner's plan)" did not say that the owner lacks it).
+            case .ignoredNotOnPlan:
+                outcome =
+                    result.owner?.id == result.filter.ownerId
+                    ? "ignored: the owner lacks the plan it needs" : "ignored: no owner, so no plan"
             }
             return [.text(line.itemKey), .text(line.profileValue), .text(line.condition), .text(outcome)]
         }
