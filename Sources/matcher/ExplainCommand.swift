@@ -12,8 +12,10 @@ struct Explain: ParsableCommand {
     )
 
     @OptionGroup var database: DatabaseOptions
-    @Option(name: .customLong("filter"), help: "The saved filter id.") var filterId: Int64
-    @Option(name: .customLong("profile"), help: "The profile id.") var profileId: Int64
+    // `.unconditional`: the next word is the id even when it starts with "-", so that a negative id (ids are
+    // bigint) gets explain's answer, not "Missing value for '--profile <profile>'" (review of the explain output).
+    @Option(name: .customLong("filter"), parsing: .unconditional, help: "The saved filter id.") var filterId: Int64
+    @Option(name: .customLong("profile"), parsing: .unconditional, help: "The profile id.") var profileId: Int64
     @Option(
         help: "The clock, ISO 8601 with its zone offset (default: the database's clock).",
         transform: { try instant("--now", $0) })
