@@ -38,6 +38,9 @@ struct Explain: ParsableCommand {
                 return zone
             }
             let store = try Database(database, applicationName: "matcher explain").store()
+            // The worker schema's version first, as run and backfill check it: an empty or old database is "run
+            // matcher migrate", not advice to add columns or a raw 42703 (review of the explain output).
+            try MigrationRunner.verifyCurrent(store.connection)
             try AppSchema.verifyBeforeReading(store.connection)
             let result = try ExplainMatch(MatchingRepositories(store: store))
                 .execute(.init(filterId: filterId, profileId: profileId, now: now, timeZone: zone))

@@ -136,6 +136,26 @@ import Testing
         #expect(ran.status == 0, "\(ran.stderr)")
     }
 
+    /// Review of the explain output: explain skipped the worker schema's version check that run and backfill make.
+    /// On an empty database it advised adding columns, and on an old schema it failed with a raw 42703; it now
+    /// says, as they do, to run `matcher migrate` (exit 78).
+    @Test func explainOnAnEmptyOrOldSchemaSaysToRunMigrate() throws {
+        let arguments = ["explain", "--filter", "1", "--profile", "2", "--now", "2026-03-01T03:00:00Z"]
+        let empty = try TestDatabase.create()
+        let onEmpty = try MatcherProcess.run(arguments, database: empty.conninfo)
+        #expect(onEmpty.status == 78, "\(onEmpty.stderr)")
+        #expect(onEmpty.stderr.contains("has no version mark"), "\(onEmpty.stderr)")
+        #expect(onEmpty.stderr.contains("run `matcher migrate`"), "\(onEmpty.stderr)")
+
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let old = try TestDatabase.create()
+        try MigrationRunner(connection: try old.connect()).apply(
+            migrations.filter { $0.version < MigrationRunner.schemaVersion })
+        let onOld = try MatcherProcess.run(arguments, database: old.conninfo)
+        #expect(onOld.status == 78, "\(onOld.stderr)")
+        #expect(onOld.stderr.contains("needs version \(MigrationRunner.schemaVersion)"), "\(onOld.stderr)")
+    }
+
     /// A column the app retyped after `matcher migrate` checked it is refused by `run`, `backfill` and `explain`
     /// before they read (exit 78, naming the column), not misread: binary COPY carries no types, and a
     /// `timestamp` is eight bytes like the `timestamptz` the worker reads (a `real` four like an `integer`).
