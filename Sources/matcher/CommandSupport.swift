@@ -149,6 +149,14 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         case "explain": "explain writes nothing; check the filter and profile ids"
         default: "retry the command once the cause is fixed"
         }
+    // What retries after the database could not be reached: the timer's next run, or the operator; nothing retries
+    // an explain or any other command run by hand (review of the explain output: it said "the next run retries").
+    let retries =
+        switch command {
+        case "run": "the next run retries"
+        case "backfill": "then run the same backfill again (it resumes the work)"
+        default: "then run `matcher \(command)` again"
+        }
     if let pg = error as? PostgresError {
         switch (pg.kind, kind) {
         case (.connection, .configuration) where pg.message.hasPrefix("invalid connection string"),
@@ -168,7 +176,7 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
                 "fix --database-url / DATABASE_URL (a setting libpq cannot use: sslmode, port, certificates); retrying will not help"
         case (.connection, _) where pg.message.hasPrefix("could not connect"):
             return
-                "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; the next run retries"
+                "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; \(retries)"
         case (.connection, _):
             return "the connection was lost mid-run; committed units are kept and \(resumes)"
         case (.server, _) where pg.sqlState == "42501" && pg.message.contains("row-level security"):
@@ -189,7 +197,7 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         return error is ExplainMatch.FilterNotFound
             ? "check the --filter id (saved_filters.id)" : "see `matcher help` for the command's flags"
     case .configuration: return "fix the configuration; retrying will not help"
-    case .unavailable: return "check that the database is up and reachable; the next run retries"
+    case .unavailable: return "check that the database is up and reachable; \(retries)"
     case .locked:
         return command == "migrate"
             ? "nothing of the migration was applied; run `matcher migrate` again"

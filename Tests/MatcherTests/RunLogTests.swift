@@ -81,6 +81,24 @@ import Testing
         #expect(text.contains("BYPASSRLS"), "\(text)")
     }
 
+    /// Review of the explain output: a database that cannot be reached ended every command's line with "the next
+    /// run retries", an explain's too, which nothing retries. What retries is now the command's own.
+    @Test func unreachableAdviceSaysWhatRetriesForEachCommand() {
+        struct Unreachable: ClassifiedError { var failureKind: FailureKind { .unavailable } }
+        let refused = PostgresError(
+            kind: .connection, message: "could not connect to host=127.0.0.1 port=1: Connection refused")
+        for error in [refused, Unreachable()] as [any Error] {
+            #expect(advice(for: error, kind: .unavailable, command: "run").hasSuffix("the next run retries"))
+            for (command, retry) in [
+                ("explain", "then run `matcher explain` again"), ("status", "then run `matcher status` again"),
+                ("backfill", "then run the same backfill again"),
+            ] {
+                let text = advice(for: error, kind: .unavailable, command: command)
+                #expect(text.contains(retry) && !text.contains("next run"), "\(command): \(text)")
+            }
+        }
+    }
+
     /// Review of session 33: a retention other than the latest run's is a warning naming both values, as numbers.
     @Test func aChangedRetentionIsAWarningWithBothValues() throws {
         let lines = Lines()
