@@ -215,7 +215,7 @@ import Testing
                 result.explanation.eligibility.filter { !$0.passed }.map(\.name) == ["filter readable"],
                 "filter \(filterId): \(result.explanation.eligibility)")
             let valid = try #require(result.explanation.eligibility.first { $0.name == "filter valid" })
-            #expect(valid.detail == "not checked (quarantined: a run never evaluates the filter)")
+            #expect(!valid.checked && valid.detail == "the filter is quarantined: a run never evaluates it")
             let json = ReportRenderer.render(.explanation(result), as: .json)
             #expect(json.contains(#""conditions_evaluated":false"#) && json.contains(#""conditions":[]"#), "\(json)")
             #expect(json.contains("not checked") && !json.contains("not a JSON object"), "\(json)")
@@ -347,7 +347,8 @@ import Testing
         #expect(ownerless.contains("owner active FAIL owner 555 not found"), "\(ownerless)")
         #expect(
             ownerless.contains(
-                "filter not suspended not checked not checked (owner 555 not found: a run does not evaluate the filter)"
+                "filter not suspended not checked owner 555 not found: no plan to check, and a run does not evaluate "
+                    + "the filter"
             ), "\(ownerless)")
         #expect(ownerless.contains("communities none (unanswered) any of 3 ignored: no owner, so no plan"))
         #expect(!ownerless.joined().contains("(free)"), "\(ownerless)")

@@ -128,9 +128,10 @@ struct EligibilityFacts<Blocks: BlockLookup> {
     /// Why `rule` holds or not, for an operator.
     func detail(_ rule: EligibilityRule) -> String {
         if !checked(rule) {
+            // The result column says "not checked" (`Explanation.Check.checked`); the detail says why.
             return filter.quarantineReason != nil
-                ? "not checked (quarantined: a run never evaluates the filter)"
-                : "not checked (owner \(filter.ownerId) not found: a run does not evaluate the filter)"
+                ? "the filter is quarantined: a run never evaluates it"
+                : "owner \(filter.ownerId) not found: no plan to check, and a run does not evaluate the filter"
         }
         switch rule {
         case .profileActive:
