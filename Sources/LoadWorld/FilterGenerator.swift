@@ -286,10 +286,10 @@ public struct SeedFilterGenerator: Sendable {
         case .outOfDomainCode:
             if random.chance(0.5) {
                 set("residence", anyOf([Int(owner.residence == 0 ? 13 : owner.residence), 49]))
-                return FilterValidationError(itemKey: "residence", problem: "code 49 is outside 1...48")
+                return FilterValidationError(itemKey: "residence", problem: "code 49 is outside 1..48")
             }
             set("smoking", "{\"anyOf\":[1,7]}")
-            return FilterValidationError(itemKey: "smoking", problem: "code 7 is outside 1...6")
+            return FilterValidationError(itemKey: "smoking", problem: "code 7 is outside 1..6")
         case .fraction:
             set("height", "{\"min\":160.5}")
             return FilterValidationError(itemKey: "height", problem: "min is not an integer (\"160.5\")")
@@ -306,7 +306,7 @@ public struct SeedFilterGenerator: Sendable {
         case .withinDaysOutOfRange:
             let days = random.chance(0.5) ? 0 : 400
             set("last_login", "{\"withinDays\":\(days)}")
-            return FilterValidationError(itemKey: "last_login", problem: "withinDays \(days) is outside 1...365")
+            return FilterValidationError(itemKey: "last_login", problem: "withinDays \(days) is outside 1..365")
         case .anyOfAndAllOf:
             set("personality", "{\"anyOf\":[1],\"allOf\":[2]}")
             return FilterValidationError(itemKey: "personality", problem: "anyOf and allOf together")

@@ -202,7 +202,7 @@ public enum OkCupidMapping {
         }
     }
 
-    /// Inches to whole centimetres; outside 120...230 (typos such as 1 or 95 inches) is unanswered.
+    /// Inches to whole centimetres; outside 120..230 (typos such as 1 or 95 inches) is unanswered.
     public static func heightCm(_ inches: Double?) -> Int32? {
         guard let inches else { return nil }
         let cm = (inches * 2.54).rounded()

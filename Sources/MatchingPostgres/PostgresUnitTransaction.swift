@@ -145,7 +145,7 @@ struct PostgresUnitTransaction: UnitTransaction {
         }
         guard !pairs.isEmpty else { return [] }
         var profiles: [Int64: (status: Int16?, lastLoginAt: Timestamp?)] = [:]
-        // Total over the app's odd rows, as `profileFacts`: a status outside 1...4 (NULL, or wider than a smallint
+        // Total over the app's odd rows, as `profileFacts`: a status outside 1..4 (NULL, or wider than a smallint
         // in a column the app widened) is not active.
         for row in try tx.query(
             """

@@ -583,7 +583,7 @@ import Testing
     @Test func aWaitingMatchWhoseStatusNoSmallintHoldsIsLeftOutAndTheRunGoesOn() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
-        // Woman 11 waits for the weekly digest; then the app gives her status 70000 (32767, also outside 1...4, in
+        // Woman 11 waits for the weekly digest; then the app gives her status 70000 (32767, also outside 1..4, in
         // the in-memory twin, whose status is a smallint).
         try womanElevenWaitsForTheWeeklyDigest(twin)
         let odd = Profile.make(

@@ -78,19 +78,19 @@ import Testing
         let digits = String(repeating: "9", count: 1 << 20)
         #expect(
             error(#"{"age": {"min": \#(digits)}}"#)
-                == "age: min \(String(repeating: "9", count: 40))… is outside 18...120")
+                == "age: min \(String(repeating: "9", count: 40))… is outside 18..120")
         #expect(
             error(#"{"age": {"min": 0.\#(digits)}}"#)
                 == "age: min is not an integer (\"0.\(String(repeating: "9", count: 38))…\")")
         #expect(
             error(#"{"age": {"min": 1e99999999999999999999999}}"#)
-                == "age: min 1e99999999999999999999999 is outside 18...120")
+                == "age: min 1e99999999999999999999999 is outside 18..120")
         #expect(
             error(#"{"age": {"min": 25e-99999999999999999999999}}"#)
                 == #"age: min is not an integer ("25e-99999999999999999999999")"#)
         #expect(
             error(#"{"personality": {"anyOf": [1234567890123456789012345678901234567890]}}"#)
-                == "personality: code 1234567890123456789012345678901234567890 is outside 1...40")
+                == "personality: code 1234567890123456789012345678901234567890 is outside 1..40")
     }
 
     @Test func invalidUTF8IsRefused() {

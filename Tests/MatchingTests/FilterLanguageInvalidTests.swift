@@ -74,25 +74,25 @@ import Testing
         (#"{"height": {"min": 181, "max": 180}}"#, "height: min 181 is greater than max 180"),
         (#"{"income": {"min": 9, "max": 1}}"#, "income: min 9 is greater than max 1"),
         // bound outside the domain
-        (#"{"age": {"min": 17}}"#, "age: min 17 is outside 18...120"),
-        (#"{"age": {"max": 121}}"#, "age: max 121 is outside 18...120"),
-        (#"{"age": {"min": -20}}"#, "age: min -20 is outside 18...120"),
-        (#"{"age": {"min": -0}}"#, "age: min -0 is outside 18...120"),
-        (#"{"height": {"min": 119}}"#, "height: min 119 is outside 120...230"),
-        (#"{"height": {"max": 231}}"#, "height: max 231 is outside 120...230"),
-        (#"{"income": {"max": 0}}"#, "income: max 0 is outside 1...9"),
-        (#"{"income": {"min": 10}}"#, "income: min 10 is outside 1...9"),
-        (#"{"age": {"min": 1e3}}"#, "age: min 1e3 is outside 18...120"),
-        (#"{"age": {"min": 4294967321}}"#, "age: min 4294967321 is outside 18...120"),
+        (#"{"age": {"min": 17}}"#, "age: min 17 is outside 18..120"),
+        (#"{"age": {"max": 121}}"#, "age: max 121 is outside 18..120"),
+        (#"{"age": {"min": -20}}"#, "age: min -20 is outside 18..120"),
+        (#"{"age": {"min": -0}}"#, "age: min -0 is outside 18..120"),
+        (#"{"height": {"min": 119}}"#, "height: min 119 is outside 120..230"),
+        (#"{"height": {"max": 231}}"#, "height: max 231 is outside 120..230"),
+        (#"{"income": {"max": 0}}"#, "income: max 0 is outside 1..9"),
+        (#"{"income": {"min": 10}}"#, "income: min 10 is outside 1..9"),
+        (#"{"age": {"min": 1e3}}"#, "age: min 1e3 is outside 18..120"),
+        (#"{"age": {"min": 4294967321}}"#, "age: min 4294967321 is outside 18..120"),
         (
             #"{"age": {"min": 1234567890123456789012345678901234567890}}"#,
-            "age: min 1234567890123456789012345678901234567890 is outside 18...120"
+            "age: min 1234567890123456789012345678901234567890 is outside 18..120"
         ),
         (
             #"{"age": {"min": 12345678901234567890123456789012345678901}}"#,
-            "age: min 1234567890123456789012345678901234567890… is outside 18...120"
+            "age: min 1234567890123456789012345678901234567890… is outside 18..120"
         ),
-        (#"{"age": {"min": 1e400}}"#, "age: min 1e400 is outside 18...120"),
+        (#"{"age": {"min": 1e400}}"#, "age: min 1e400 is outside 18..120"),
         // a bound of the wrong type
         (#"{"age": {"min": "25"}}"#, #"age: min is not an integer (string "25")"#),
         (#"{"age": {"min": 25.5}}"#, #"age: min is not an integer ("25.5")"#),
@@ -113,33 +113,33 @@ import Testing
         // the order of checks: unexpected keys, min, max, bounds together
         (#"{"height": {"min": 100, "avg": 170}}"#, #"height: unexpected key "avg""#),
         (#"{"height": {"zz": 1, "aa": 2}}"#, #"height: unexpected key "aa""#),
-        (#"{"age": {"min": 10, "max": 5}}"#, "age: min 10 is outside 18...120"),
+        (#"{"age": {"min": 10, "max": 5}}"#, "age: min 10 is outside 18..120"),
         (#"{"age": {"min": 5.5, "max": 500}}"#, #"age: min is not an integer ("5.5")"#),
-        (#"{"age": {"max": 500, "min": 50}}"#, "age: max 500 is outside 18...120"),
+        (#"{"age": {"max": 500, "min": 50}}"#, "age: max 500 is outside 18..120"),
     ])
     func invalidRange(json: String, message: String) {
         #expect(error(json)?.description == message)
     }
 
     @Test(arguments: [
-        (#"{"residence": {"anyOf": [49]}}"#, "residence: code 49 is outside 1...48"),
-        (#"{"residence": {"anyOf": [13, 14, 49, 50]}}"#, "residence: code 49 is outside 1...48"),
-        (#"{"residence": {"anyOf": [13, -1]}}"#, "residence: code -1 is outside 1...48"),
-        (#"{"smoking": {"anyOf": [7]}}"#, "smoking: code 7 is outside 1...6"),
-        (#"{"gender": {"anyOf": [3]}}"#, "gender: code 3 is outside 1...2"),
+        (#"{"residence": {"anyOf": [49]}}"#, "residence: code 49 is outside 1..48"),
+        (#"{"residence": {"anyOf": [13, 14, 49, 50]}}"#, "residence: code 49 is outside 1..48"),
+        (#"{"residence": {"anyOf": [13, -1]}}"#, "residence: code -1 is outside 1..48"),
+        (#"{"smoking": {"anyOf": [7]}}"#, "smoking: code 7 is outside 1..6"),
+        (#"{"gender": {"anyOf": [3]}}"#, "gender: code 3 is outside 1..2"),
         // gender is never unanswered, so 0 is not a gender code
-        (#"{"gender": {"anyOf": [0]}}"#, "gender: code 0 is outside 1...2"),
-        (#"{"gender": {"anyOf": [1, 0]}}"#, "gender: code 0 is outside 1...2"),
+        (#"{"gender": {"anyOf": [0]}}"#, "gender: code 0 is outside 1..2"),
+        (#"{"gender": {"anyOf": [1, 0]}}"#, "gender: code 0 is outside 1..2"),
         (
             #"{"occupation": {"anyOf": [99999999999999999999]}}"#,
-            "occupation: code 99999999999999999999 is outside 1...60"
+            "occupation: code 99999999999999999999 is outside 1..60"
         ),
         (#"{"smoking": {"anyOf": []}}"#, "smoking: anyOf is empty"),
         (#"{"smoking": {"anyOf": [1.5]}}"#, #"smoking: code is not an integer ("1.5")"#),
         (#"{"smoking": {"anyOf": [1, "2"]}}"#, #"smoking: code is not an integer (string "2")"#),
         (#"{"smoking": {"anyOf": [null]}}"#, "smoking: code is not an integer (null)"),
         (#"{"smoking": {"anyOf": [[1]]}}"#, "smoking: code is not an integer (a list)"),
-        (#"{"smoking": {"anyOf": [1, 9, "x"]}}"#, "smoking: code 9 is outside 1...6"),
+        (#"{"smoking": {"anyOf": [1, 9, "x"]}}"#, "smoking: code 9 is outside 1..6"),
         (#"{"smoking": {"anyOf": 1}}"#, #"smoking: anyOf is not a list ("1")"#),
         (#"{"smoking": {"anyOf": {"1": true}}}"#, "smoking: anyOf is not a list (an object)"),
         (#"{"smoking": {"anyOf": "1,5"}}"#, #"smoking: anyOf is not a list (string "1,5")"#),
@@ -163,12 +163,12 @@ import Testing
         (#"{"personality": {}}"#, "personality: anyOf or allOf is missing"),
         (#"{"personality": {"allOf": []}}"#, "personality: allOf is empty"),
         (#"{"personality": {"anyOf": []}}"#, "personality: anyOf is empty"),
-        (#"{"personality": {"anyOf": [0]}}"#, "personality: code 0 is outside 1...40"),
-        (#"{"personality": {"allOf": [1, 41]}}"#, "personality: code 41 is outside 1...40"),
-        (#"{"languages": {"allOf": [31]}}"#, "languages: code 31 is outside 1...30"),
-        (#"{"communities": {"anyOf": [0]}}"#, "communities: code 0 is outside 1...2147483647"),
-        (#"{"communities": {"anyOf": [2147483648]}}"#, "communities: code 2147483648 is outside 1...2147483647"),
-        (#"{"communities": {"anyOf": [-2147483648]}}"#, "communities: code -2147483648 is outside 1...2147483647"),
+        (#"{"personality": {"anyOf": [0]}}"#, "personality: code 0 is outside 1..40"),
+        (#"{"personality": {"allOf": [1, 41]}}"#, "personality: code 41 is outside 1..40"),
+        (#"{"languages": {"allOf": [31]}}"#, "languages: code 31 is outside 1..30"),
+        (#"{"communities": {"anyOf": [0]}}"#, "communities: code 0 is outside 1..2147483647"),
+        (#"{"communities": {"anyOf": [2147483648]}}"#, "communities: code 2147483648 is outside 1..2147483647"),
+        (#"{"communities": {"anyOf": [-2147483648]}}"#, "communities: code -2147483648 is outside 1..2147483647"),
         (#"{"personality": {"allOf": [2.0]}}"#, #"personality: code is not an integer ("2.0")"#),
         (#"{"personality": {"allOf": ["2"]}}"#, #"personality: code is not an integer (string "2")"#),
         (#"{"personality": {"allOf": 2}}"#, #"personality: allOf is not a list ("2")"#),
@@ -193,10 +193,10 @@ import Testing
     }
 
     @Test(arguments: [
-        (#"{"last_login": {"withinDays": 0}}"#, "last_login: withinDays 0 is outside 1...365"),
-        (#"{"last_login": {"withinDays": 366}}"#, "last_login: withinDays 366 is outside 1...365"),
-        (#"{"last_login": {"withinDays": -7}}"#, "last_login: withinDays -7 is outside 1...365"),
-        (#"{"registered": {"withinDays": 100000}}"#, "registered: withinDays 100000 is outside 1...365"),
+        (#"{"last_login": {"withinDays": 0}}"#, "last_login: withinDays 0 is outside 1..365"),
+        (#"{"last_login": {"withinDays": 366}}"#, "last_login: withinDays 366 is outside 1..365"),
+        (#"{"last_login": {"withinDays": -7}}"#, "last_login: withinDays -7 is outside 1..365"),
+        (#"{"registered": {"withinDays": 100000}}"#, "registered: withinDays 100000 is outside 1..365"),
         (#"{"last_login": {}}"#, "last_login: withinDays is missing"),
         (#"{"last_login": {"withinDays": "7"}}"#, #"last_login: withinDays is not an integer (string "7")"#),
         (#"{"last_login": {"withinDays": 7.5}}"#, #"last_login: withinDays is not an integer ("7.5")"#),
@@ -212,8 +212,8 @@ import Testing
 
     @Test(arguments: [
         // the first invalid condition in catalogue order, whatever the member order
-        (#"{"smoking": {"anyOf": [9]}, "age": {"min": 1}}"#, "age: min 1 is outside 18...120"),
-        (#"{"registered": {}, "has_photo": 1, "gender": {"anyOf": [0]}}"#, "gender: code 0 is outside 1...2"),
+        (#"{"smoking": {"anyOf": [9]}, "age": {"min": 1}}"#, "age: min 1 is outside 18..120"),
+        (#"{"registered": {}, "has_photo": 1, "gender": {"anyOf": [0]}}"#, "gender: code 0 is outside 1..2"),
         (#"{"registered": {}, "has_photo": 1}"#, #"has_photo: condition is not true or false ("1")"#),
         (#"{"has_photo": 1, "unknown": {}}"#, "unknown: unknown item"),
     ])

@@ -31,7 +31,7 @@ struct ConditionReader {
         }
         guard let value = number.int64, value >= Int64(domain.lowerBound), value <= Int64(domain.upperBound) else {
             throw problem(
-                "\(name) \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
+                "\(name) \(MessageText.literal(number)) is outside \(domain.lowerBound)..\(domain.upperBound)")
         }
         return Int32(value)
     }
@@ -58,7 +58,7 @@ struct ConditionReader {
             }
             guard let value, value >= Int64(domain.lowerBound), value <= Int64(domain.upperBound) else {
                 throw problem(
-                    "code \(MessageText.literal(number)) is outside \(domain.lowerBound)...\(domain.upperBound)")
+                    "code \(MessageText.literal(number)) is outside \(domain.lowerBound)..\(domain.upperBound)")
             }
             codes.append(Int32(value))
         }

@@ -7,7 +7,7 @@ public struct FilterValidationError: Error, Sendable, Hashable, CustomStringConv
     /// as is; an unknown key that is not a plain identifier of at most 40 characters is given quoted,
     /// escaped and shortened, so that it is always one short printable line.
     public let itemKey: String?
-    /// The problem, lower-case, such as `code 49 is outside 1...48`.
+    /// The problem, lower-case, such as `code 49 is outside 1..48`.
     public let problem: String
 
     public init(itemKey: String?, problem: String) {
