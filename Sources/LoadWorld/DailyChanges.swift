@@ -112,8 +112,9 @@ public struct EditableItems: Sendable, Hashable {
         guard !ids.isEmpty else { return [:] }
         let rows = try connection.query(
             """
-            SELECT id, residence, personality, communities, income_band, smoking, drinking, marriage_intent,
-                   has_photo, has_introduction, verified
+            SELECT id, coalesce(residence, 0), coalesce(personality, '{}'), coalesce(communities, '{}'), income_band,
+                   coalesce(smoking, 0), coalesce(drinking, 0), coalesce(marriage_intent, 0),
+                   coalesce(has_photo, false), coalesce(has_introduction, false), coalesce(verified, false)
             FROM profiles WHERE id = ANY($1)
             """, [.int8Array(ids)]
         ).rows

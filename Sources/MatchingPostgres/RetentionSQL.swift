@@ -74,28 +74,27 @@ package enum RetentionSQL {
     /// Whether recorded pair `m` waits for a digest, so that the sweep keeps it past the retention: the rule of
     /// `notKept` for one pair, through the list's key. For the pairs a run finds recorded before the cutoff
     /// (`keptAmong`, `forgetExpiredPairs`).
-    static let waitsForDigest = """
+    static let waitsForDigest = waitsForDigest(probed: false)
+
+    /// `waitsForDigest`; `probed`: the list is probed a pair (`OFFSET 0` keeps the planner from turning the
+    /// `EXISTS` into a hash of the whole list), for a walk that stops at the first pair not kept.
+    static func waitsForDigest(probed: Bool) -> String {
+        """
         (m.notification_id IS NULL AND NOT m.silent AND EXISTS (
             SELECT 1 FROM matcher_waiting_matches w
             \(waitingJoins)
             WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id AND w.matched_at = m.matched_at
-              AND \(stillWaits)))
+              AND \(stillWaits)\(probed ? " OFFSET 0" : "")))
         """
+    }
 
     /// The oldest `matched_at` of a pair the sweep may forget (`matcher status`): not waiting for a digest
     /// (`waitsForDigest`). A walk of the retention index from its oldest end, and of the bulk list's clock index,
     /// past the pairs kept for a digest (a listed row keeps only those once the sweep has passed it), probing the
-    /// waiting list a pair: `OFFSET 0` keeps the planner from hashing the whole list first (87 ms for 60k entries
-    /// where the walk took 6.7k probes).
+    /// waiting list a pair: hashing the whole list first took 161 ms against 106 on 2M pairs with 60k waiting.
     static let oldestForgettable = """
         SELECT least(
-            (SELECT min(m.matched_at) FROM filter_matches m
-             WHERE NOT m.bulk AND NOT (m.notification_id IS NULL AND NOT m.silent AND EXISTS (
-                 SELECT 1 FROM matcher_waiting_matches w
-                 \(waitingJoins)
-                 WHERE w.filter_id = m.filter_id AND w.profile_id = m.profile_id AND w.matched_at = m.matched_at
-                   AND \(stillWaits)
-                 OFFSET 0))),
+            (SELECT min(m.matched_at) FROM filter_matches m WHERE NOT m.bulk AND NOT \(waitsForDigest(probed: true))),
             (SELECT min(l.matched_at) FROM matcher_bulk_matches l
              WHERE EXISTS (
                  SELECT 1 FROM unnest(l.profile_ids) AS p(profile_id)

@@ -202,7 +202,8 @@ extension PostgresValue {
         }
     }
 
-    /// Built-in types (their OIDs are fixed) that a retyped app column may hold, named as `pg_type.typname`.
+    /// Built-in types (their OIDs are fixed) that a retyped app column may hold, named as `pg_type.typname` (an
+    /// array as its element's name and `[]`, not typname's `_int8`).
     private static let builtInTypeNames: [UInt32: String] = [
         16: "bool", 17: "bytea", 18: "char", 19: "name", 20: "int8", 21: "int2", 23: "int4", 25: "text", 26: "oid",
         114: "json", 142: "xml", 700: "float4", 701: "float8", 790: "money", 829: "macaddr", 869: "inet",

@@ -82,6 +82,7 @@ import Testing
         let plan = Self.plan(mix: .standard)
         #expect(plan.editedProfiles == plan.updates.filter(\.setsItems).count)
         #expect((340...425).contains(plan.editedProfiles), "\(plan.editedProfiles) edits")
+        #expect(abs(DailyChangeMix.standard.itemEditShare - 0.3825) < 1e-9)
         #expect(abs(DailyChangeMix.steady.itemEditShare - 0.765) < 1e-9)
     }
 }

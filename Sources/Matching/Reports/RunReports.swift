@@ -108,7 +108,8 @@ extension Report {
                                             + " is still a candidate then and within the retention)"))
                             + (result.recordedForgotten
                                 ? "; forgotten at this clock (past the \(result.retentionDays)-day retention, not "
-                                    + "waiting for a digest): it may be recorded again (see below)" : ""))
+                                    + "waiting for a digest): it may be recorded again"
+                                    + (result.explanation.matches ? " (see below)" : "") : ""))
                 } ?? .text("no")),
             // runs.md defines mutual for a matching pair only (review of the explain output: "yes, via filter 200"
             // was shown for pairs that do not match).
@@ -127,7 +128,7 @@ extension Report {
                     "not_recorded_because", "Not recorded because",
                     .text(
                         "a run records a match only among the profiles it evaluates: those new or changed (a "
-                            + "column an item reads, or status) since the last run that covered the filter. A filter "
+                            + "column a non-recency item reads, or status) since the last run that covered the filter. A filter "
                             + "created or edited after the profile last changed is not evaluated against it by a run; "
                             + "and a run records at most --max-per-filter new pairs a filter (the latest logins "
                             + "first), the others not at all. A dry run records nothing. "
