@@ -112,6 +112,10 @@ import Testing
         let check = try #require(explanation.eligibility.first { $0.name == "filter valid" })
         #expect(!check.passed)
         #expect(check.detail == "age: min 40 is greater than max 30")
+        // Not "filter not suspended: pass" (session 34): an invalid filter has no conditions to hold against a plan.
+        let suspended = try #require(explanation.eligibility.first { $0.name == "filter not suspended" })
+        #expect(!suspended.checked)
+        #expect(suspended.detail == "the filter is invalid: no conditions to hold against the owner's plan")
     }
 
     @Test func failedChecksSayWhy() throws {

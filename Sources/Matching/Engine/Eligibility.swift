@@ -115,12 +115,15 @@ struct EligibilityFacts<Blocks: BlockLookup> {
 
     /// Whether explain checks `rule` at all. A quarantined filter's row was not read (its conditions may be a
     /// stand-in), and a run never evaluates it: its validity and suspension are not checked. Nor is the
-    /// suspension of a filter whose owner has no row: there is no plan to check, and a run does not evaluate it.
+    /// suspension of a filter whose owner has no row: there is no plan to check, and a run does not evaluate it; nor
+    /// that of an invalid filter, which has no conditions to hold against a plan (a run lists it invalid).
     /// An unchecked rule rules nothing out by itself (`Explanation.Check.passed`); another check fails then.
     func checked(_ rule: EligibilityRule) -> Bool {
         switch rule {
         case .filterValid: return filter.quarantineReason == nil
-        case .filterNotSuspended: return filter.quarantineReason == nil && owner != nil
+        case .filterNotSuspended:
+            guard case .success = conditions else { return false }
+            return filter.quarantineReason == nil && owner != nil
         default: return true
         }
     }
@@ -129,9 +132,11 @@ struct EligibilityFacts<Blocks: BlockLookup> {
     func detail(_ rule: EligibilityRule) -> String {
         if !checked(rule) {
             // The result column says "not checked" (`Explanation.Check.checked`); the detail says why.
-            return filter.quarantineReason != nil
-                ? "the filter is quarantined: a run never evaluates it"
-                : "owner \(filter.ownerId) not found: no plan to check, and a run does not evaluate the filter"
+            if filter.quarantineReason != nil { return "the filter is quarantined: a run never evaluates it" }
+            if owner == nil {
+                return "owner \(filter.ownerId) not found: no plan to check, and a run does not evaluate the filter"
+            }
+            return "the filter is invalid: no conditions to hold against the owner's plan"
         }
         switch rule {
         case .profileActive:
