@@ -189,7 +189,10 @@ public struct WorldSeeder {
     }
 
     static func truncateWorld(_ tx: PostgresConnection) throws {
-        let tables = try worldTables(tx).map { "\"\($0)\"" }.joined(separator: ", ")
+        // Names from the catalogue, quoted as identifiers (a `"` inside doubled: review of session 34 emptied an
+        // unrelated table through a bookkeeping-looking name holding quotes).
+        let tables = try worldTables(tx).map { "\"" + $0.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+            .joined(separator: ", ")
         try tx.execute("TRUNCATE \(tables) RESTART IDENTITY")
     }
 }

@@ -151,6 +151,7 @@ public enum ChangeCapture {
     @discardableResult
     static func install(inTransaction tx: PostgresConnection, existingColumnsOnly: Bool = false) throws -> Bool {
         let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
+        try refuseUnsafeSchema(schema)
         var watched = watchedColumns
         if existingColumnsOnly {
             let existing = try Set(
@@ -332,11 +333,25 @@ public enum ChangeCapture {
             + "(as the owner) to install it for the statements that name a watched column"
     }
 
+    /// The capture's functions are dollar-quoted (`$body$`, `$owner$`), and the schema's name is written inside
+    /// them: a name holding `$` could end a body early, and what followed ran as the migrating role (review of
+    /// session 34: `TRUNCATE blocks` from a renamed schema). No dollar tag is safe against every name: refused.
+    static func refuseUnsafeSchema(_ schema: String) throws {
+        guard schema.contains("$") else { return }
+        throw MigrationError(
+            description:
+                "the worker's schema \(quoteIdentifier(schema)) has a `$` in its name, which the change capture's "
+                + "functions cannot be written in safely: rename the schema (ALTER SCHEMA ... RENAME TO), or put "
+                + "another first on the migrating role's search_path; nothing was changed")
+    }
+
     static func quoteIdentifier(_ name: String) -> String {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
+    /// A string constant read the same whatever the session's `standard_conforming_strings` (an operator's
+    /// `options` may turn it off after the worker's own setting): `E'...'`, backslashes and quotes doubled.
     static func literal(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+        "E'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "''") + "'"
     }
 }

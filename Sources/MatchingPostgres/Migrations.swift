@@ -169,6 +169,9 @@ public struct MigrationRunner {
                         "this database's worker schema is at version \(newest), newer than this matcher's migrations "
                         + "(up to \(known)): run matcher migrate with the newer binary; nothing was changed")
             }
+            // Before anything is applied: the capture, which migration 5 installs, cannot be written in such a schema.
+            try ChangeCapture.refuseUnsafeSchema(
+                try tx.query("SELECT current_schema()").rows[0].optionalString(0) ?? "")
             // Something to apply: not while a run or backfill writes (review of session 33: an older binary's units
             // between two migrations, 0005 listing waiting matches that the old units then notified without the
             // list, put a match in a second digest and left the old units' new matches unlisted for good). And the

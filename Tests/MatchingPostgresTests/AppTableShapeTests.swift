@@ -67,6 +67,46 @@ import Testing
         #expect(copies.contains("profiles is in schemas wrk, app of the search path"), "\(copies)")
     }
 
+    /// The capture's functions are dollar-quoted with the schema's name inside (review of session 34): a schema
+    /// renamed to hold `$body$` ended a body early, and `matcher migrate` ran what followed as the migrating role
+    /// (here: emptied `blocks`). Refused before anything runs, naming the schema.
+    @Test func aSchemaNameThatCouldEndTheCapturesQuotingIsRefused() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute("CREATE SCHEMA s1; SET search_path = s1")
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        try MigrationRunner(connection: connection).apply(migrations)
+        try connection.execute("INSERT INTO blocks VALUES (1, 2), (3, 4)")
+        let hostile = "$body$SET check_function_bodies=0;TRUNCATE blocks;SELECT $body$"
+        try connection.execute(
+            "ALTER SCHEMA s1 RENAME TO \"\(hostile)\"; SET search_path = \"\(hostile)\"")
+        let refused = refusal { try MigrationRunner(connection: connection).apply(migrations) }
+        #expect(refused.contains("has a `$` in its name"), "\(refused)")
+        let blocks = try connection.query("SELECT count(*) FROM blocks").rows[0].int64(0)
+        #expect(blocks == 2)
+    }
+
+    /// The schema's name is written as a string constant in the capture's owner block: with the operator's
+    /// `options` turning `standard_conforming_strings` off after the worker's own setting, a backslash in it
+    /// ended the constant early (42601 on the old code). Written as `E'...'`, it reads the same either way.
+    @Test func aBackslashInTheSchemasNameIsQuotedUnderEitherStringSetting() throws {
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute(
+            #"CREATE SCHEMA "s2\'x"; SET search_path = "s2\'x"; SET standard_conforming_strings = off"#)
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        #expect(refusal { try MigrationRunner(connection: connection).apply(migrations) } == "")
+        let functions = try connection.query(
+            """
+            SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = $1 AND p.proname LIKE 'matcher_record_%'
+            """, [.text(#"s2\'x"#)]
+        ).rows[0].int64(0)
+        #expect(functions == 3)
+    }
+
     /// `saved_filters` and `blocks` are only read by queries: a view of either is read, not refused.
     @Test func aViewOfBlocksIsRead() throws {
         let database = try MigratedDatabase.create()
