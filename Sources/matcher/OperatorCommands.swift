@@ -89,7 +89,9 @@ struct Progress: ParsableCommand {
                 exit 78 and says so). Give the time at which the last successful run in the restored data read \
                 the profiles (`matcher status --format json`: the shard's progress.taken_at), less the longest \
                 transaction the app runs: not the time of the backup, whose changes since that run no run has \
-                taken. Earlier is safe (pairs already recorded are never recorded again). Change rows that a dump \
+                taken. Earlier re-evaluates more profiles: a pair still recorded is not recorded again, but one \
+                older than --retention-days was forgotten and may be recorded and notified again, so go back no \
+                further than needed (a time before the retention is warned about). Change rows that a dump \
                 brought from another cluster are settled. Refused (exit 75) while a run of the shard holds its \
                 lock; the shard's interrupted run, if any, is abandoned.
                 """)
@@ -112,6 +114,18 @@ struct Progress: ParsableCommand {
                 let store = try Database(database, applicationName: "matcher progress reset").store()
                 defer { store.connection.close() }
                 let outcome = try ResetProgress(MatchingRepositories(store: store)).execute(shard: shard, to: to)
+                // Before the retention, pairs the changes made were forgotten: they may be recorded and notified
+                // again (review of session 34). Said, not refused: a restore may need it.
+                let days = try store.latestRetentionDays() ?? Retention.defaultDays
+                let cutoff = try store.currentTime().adding(days: -days)
+                if to < cutoff {
+                    let message =
+                        "progress reset before the retention: changes older than \(days) days will be read again, "
+                        + "and their pairs, forgotten since, may be recorded and notified again"
+                    logger.warning(
+                        "\(message)",
+                        metadata: ["shard": "\(shard)", "to": "\(to.iso8601)", "retention_cutoff": "\(cutoff.iso8601)"])
+                }
                 logger.notice(
                     "progress reset",
                     metadata: [

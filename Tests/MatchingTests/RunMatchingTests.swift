@@ -134,6 +134,33 @@ import Testing
         }
     }
 
+    /// Review of session 34: a zone changed one shard at a time left unsharded runs and backfills refused with
+    /// advice naming the refused run's own shard and one zone, which, followed, gave the opposite refusal; and a
+    /// backfill of one filter was refused for the zone of another shard of the layout.
+    @Test func aZoneChangedOneShardAtATimeIsNamedAndABackfillFollowsItsOwnersZone() throws {
+        let store = manyFilters()
+        let utc = try #require(TimeZone(identifier: "UTC"))
+        for k in 0..<4 { _ = try World.run(store, shard: try Shard(index: k, count: 4)) }
+        _ = try RunMatching(MatchingRepositories(store: store)).execute(
+            .init(now: World.day2, timeZone: utc, shard: try Shard(index: 1, count: 4), timeZoneChange: true))
+        let refused = #expect(throws: TimeZoneChanged.self) {
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: World.day2.adding(days: 1)))
+        }
+        let text = refused?.description ?? ""
+        #expect(text.contains("in different time zones") && text.contains("Asia/Tokyo (0/4, 2/4, 3/4)"), "\(text)")
+        #expect(text.contains("(1/4)") && text.contains("--time-zone-change"), "\(text)")
+        // Filter 102's owner (3) is in shard 3/4, still in Tokyo: its backfill runs in Tokyo.
+        let tokyo = try Matching.Backfill(MatchingRepositories(store: store))
+            .execute(.init(filters: .ids([102]), now: World.day2))
+        #expect(tokyo.runId != nil)
+        // Filter 100's owner (1) is in 1/4, in UTC since day 2: refused in Tokyo, naming that shard.
+        let other = #expect(throws: TimeZoneChanged.self) {
+            try Matching.Backfill(MatchingRepositories(store: store)).execute(
+                .init(filters: .ids([100]), now: World.day2))
+        }
+        #expect(other?.description.hasPrefix("shard 1/4 ran in time zone") == true, "\(other?.description ?? "")")
+    }
+
     /// From more shards than a run reads windows for (64) straight to one: refused, saying to go through a layout
     /// in between, and abandoning nothing; through 10 shards it works, and each change is seen once.
     @Test func fromHundredShardsToOneGoesThroughALayoutInBetween() throws {
@@ -181,7 +208,7 @@ import Testing
         let refused = #expect(throws: TimeZoneChanged.self) {
             try Matching.Backfill(MatchingRepositories(store: store)).execute(.init(now: clock))
         }
-        #expect(refused?.description.contains("this backfill asks for Asia/Tokyo") == true)
+        #expect(refused?.description.contains("this backfill of shard 0/1 asks for Asia/Tokyo") == true)
         let inUTC = try Matching.Backfill(MatchingRepositories(store: store)).execute(.init(now: clock, timeZone: utc))
         #expect(inUTC.counters.matchesWritten == 0)
         let onPurpose = try Matching.Backfill(MatchingRepositories(store: store))

@@ -70,6 +70,13 @@ public struct Coverage: Sendable, Hashable, Codable {
         return Coverage(entries: used)
     }
 
+    /// The entries the owners `owners` take their changes from: each owner's newest entry, once each, in the
+    /// entries' order (a backfill of some filters is held only to their owners' zones).
+    public func inUse(byOwners owners: Set<Int64>) -> Coverage {
+        let used = Set(owners.compactMap { entryIndex(forOwner: $0) })
+        return Coverage(entries: entries.indices.filter { used.contains($0) }.map { entries[$0] })
+    }
+
     /// The coverage after `entry` succeeded: `entry` added, and every entry that newer ones (`entry` among
     /// them when its mark is not older) cover wholly dropped, so the list stays as short as the layouts in use.
     /// A run that finishes after runs that started later (a long unsharded run beside the shards' timer, an

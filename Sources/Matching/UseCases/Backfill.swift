@@ -90,8 +90,9 @@ public struct Backfill: Sendable, MatchingPassUseCase {
     }
 
     /// Refuses a selection by `--filter` or `--owner` that names what does not exist, or that leaves this shard
-    /// nothing to backfill; says which listed filters or owners it skips.
-    private func checkSelection(_ input: Input) throws {
+    /// nothing to backfill; says which listed filters or owners it skips. Returns the owners of the filters it
+    /// chose (nil for all filters).
+    private func checkSelection(_ input: Input) throws -> Set<Int64>? {
         let filterRepository = pass.repositories.filters
         let shard = input.shard
         /// Owner `owner`'s shard in the layout of `shard`.
@@ -104,7 +105,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let chosen = try filterRepository.filters(input.filters, shard: shard, afterId: nil)
         switch input.filters {
         case .all:
-            return
+            return nil
         case .ids(let ids):
             let chosenIds = Set(chosen.map(\.id))
             for id in Set(ids).sorted() where !chosenIds.contains(id) {
@@ -149,6 +150,7 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let problems = found.filter { !$0.exists || chosen.isEmpty }.map(\.problem)
         if !problems.isEmpty { throw SelectionRefused(problems: problems) }
         if !found.isEmpty { output.handle(.selectionSkipped(found.map(\.problem))) }
+        return Set(chosen.map(\.ownerId))
     }
 
     let pass: MatchingPass
@@ -174,10 +176,13 @@ public struct Backfill: Sendable, MatchingPassUseCase {
             Self.sameParameters($0.parameters, input.parameters) ? try runs.claim(runId: $0.id) : nil
         }
         if interrupted == nil {  // a resumed one keeps its own zone and selection; a new one, before it reads anything
-            try checkSelection(input)
+            let owners = try checkSelection(input)
+            // Held to the zones of the owners it evaluates for: a backfill of one filter is not refused because
+            // another shard of its layout runs in another zone (review of session 34).
+            let coverage = try runs.coverage()
             try TimeZoneChanged.check(
-                try runs.coverage().inUse(by: input.shard), shard: input.shard, kind: .backfill,
-                zone: input.timeZone, accepting: input.timeZoneChange)
+                owners.map { coverage.inUse(byOwners: $0) } ?? coverage.inUse(by: input.shard), shard: input.shard,
+                kind: .backfill, zone: input.timeZone, accepting: input.timeZoneChange)
         }
         let now = try interrupted?.clock ?? input.now ?? profiles.currentTime()
         if interrupted == nil, case .changed(let from?, _) = input.profiles, from >= now {

@@ -182,15 +182,29 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
 
 /// The run's zone differs from the zone its shard's previous runs used (exit 78).
 public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertible {
+    /// The shard of the refused run or backfill.
     public let shard: Shard
-    public let previous: String
+    /// The zones its owners' progress entries ran in, each with those entries' shards, in the entries' order.
+    public let previous: [(zone: String, shards: [Shard])]
     public let requested: String
     public var kind: RunKind = .run
     public var failureKind: FailureKind { .configuration }
     public var description: String {
-        "shard \(shard) ran in time zone \(previous) before, and this \(kind.rawValue) asks for \(requested): "
-            + "digests' due times and ages would shift; pass --time-zone \(previous), or --time-zone-change to "
-            + "switch on purpose"
+        func listed(_ entry: (zone: String, shards: [Shard])) -> String {
+            let shards = entry.shards.sorted { ($0.count, $0.index) < ($1.count, $1.index) }
+            return "\(entry.zone) (\(shards.map(\.description).joined(separator: ", ")))"
+        }
+        guard previous.count == 1, let only = previous.first else {
+            // Shards changed one at a time (review of session 34: the advice named this run's shard and one zone,
+            // and following it gave the opposite refusal).
+            return "the owners of this \(kind.rawValue) (shard \(shard)) took their last changes in different time "
+                + "zones: \(previous.map(listed).joined(separator: "; ")), and it asks for \(requested): finish the "
+                + "change on the remaining shards (their runs with --time-zone-change), run per shard (--shard K/N), "
+                + "or pass --time-zone-change to move all of them to \(requested)"
+        }
+        return "shard \(only.shards.map(\.description).joined(separator: ", ")) ran in time zone \(only.zone) before, "
+            + "and this \(kind.rawValue) of shard \(shard) asks for \(requested): digests' due times and ages would "
+            + "shift; pass --time-zone \(only.zone), or --time-zone-change to switch on purpose"
     }
 
     /// A shard keeps the zone it ran with: its digests' "same time tomorrow" and ages depend on it. A backfill
@@ -199,9 +213,17 @@ public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertibl
     static func check(_ coverage: Coverage, shard: Shard, kind: RunKind, zone: TimeZone, accepting: Bool) throws {
         guard !accepting else { return }
         let requested = zone.identifier
-        if let other = coverage.entries.first(where: { ($0.timeZone ?? requested) != requested }) {
-            throw TimeZoneChanged(shard: shard, previous: other.timeZone ?? "?", requested: requested, kind: kind)
+        guard coverage.entries.contains(where: { ($0.timeZone ?? requested) != requested }) else { return }
+        var zones: [(zone: String, shards: [Shard])] = []
+        for entry in coverage.entries {
+            let zone = entry.timeZone ?? requested
+            if let at = zones.firstIndex(where: { $0.zone == zone }) {
+                zones[at].shards.append(entry.shard)
+            } else {
+                zones.append((zone, [entry.shard]))
+            }
         }
+        throw TimeZoneChanged(shard: shard, previous: zones, requested: requested, kind: kind)
     }
 }
 
