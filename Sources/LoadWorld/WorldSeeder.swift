@@ -181,7 +181,7 @@ public struct WorldSeeder {
         let bookkeeping = try tx.query(
             """
             SELECT tablename FROM pg_tables
-            WHERE schemaname = current_schema() AND tablename LIKE 'matcher\\_%' AND tablename <> 'matcher_schema_migrations'
+            WHERE schemaname = current_schema() AND left(tablename, 8) = 'matcher_' AND tablename <> 'matcher_schema_migrations'
             ORDER BY tablename
             """
         ).rows.map { try $0.string(0) }

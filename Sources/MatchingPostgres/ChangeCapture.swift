@@ -334,15 +334,17 @@ public enum ChangeCapture {
     }
 
     /// The capture's functions are dollar-quoted (`$body$`, `$owner$`), and the schema's name is written inside
-    /// them: a name holding `$` could end a body early, and what followed ran as the migrating role (review of
-    /// session 34: `TRUNCATE blocks` from a renamed schema). No dollar tag is safe against every name: refused.
+    /// them: a name holding one of those tags ended a body early, and what followed ran as the migrating role
+    /// (review of session 34: `TRUNCATE blocks` from a renamed schema). Such a name is refused; any other, `$`
+    /// included, cannot end a body.
+    static let dollarTags = ["$body$", "$owner$"]
+
     static func refuseUnsafeSchema(_ schema: String) throws {
-        guard schema.contains("$") else { return }
+        guard let tag = dollarTags.first(where: { schema.contains($0) }) else { return }
         throw MigrationError(
             description:
-                "the worker's schema \(quoteIdentifier(schema)) has a `$` in its name, which the change capture's "
-                + "functions cannot be written in safely: rename the schema (ALTER SCHEMA ... RENAME TO), or put "
-                + "another first on the migrating role's search_path; nothing was changed")
+                "the worker's schema \(quoteIdentifier(schema)) holds `\(tag)` in its name, which ends the change "
+                + "capture's function bodies: rename the schema (ALTER SCHEMA ... RENAME TO); nothing was changed")
     }
 
     static func quoteIdentifier(_ name: String) -> String {

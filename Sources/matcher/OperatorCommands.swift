@@ -117,7 +117,8 @@ struct Progress: ParsableCommand {
                 // Before the retention, pairs the changes made were forgotten: they may be recorded and notified
                 // again (review of session 34). Said, not refused: a restore may need it.
                 let days = try store.latestRetentionDays() ?? Retention.defaultDays
-                let cutoff = try store.currentTime().adding(days: -days)
+                // At the next daily run's clock, which reads the changes: a day after now.
+                let cutoff = try store.currentTime().adding(days: 1 - days)
                 if to < cutoff {
                     let message =
                         "progress reset before the retention: changes older than \(days) days will be read again, "

@@ -82,9 +82,15 @@ import Testing
         try connection.execute(
             "ALTER SCHEMA s1 RENAME TO \"\(hostile)\"; SET search_path = \"\(hostile)\"")
         let refused = refusal { try MigrationRunner(connection: connection).apply(migrations) }
-        #expect(refused.contains("has a `$` in its name"), "\(refused)")
+        #expect(refused.contains("holds `$body$` in its name"), "\(refused)")
         let blocks = try connection.query("SELECT count(*) FROM blocks").rows[0].int64(0)
         #expect(blocks == 2)
+        // A `$` that forms no tag of the capture's cannot end a body: such a schema migrates (and upgrades).
+        let other = try TestDatabase.create()
+        let plain = try other.connect()
+        defer { plain.close() }
+        try plain.execute(#"CREATE SCHEMA "app$prod"; SET search_path = "app$prod""#)
+        #expect(refusal { try MigrationRunner(connection: plain).apply(migrations) } == "")
     }
 
     /// The schema's name is written as a string constant in the capture's owner block: with the operator's

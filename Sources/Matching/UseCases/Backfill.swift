@@ -150,7 +150,8 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         let problems = found.filter { !$0.exists || chosen.isEmpty }.map(\.problem)
         if !problems.isEmpty { throw SelectionRefused(problems: problems) }
         if !found.isEmpty { output.handle(.selectionSkipped(found.map(\.problem))) }
-        return Set(chosen.map(\.ownerId))
+        // A quarantined filter is not evaluated, and its owner id may be a stand-in: not an owner to hold to a zone.
+        return Set(chosen.filter { $0.quarantineReason == nil }.map(\.ownerId))
     }
 
     let pass: MatchingPass

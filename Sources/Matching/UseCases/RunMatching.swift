@@ -190,21 +190,25 @@ public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertibl
     public var kind: RunKind = .run
     public var failureKind: FailureKind { .configuration }
     public var description: String {
-        func listed(_ entry: (zone: String, shards: [Shard])) -> String {
-            let shards = entry.shards.sorted { ($0.count, $0.index) < ($1.count, $1.index) }
-            return "\(entry.zone) (\(shards.map(\.description).joined(separator: ", ")))"
+        func shards(_ list: [Shard]) -> String {
+            list.sorted { ($0.count, $0.index) < ($1.count, $1.index) }.map(\.description).joined(separator: ", ")
         }
         guard previous.count == 1, let only = previous.first else {
             // Shards changed one at a time (review of session 34: the advice named this run's shard and one zone,
             // and following it gave the opposite refusal).
+            let zones = previous.map { "\($0.zone) (\(shards($0.shards)))" }.joined(separator: "; ")
+            let advice =
+                kind == .backfill
+                ? "backfill the owners of each zone apart (--shard K/N, or --filter/--owner lists split by zone) with "
+                    + "that zone's --time-zone"
+                : "finish the change: run the other shards with the zone they should use and --time-zone-change, or "
+                    + "pass --time-zone-change here to move every owner of shard \(shard) to \(requested)"
             return "the owners of this \(kind.rawValue) (shard \(shard)) took their last changes in different time "
-                + "zones: \(previous.map(listed).joined(separator: "; ")), and it asks for \(requested): finish the "
-                + "change on the remaining shards (their runs with --time-zone-change), run per shard (--shard K/N), "
-                + "or pass --time-zone-change to move all of them to \(requested)"
+                + "zones: \(zones), and it asks for \(requested); \(advice)"
         }
-        return "shard \(only.shards.map(\.description).joined(separator: ", ")) ran in time zone \(only.zone) before, "
-            + "and this \(kind.rawValue) of shard \(shard) asks for \(requested): digests' due times and ages would "
-            + "shift; pass --time-zone \(only.zone), or --time-zone-change to switch on purpose"
+        return "shard \(shards(only.shards)) ran in time zone \(only.zone) before, and this \(kind.rawValue) of shard "
+            + "\(shard) asks for \(requested): digests' due times and ages would shift; pass --time-zone "
+            + "\(only.zone), or --time-zone-change to switch on purpose"
     }
 
     /// A shard keeps the zone it ran with: its digests' "same time tomorrow" and ages depend on it. A backfill
@@ -215,8 +219,9 @@ public struct TimeZoneChanged: ClassifiedError, Sendable, CustomStringConvertibl
         let requested = zone.identifier
         guard coverage.entries.contains(where: { ($0.timeZone ?? requested) != requested }) else { return }
         var zones: [(zone: String, shards: [Shard])] = []
+        // An entry with no zone recorded (older progress, a reset of a fresh shard) accepts any: not listed.
         for entry in coverage.entries {
-            let zone = entry.timeZone ?? requested
+            guard let zone = entry.timeZone else { continue }
             if let at = zones.firstIndex(where: { $0.zone == zone }) {
                 zones[at].shards.append(entry.shard)
             } else {
