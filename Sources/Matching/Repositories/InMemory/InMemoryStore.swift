@@ -860,6 +860,7 @@ extension InMemoryStore: StatusRepository {
                 }
             }
             let matches = written.matchRows.values
+            let unsent = written.notificationRows.filter { $0.sentAt == nil }
             return ServiceStatus(
                 now: clock, shards: statuses,
                 digests: WaitingDigests(
@@ -878,9 +879,7 @@ extension InMemoryStore: StatusRepository {
                         }.map(\.value.matchedAt).min() : nil,
                     retentionDays: latestRetentionDaysLocked),
                 notificationPause: pause,
-                unsent: UnsentNotifications(
-                    count: written.notificationRows.filter { $0.sentAt == nil }.count,
-                    oldestCreatedAt: written.notificationRows.filter { $0.sentAt == nil }.map(\.createdAt).min()))
+                unsent: UnsentNotifications(count: unsent.count, oldestCreatedAt: unsent.map(\.createdAt).min()))
         }
     }
 }
