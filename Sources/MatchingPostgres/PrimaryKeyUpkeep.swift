@@ -39,15 +39,19 @@ public struct PrimaryKeyUpkeep {
     public init(connection: PostgresConnection) { self.connection = connection }
 
     /// The key's size now; nil when there is no `filter_matches` (not migrated). Its entries are what the last
-    /// VACUUM or ANALYZE counted; until one has counted the table (`reltuples` -1: a table a first run filled
-    /// minutes ago), the statistics' live rows, which inserts move at once. Measured against the packed size of
-    /// no entries, a fresh key of millions read as hundreds of times too large. Only then: the live rows can run
-    /// ahead of the truth (a backend's pending counts may land after a VACUUM set them), and a count too high
-    /// would hide a bloated key.
+    /// VACUUM or ANALYZE counted. Until one has counted the table (`reltuples` -1: a table a first run filled
+    /// minutes ago), measured against the packed size of no entries, a fresh key of millions read as hundreds of
+    /// times too large; then a key below `countedBelowBytes` is counted, and a larger one takes the statistics'
+    /// live rows. Those lag: a backend sends its counts at most once a second, so right after a short first run
+    /// (the writers' last commits within that second) they read a few or none, and the run's metrics put a key
+    /// of a few thousand pairs at 25-63 times its packed size, `MatcherPrimaryKeyBloated` firing on a new
+    /// installation for a day (review of session 35). A large key took many seconds of writes, and all but the
+    /// last second's counts have landed. Only while nothing has counted: the live rows can run ahead of the truth
+    /// (a backend's pending counts may land after a VACUUM set them), and a count too high would hide a bloated key.
     public func size() throws -> PrimaryKeySize? {
         let row = try connection.query(
             """
-            SELECT pg_relation_size(i.oid),
+            SELECT pg_relation_size(i.oid), t.reltuples < 0,
                    CASE WHEN t.reltuples < 0 THEN greatest(i.reltuples, coalesce(s.n_live_tup, 0), 0)
                         ELSE greatest(i.reltuples, t.reltuples, 0) END::bigint
             FROM pg_class i JOIN pg_index x ON x.indexrelid = i.oid JOIN pg_class t ON t.oid = x.indrelid
@@ -56,8 +60,17 @@ public struct PrimaryKeyUpkeep {
             """, [.text(Self.index)]
         ).rows.first
         guard let row else { return nil }
-        return PrimaryKeySize(bytes: try row.int64(0), entries: try row.int64(1))
+        let bytes = try row.int64(0)
+        guard try row.bool(1), bytes < Self.countedBelowBytes else {
+            return PrimaryKeySize(bytes: bytes, entries: try row.int64(2))
+        }
+        let counted = try connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0)
+        return PrimaryKeySize(bytes: bytes, entries: counted)
     }
+
+    /// A key never counted by VACUUM or ANALYZE is counted below this size (about 8M pairs packed; a second or
+    /// so, and only until autovacuum's first ANALYZE of the table, minutes after the first run).
+    static let countedBelowBytes: Int64 = 256 << 20
 
     /// Invalid indexes of `filter_matches` that an interrupted `REINDEX ... CONCURRENTLY` leaves: the new build
     /// (`<index>_ccnew`, `_ccnew1`, ...) when it stopped before the swap, the old key (`<index>_ccold`, ...)

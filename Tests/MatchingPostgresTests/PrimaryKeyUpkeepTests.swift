@@ -111,6 +111,34 @@ import Testing
         _ = database
     }
 
+    /// A short first run's writers commit within a second, and a backend sends its statistics at most once a
+    /// second: the run's own probe right after them read the live rows of the first commit only, and put a fresh
+    /// key at tens of times its packed size (review of session 35: `MatcherPrimaryKeyBloated` on a new
+    /// installation). A key nothing has counted yet is counted while it is small.
+    @Test func aKeyJustWrittenByAnotherSessionIsCountedBeforeItsStatisticsLand() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = try database.connect()
+        defer {
+            writer.close()
+            connection.close()
+        }
+        try connection.execute("ALTER TABLE filter_matches SET (autovacuum_enabled = false)")
+        // The writer's first commit sends its counts (no earlier send); the next, within the second, waits.
+        try writer.execute(
+            "INSERT INTO filter_matches (filter_id, profile_id, matched_at) VALUES (1, 1, '2026-03-01 03:00Z')")
+        _ = try writer.query("SELECT 1")
+        try writer.execute(
+            """
+            INSERT INTO filter_matches (filter_id, profile_id, matched_at)
+            SELECT f, p, timestamptz '2026-03-01 03:00Z' FROM generate_series(2, 201) f, generate_series(1, 300) p
+            """)
+        let size = try #require(try PrimaryKeyUpkeep(connection: connection).size())
+        #expect(size.entries == 60_001)
+        #expect(size.ratio < 2, "\(size.bytes) bytes against \(size.packedBytes) packed")
+        _ = database
+    }
+
     @Test func aKeyBelowTheRatioIsLeftAsItIs() throws {
         let (database, connection) = try thinnedKey()
         defer { connection.close() }
