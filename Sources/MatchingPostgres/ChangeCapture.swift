@@ -15,9 +15,10 @@ import PostgresClient
 ///   (`SET last_login_at = now()`) or any write of `plan`, `updated_at` or the app's own columns costs
 ///   no function call and no write. `UPDATE OF` looks only at the statement's SET list, so when the app has
 ///   its own `BEFORE UPDATE` row triggers on `profiles` (which may derive a watched value, say
-///   `has_introduction` from the text, or `status` on a login), the capture is installed without it and
-///   compares every update's row: exact, at a measured cost (about 0.7 of the app's login throughput, against
-///   none). `matcher migrate` chooses; a run warns when the app's triggers changed since (`mismatch`).
+///   `has_introduction` from the text, or `status` on a login: read from their source by `AppTriggerSource`;
+///   one that only keeps `updated_at` sets none), the capture is installed without it and compares every
+///   update's row: exact, at a measured cost (about 0.7 of the app's login throughput, against none).
+///   `matcher migrate` chooses; a run warns when the app's triggers changed since (`mismatch`).
 /// - An update of `id` records both ids: the old one is gone, like a deleted profile.
 ///
 /// Each recorded row holds the id of the transaction that wrote the profile (a run reads the ones its
@@ -215,21 +216,27 @@ public enum ChangeCapture {
                     + "or lent by a migrating role that owns the schema); then run matcher migrate again")
     }
 
-    /// The app's own row triggers that run before an update of `profiles` in `schema` (enabled, not internal):
-    /// a value they set is not in the statement's SET list, which `UPDATE OF` looks at.
+    /// The app's own row triggers that run before an update of `profiles` in `schema` (enabled, not internal)
+    /// and may set a watched column (`AppTriggerSource`), each with why: a value they set is not in the
+    /// statement's SET list, which `UPDATE OF` looks at.
     static func appBeforeUpdateTriggers(_ tx: PostgresConnection, schema: String) throws -> [String] {
         // tgtype bits: 1 row, 2 before, 16 update.
         // On a partitioned `profiles`, its partitions' own triggers too: a value one sets is as invisible to
         // `UPDATE OF` as the parent's (review of session 33). (`pg_partition_tree` of a plain table is empty.)
         try tx.query(
             """
-            SELECT DISTINCT t.tgname::text FROM pg_trigger t
+            SELECT DISTINCT t.tgname::text, l.lanname::text, p.prosrc FROM pg_trigger t
+            JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language l ON l.oid = p.prolang
             WHERE (t.tgrelid = to_regclass(format('%I.profiles', $1::text))
                    OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(to_regclass(format('%I.profiles', $1::text)))))
               AND NOT t.tgisinternal AND t.tgenabled <> 'D' AND t.tgtype & 19 = 19
             ORDER BY 1
             """, [.text(schema)]
-        ).rows.map { try $0.string(0) }
+        ).rows.compactMap { row in
+            let reason = AppTriggerSource.mayChangeWatched(
+                language: try row.string(1), source: try row.optionalString(2) ?? "", watched: watchedColumns)
+            return try reason.map { "\(try row.string(0)) (\($0))" }
+        }
     }
 
     /// The profiles whose capture row a snapshot ($1) does not see, with their status now. A transaction id is
@@ -323,14 +330,17 @@ public enum ChangeCapture {
         let triggers = try appBeforeUpdateTriggers(connection, schema: schema)
         if definition.contains(" UPDATE OF ") {
             guard !triggers.isEmpty else { return nil }
-            return "profiles has BEFORE UPDATE trigger(s) \(triggers.joined(separator: ", ")) that the change capture "
-                + "was not installed for: a value they set in an update that names no watched column is not recorded "
-                + "as a change; run `matcher migrate` (as the owner) to install the capture for them"
+            return "profiles has BEFORE UPDATE trigger(s) \(triggers.joined(separator: ", ")) that may set a column "
+                + "matching reads, and the change capture was not installed for them: a value they set in an update "
+                + "that names no watched column was not recorded as a change, and no run saw it. Run `matcher migrate` "
+                + "(as the owner) to install the capture for them, then `matcher backfill --changed-since <when the "
+                + "trigger was added> --notify` for the profiles changed meanwhile (docs/runbook.md)"
         }
         guard triggers.isEmpty else { return nil }
         return "the change capture compares every update of profiles (installed for BEFORE UPDATE triggers of the "
-            + "app's that are gone): each of the app's updates, logins included, pays for it; run `matcher migrate` "
-            + "(as the owner) to install it for the statements that name a watched column"
+            + "app's that may set a column matching reads, and are gone or no longer do): each of the app's "
+            + "updates, logins included, pays for it; run `matcher migrate` (as the owner) to install it for the "
+            + "statements that name a watched column"
     }
 
     /// The capture's functions are dollar-quoted (`$body$`, `$owner$`), and the schema's name is written inside

@@ -1,0 +1,152 @@
+/// What one of the app's `BEFORE UPDATE` row triggers on `profiles` may do to the row it returns, read from its
+/// function's source: whether it may set a column the change capture watches. `UPDATE OF` looks only at the
+/// statement's SET list, so a watched value such a trigger sets (say `has_introduction` from the text) is no
+/// change to a capture installed with it. A trigger that may set one needs the capture that compares every
+/// updated row (about 0.7 of the app's login throughput); one that only keeps `updated_at`, the usual kind, does
+/// not. Before session 35 every such trigger counted, so an app's `set_updated_at` trigger cost it its logins'
+/// speed for nothing, and a run warned about it.
+///
+/// Read conservatively: anything but PL/pgSQL may set anything; in PL/pgSQL, an assignment to a watched field of
+/// `NEW` (`:=`, or `=` where a statement starts), `NEW` assigned or selected into as a whole, `INTO NEW...`, or a
+/// `RETURN` of anything but `NEW`, `OLD` or `NULL`. Comments and string literals are left out first, and a
+/// quoted name is read as its text. What it calls cannot change `NEW` (arguments go by value), only what it
+/// returns can, and that is the `RETURN` rule. A reading that is wrong the safe way costs the app the dearer
+/// capture, never a missed change.
+package enum AppTriggerSource {
+    /// Why a trigger function in `language` with `source` may set one of `watched`; nil when it cannot.
+    package static func mayChangeWatched(language: String, source: String, watched: [String]) -> String? {
+        guard language.lowercased() == "plpgsql" else {
+            return "its function is in \(language), which the worker does not read"
+        }
+        let code = withoutCommentsAndStrings(source).lowercased()
+        let names = watched.map { escaped($0.lowercased()) }.joined(separator: "|")
+        let start = #"(?:^|;|\bbegin\b|\bthen\b|\belse\b|\bloop\b|>>)\s*"#
+        let field = #"\bnew\s*\.\s*("# + names + #")\b(?:\s*\[[^\]]*\])*\s*"#
+        if let column = firstCapture(field + ":=", in: code) ?? firstCapture(start + field + "=(?!=)", in: code) {
+            return "it sets NEW.\(column)"
+        }
+        if firstMatch(#"\bnew\s*:="#, in: code) || firstMatch(start + #"new\s*=(?!=)"#, in: code) {
+            return "it assigns NEW as a whole"
+        }
+        if let column = firstCapture(
+            #"\binto\s+(?:strict\s+)?(?:[\w.]+\s*,\s*)*new\s*\.\s*("# + names + #")\b"#, in: code)
+        {
+            return "it selects INTO NEW.\(column)"
+        }
+        if firstMatch(#"\binto\s+(?:strict\s+)?new\b(?!\s*\.)"#, in: code) {
+            return "it selects INTO NEW"
+        }
+        if firstMatch(#"\breturn\s+(?!(?:new|old|null)\s*;)"#, in: code) {
+            return "it returns a row other than NEW"
+        }
+        return nil
+    }
+
+    /// `source` with every comment and string literal (quoted, `E'...'`, dollar-quoted) replaced by a space,
+    /// and each quoted identifier by its text: what is left is code.
+    package static func withoutCommentsAndStrings(_ source: String) -> String {
+        let text = Array(source.unicodeScalars)
+        var out = String.UnicodeScalarView()
+        var i = 0
+        func at(_ offset: Int) -> Unicode.Scalar? { i + offset < text.count ? text[i + offset] : nil }
+        while i < text.count {
+            let c = text[i]
+            if c == "-", at(1) == "-" {
+                while i < text.count, text[i] != "\n" { i += 1 }
+                out.append(" ")
+            } else if c == "/", at(1) == "*" {
+                var depth = 0
+                repeat {
+                    if text[i] == "/", at(1) == "*" {
+                        depth += 1
+                        i += 2
+                    } else if text[i] == "*", at(1) == "/" {
+                        depth -= 1
+                        i += 2
+                    } else {
+                        i += 1
+                    }
+                } while depth > 0 && i < text.count
+                out.append(" ")
+            } else if c == "'" {
+                // A backslash escapes only in an E'' string; '' is a quote in both.
+                let escapes = i > 0 && (text[i - 1] == "e" || text[i - 1] == "E")
+                i += 1
+                while i < text.count {
+                    if escapes, text[i] == "\\" {
+                        i += 2
+                    } else if text[i] == "'" {
+                        if at(1) == "'" { i += 2 } else { break }
+                    } else {
+                        i += 1
+                    }
+                }
+                i += 1
+                out.append(" ")
+            } else if c == "\"" {
+                i += 1
+                while i < text.count {
+                    if text[i] == "\"" {
+                        if at(1) == "\"" {
+                            out.append("\"")
+                            i += 2
+                        } else {
+                            break
+                        }
+                    } else {
+                        out.append(text[i])
+                        i += 1
+                    }
+                }
+                i += 1
+            } else if c == "$", let tag = dollarTag(text, from: i) {
+                i += tag.count
+                while i < text.count, !matches(text, at: i, tag) { i += 1 }
+                i += tag.count
+                out.append(" ")
+            } else {
+                out.append(c)
+                i += 1
+            }
+        }
+        return String(out)
+    }
+
+    /// The dollar-quote tag (`$$`, `$name$`) that starts at `start`, if one does: a `$` after an identifier's
+    /// character is part of the identifier (`a$b`), and `$1` is a parameter.
+    private static func dollarTag(_ text: [Unicode.Scalar], from start: Int) -> [Unicode.Scalar]? {
+        if start > 0, isIdentifier(text[start - 1]) { return nil }
+        var end = start + 1
+        while end < text.count, text[end] != "$" {
+            guard isIdentifier(text[end]), !(end == start + 1 && ("0"..."9").contains(text[end])) else { return nil }
+            end += 1
+        }
+        return end < text.count ? Array(text[start...end]) : nil
+    }
+
+    private static func isIdentifier(_ c: Unicode.Scalar) -> Bool {
+        c == "_" || ("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c) || c.value > 127
+    }
+
+    private static func matches(_ text: [Unicode.Scalar], at start: Int, _ tag: [Unicode.Scalar]) -> Bool {
+        start + tag.count <= text.count && Array(text[start..<start + tag.count]) == tag
+    }
+
+    private static func firstMatch(_ pattern: String, in code: String) -> Bool {
+        // Simple word boundaries: Unicode's would read `new.status` as one word.
+        guard let regex = try? Regex(pattern).wordBoundaryKind(.simple) else { return true }
+        return code.firstMatch(of: regex) != nil
+    }
+
+    private static func firstCapture(_ pattern: String, in code: String) -> String? {
+        guard let regex = try? Regex(pattern).wordBoundaryKind(.simple) else { return "?" }
+        guard let match = code.firstMatch(of: regex), match.output.count > 1,
+            let column = match.output[1].substring
+        else { return nil }
+        return String(column)
+    }
+
+    private static func escaped(_ name: String) -> String {
+        name.unicodeScalars.map { isIdentifier($0) ? String($0) : "\\" + String($0) }.joined()
+    }
+}
