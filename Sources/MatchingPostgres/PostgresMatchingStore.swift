@@ -840,8 +840,18 @@ extension PostgresMatchingStore: MatchRepository {
     public func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
-        // One sweeper at a time, service-wide (shards share the table); the others skip.
-        let sweeper = try openConnection()
+        // One sweeper at a time, service-wide (shards share the table); the others skip. The units are committed
+        // by now: a sweep that cannot have its connection (slots full: the database's or the role's connection
+        // limit, or max_connections) is left to the next runs, as the helpers below are, rather than failing a
+        // run that wrote everything, and every next run that resumes it, for good (review of session 35, with
+        // a connection limit of 2).
+        let sweeper: PostgresConnection
+        do {
+            sweeper = try openConnection()
+        } catch {
+            return RetentionOutcome(
+                forgotten: 0, backlog: true, notStartedBecause: "no connection for the sweep: \(error)")
+        }
         defer { sweeper.close() }
         let lock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(3)]
         guard try sweeper.query("SELECT pg_try_advisory_lock($1, $2)", lock).rows[0].bool(0) else { return nil }

@@ -392,6 +392,11 @@ struct LoggingRunOutput: RunOutputHandler {
                     "retention sweep ended early on request; the next run forgets the rest",
                     metadata: ["reason": "\(reason)"])
             }
+            if let reason = outcome.notStartedBecause {
+                log.warning(
+                    "retention sweep not started; the next run forgets what expired (a run needs --write-connections + 2 connections: README)",
+                    metadata: ["reason": "\(redactingSecrets(reason))"])
+            }
             if let reason = outcome.stoppedByConflict {
                 log.warning(
                     "retention sweep stopped early: a batch kept conflicting with another writer; the next run forgets the rest",

@@ -78,6 +78,24 @@ import Testing
         )
     }
 
+    /// A run's units are committed before its sweep: a sweep that cannot have a connection (the connection
+    /// slots full) failed the run, and every next run that resumed it, for good (review of session 35, with a
+    /// connection limit of 2). It is left to the next runs, with the reason.
+    @Test func aSweepWithNoConnectionForItIsLeftToTheNextRuns() throws {
+        let (database, connection) = try world()
+        defer { connection.close() }
+        let before = try count(connection, "SELECT count(*) FROM filter_matches")
+        struct SlotsFull: Error, CustomStringConvertible {
+            var description: String { "FATAL: too many connections for database" }
+        }
+        let store = PostgresMatchingStore(connection: connection, writeConnections: 3) { throw SlotsFull() }
+        let outcome = try #require(try store.forgetExpired(before: cutoff, batchSize: 7, maxBatches: 10_000))
+        #expect(outcome.forgotten == 0 && outcome.backlog)
+        #expect(outcome.notStartedBecause?.contains("too many connections") == true)
+        #expect(try count(connection, "SELECT count(*) FROM filter_matches") == before)
+        _ = database
+    }
+
     @Test(arguments: [
         (1, 7, false), (3, 1, false), (3, 2, false), (2, 100, false), (1, 7, true), (3, 1, true), (2, 100, true),
     ])

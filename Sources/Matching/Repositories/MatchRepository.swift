@@ -303,10 +303,16 @@ public struct RetentionOutcome: Sendable, Hashable {
     /// The stop request (SIGTERM, SIGINT) that ended the sweep early, leaving the rest for the next runs.
     public let stoppedByRequest: String?
 
+    /// Why the sweep could not start (no connection for it: the database's or the role's connection slots
+    /// full). The run's units are committed by then, and the run does not fail for it; the next runs forget.
+    public let notStartedBecause: String?
+
     public init(
         forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0,
-        conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil, stoppedByRequest: String? = nil
+        conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil, stoppedByRequest: String? = nil,
+        notStartedBecause: String? = nil
     ) {
+        self.notStartedBecause = notStartedBecause
         self.stoppedByRequest = stoppedByRequest
         self.forgotten = forgotten
         self.backlog = backlog
