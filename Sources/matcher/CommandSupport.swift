@@ -140,13 +140,21 @@ func failureLine(_ what: String, _ message: String, _ advice: String, _ status: 
     Log.errorPriority + "matcher: \(what) failed: \(ReportRenderer.printable(message)) — \(advice) (exit \(status))\n"
 }
 
-/// What to do after a failure of `command` ("run", "backfill", "explain", …): which command picks up the work.
-func advice(for error: any Error, kind: FailureKind, command: String = "run") -> String {
+/// What to do after a failure of `command` ("run", "backfill", "explain", …): which command picks up the work. The
+/// connection string and the operator's server settings (for what a lost login or a timeout says) are the
+/// process's: `--database-url` or `DATABASE_URL`, and `options=` in it or `PGOPTIONS`.
+func advice(
+    for error: any Error, kind: FailureKind, command: String = "run",
+    arguments: [String] = CommandLine.arguments,
+    environment: [String: String] = ProcessInfo.processInfo.environment
+) -> String {
     let resumes =
         switch command {
         case "run": "the next run resumes the work"
         case "backfill": "the same backfill command resumes the work"
-        case "explain": "explain writes nothing; check the filter and profile ids"
+        // Review against a real server: explain said "check the filter and profile ids" after a lock or statement
+        // timeout and a lost connection too. The ids are advised only where they are the cause (below).
+        case "explain": "explain writes nothing; retrying is safe"
         default: "retry the command once the cause is fixed"
         }
     // What retries after the database could not be reached: the timer's next run, or the operator; nothing retries
@@ -157,6 +165,27 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         case "backfill": "then run the same backfill again (it resumes the work)"
         default: "then run `matcher \(command)` again"
         }
+    // What a failure after the command reached the database leaves, and what to run: a run's or backfill's
+    // committed units are kept and the work resumes; the other commands have no units and no run (review against a
+    // real server: a lost connection told `matcher status` its "committed units are kept").
+    let kept =
+        switch command {
+        case "run", "backfill": "committed units are kept"
+        case "explain", "status", "notifications show": "\(command) writes nothing"
+        case "migrate": "each migration commits whole or not at all"
+        case "reindex": "the next reindex first drops what an interrupted rebuild left"
+        default: "each change it makes commits whole or not at all"
+        }
+    let again = command == "run" || command == "backfill" ? resumes : "run `matcher \(command)` again"
+    let afterward = command == "run" || command == "backfill" ? "\(kept) and \(again)" : "\(kept): \(again)"
+    let conninfo = configuredConninfo(arguments: arguments, environment: environment)
+    // The server settings the operator adds after the worker's (`Database.sessionOptions`), which win.
+    let operatorsOptions =
+        conninfo.flatMap { PostgresConnection.setting("options", in: $0) } ?? environment["PGOPTIONS"]
+    let operatorsSource =
+        conninfo.flatMap { PostgresConnection.setting("options", in: $0) } != nil
+        ? "options= in the connection string" : "PGOPTIONS"
+    func operatorSets(_ setting: String) -> Bool { operatorsOptions?.contains(setting) ?? false }
     if let pg = error as? PostgresError {
         switch (pg.kind, kind) {
         case (.connection, .configuration) where pg.message.hasPrefix("invalid connection string"),
@@ -174,11 +203,32 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
         case (.connection, .configuration):
             return
                 "fix --database-url / DATABASE_URL (a setting libpq cannot use: sslmode, port, certificates); retrying will not help"
+        // Reached, but out of connection slots (53300, which a refused connect gives in words only): no network to
+        // check (review against a real server).
+        case (.connection, _)
+        where pg.message.hasPrefix("could not connect")
+            && [
+                "too many clients already", "too many connections for role", "too many connections for database",
+                "remaining connection slots are reserved",
+            ].contains(where: pg.message.contains),
+            (.server, _) where pg.sqlState == "53300":
+            return
+                "the server was reached but its connection slots are full (max_connections, or the role's or database's CONNECTION LIMIT; a run needs --write-connections + 2 of them: README): free some or raise the limit; \(retries)"
+        // target_session_attrs=read-write (or primary) refused every host it reached: libpq 14+'s words, then 13's.
+        case (.connection, _)
+        where pg.message.hasPrefix("could not connect")
+            && ["session is read-only", "server is in hot standby mode", "could not make a writable connection"]
+                .contains(where: pg.message.contains):
+            return
+                "the server is read-only (a standby, or default_transaction_read_only on?) and target_session_attrs refused it: point DATABASE_URL at the primary (or list every host, host=a,b, for libpq to find it); \(retries)"
         case (.connection, _) where pg.message.hasPrefix("could not connect"):
             return
                 "check that the server is up and reachable (host, port, firewall, --connect-timeout) and DATABASE_URL; \(retries)"
         case (.connection, _):
-            return "the connection was lost mid-run; committed units are kept and \(resumes)"
+            switch command {
+            case "run", "backfill": return "the connection was lost mid-\(command); \(afterward)"
+            default: return "the connection was lost; \(afterward)"
+            }
         case (.server, _) where pg.sqlState == "42501" && pg.message.contains("row-level security"):
             return
                 "row-level security applies to the worker's role on a table it must read whole: let the role bypass it (ALTER ROLE ... BYPASSRLS, deploy/README.md \"The worker role\")"
@@ -186,8 +236,42 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
             return "the role lacks a privilege: run `matcher migrate` as the owner, then sql/roles/worker_role.sql"
         case (.server, .configuration):
             return "the schema is missing or old: run `matcher migrate` (as the owner), then sql/roles/worker_role.sql"
+        // A statement timeout: the worker's (--statement-timeout) unless the operator's settings give one, which win
+        // (README, the database row); then the next run fails the same way until that one is changed.
+        case (.server, _) where pg.sqlState == "57014" && pg.message.contains("statement timeout"):
+            if operatorSets("statement_timeout") {
+                return
+                    "a statement ran past the statement_timeout that \(operatorsSource) sets (it overrides --statement-timeout: README, the database row): raise it there or leave it out, else every attempt fails the same way; \(kept)"
+            }
+            return
+                "a statement ran past --statement-timeout (default 300 s; a statement_timeout in options= or PGOPTIONS would override it: README, the database row): \(kept); if it waited for a lock held elsewhere, \(again); if it is that slow, raise --statement-timeout, or the next attempt fails the same way"
         case (.server, _) where pg.sqlState == "57014":
-            return "a statement hit statement_timeout or was cancelled; \(resumes)"
+            return "a statement was cancelled (pg_cancel_backend?); \(afterward)"
+        // A lock wait given up (lock_timeout): a run's units wait at most about 60 s (jittered, no flag) for rows
+        // another writer holds and are written three times before the run fails; migrate has --lock-timeout for its
+        // own; anything else is a lock_timeout from the operator's settings or the role's or database's.
+        case (.server, _) where pg.sqlState == "55P03":
+            let others =
+                operatorSets("lock_timeout")
+                ? "the lock_timeout that \(operatorsSource) sets" : "a lock_timeout the role or database sets"
+            switch command {
+            case "run", "backfill":
+                return
+                    "a lock wait ran out: a unit's wait for rows another writer holds (about 60 s, three tries; a backfill --notify or a long transaction of the app beside it?), or \(others); \(afterward)"
+            case "migrate":
+                return
+                    "a lock wait ran out (--lock-timeout sets the migrations' own; outside them \(others)): another session held the lock; \(afterward), when the database is quieter"
+            default:
+                return "a lock wait ran out (\(others)): another session held the lock; \(afterward)"
+            }
+        // Writing to a read-only server: a standby, or a read-only endpoint after a failover. Still exit 1.
+        case (.server, _) where pg.sqlState == "25006":
+            return
+                "the database is read-only (a hot standby, or a read-only endpoint after a failover?): point DATABASE_URL at the primary (e.g. with target_session_attrs=read-write); \(afterward)"
+        // A row of the filter or profile explain reads that cannot be read: the ids are the cause.
+        case (.decoding, _) where command == "explain",
+            (.server, _) where command == "explain" && pg.sqlState?.hasPrefix("22") == true:
+            return "explain writes nothing; check the filter and profile ids (a row of theirs could not be read)"
         default:
             break
         }
@@ -205,6 +289,17 @@ func advice(for error: any Error, kind: FailureKind, command: String = "run") ->
     case .other:
         return command == "run" || command == "backfill" ? "committed units are kept; \(resumes)" : resumes
     }
+}
+
+/// The connection string the command connects with: the last `--database-url`, else `DATABASE_URL` (`Database`).
+func configuredConninfo(arguments: [String], environment: [String: String]) -> String? {
+    var given: String?
+    for (index, argument) in arguments.enumerated() {
+        if argument == "--database-url", index + 1 < arguments.count { given = arguments[index + 1] }
+        if argument.hasPrefix("--database-url=") { given = String(argument.dropFirst("--database-url=".count)) }
+    }
+    if let given { return given }
+    return environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
 }
 
 /// SIGTERM and SIGINT ask the run to stop at the next unit-of-work boundary; a second signal cancels the

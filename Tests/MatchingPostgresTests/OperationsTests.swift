@@ -222,6 +222,54 @@ import Testing
         }
     }
 
+    /// Review against a real server: causes the server gives, each advised as itself. Connection slots full (a
+    /// role's CONNECTION LIMIT) is 69 and says so, not "check that the server is up and reachable"; a read-only
+    /// database (what a standby or a read-only endpoint gives) names the primary; a lock or statement timeout says
+    /// which setting ran out, and an explain's line no longer tells to check the ids.
+    @Test func causesTheServerGivesAreAdvisedAsThemselves() throws {
+        let database = try MigratedDatabase.create()
+        let admin = try database.connect()
+        defer { admin.close() }
+        let role = "slots_\(database.name.suffix(12))"
+        try admin.execute("CREATE ROLE \"\(role)\" LOGIN CONNECTION LIMIT 0")
+        defer { _ = try? admin.execute("DROP ROLE IF EXISTS \"\(role)\"") }
+        let full = try MatcherProcess.run(
+            ["status"], database: try PostgresConnection.conninfo(database.conninfo, overriding: ["user": role]))
+        Self.expectOneLine(full, status: 69, containing: "connection slots are full")
+        #expect(!full.stderr.contains("firewall"), "\(full.stderr)")
+
+        let readOnly = try TestDatabase.create()
+        try admin.execute("ALTER DATABASE \"\(readOnly.name)\" SET default_transaction_read_only = on")
+        let refused = try MatcherProcess.run(["migrate"], database: readOnly.conninfo)
+        Self.expectOneLine(refused, status: 1, containing: "the database is read-only")
+        #expect(refused.stderr.contains("DATABASE_URL at the primary"), "\(refused.stderr)")
+        let writable = try PostgresConnection.conninfo(
+            readOnly.conninfo, overriding: ["target_session_attrs": "read-write"])
+        let turnedAway = try MatcherProcess.run(["status"], database: writable)
+        Self.expectOneLine(turnedAway, status: 69, containing: "the server is read-only")
+        #expect(!turnedAway.stderr.contains("firewall"), "\(turnedAway.stderr)")
+
+        // explain waits for a table another session holds.
+        let explain = ["explain", "--filter", "1", "--profile", "2"]
+        try admin.transaction { tx in
+            try tx.execute("LOCK TABLE saved_filters IN ACCESS EXCLUSIVE MODE")
+            let lockWait = try MatcherProcess.run(
+                explain,
+                database: try PostgresConnection.conninfo(
+                    database.conninfo, overriding: ["options": "-c lock_timeout=200"]))
+            Self.expectOneLine(
+                lockWait, status: 1, containing: "the lock_timeout that options= in the connection string sets")
+            let worker = try MatcherProcess.run(explain + ["--statement-timeout", "1"], database: database.conninfo)
+            Self.expectOneLine(worker, status: 1, containing: "a statement ran past --statement-timeout")
+            let operators = try MatcherProcess.run(
+                explain, database: database.conninfo, environment: ["PGOPTIONS": "-c statement_timeout=300"])
+            Self.expectOneLine(operators, status: 1, containing: "the statement_timeout that PGOPTIONS sets")
+            for outcome in [lockWait, worker, operators] {
+                #expect(!outcome.stderr.contains("ids") && outcome.stderr.contains("explain writes nothing"))
+            }
+        }
+    }
+
     /// A server setting the server refuses at every session's start (in `options` or PGOPTIONS: a misspelt name,
     /// one only a superuser or a restart may set), a certificate naming another host, an unusable client key:
     /// retrying will not help, so 78, not "unreachable" (69).
