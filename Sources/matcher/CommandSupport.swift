@@ -195,6 +195,15 @@ func advice(
         case (.connection, .configuration) where pg.message.contains("unsupported startup parameter"):
             return
                 "a connection pooler refused the worker's session settings (libpq's options): connect the worker to PostgreSQL directly (README, \"Connection poolers\"); retrying will not help"
+        // Refused for want of a password, or a password refused (in English or, by libpq's word, in any language):
+        // which password file libpq would have read and why it gave none, or where the refused password came from.
+        case (.connection, .configuration)
+        where pg.password == .missing || pg.message.contains("no password supplied")
+            || pg.message.contains("password authentication failed")
+            || (pg.password == .sent && pg.reasonIsLocalized):
+            let sent = pg.password == .sent || pg.message.contains("password authentication failed")
+            let note = PasswordSource.note(sent: sent, conninfo: conninfo, environment: environment)
+            return "the server refused the login: \(note); retrying will not help"
         case (.connection, .configuration)
         where ["authentication", "password", "pg_hba", "does not exist", "not permitted", "permission denied"]
             .contains(where: pg.message.contains):

@@ -166,3 +166,107 @@ struct Database {
         }
     }
 }
+
+/// What the failure line of a login refused for want of a password says about the password (review against a real
+/// server): "fe_sendauth: no password supplied" named neither the password file libpq would have read nor why it
+/// gave none (a `PGPASSFILE` of mode 0644, which libpq ignores with a warning, read as "check the password").
+/// libpq takes the first of: the connection string's password, the worker's password file (`Database`), then
+/// `PGPASSWORD`, then its password file (`passfile=` in the connection string, else `PGPASSFILE`, else
+/// `~/.pgpass`), whose line for the login it uses only when the file is a plain file that no group or other may
+/// read or write. Nothing is refused up front: a login the server trusts needs no password at all. Never the
+/// password itself, only where it came from.
+enum PasswordSource {
+    /// For a login that sent no password (`sent` false): which password file libpq would have read and why it gave
+    /// none. For one that sent a password the server refused: where that password came from.
+    static func note(
+        sent: Bool, conninfo: String?,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        home: () -> String? = PasswordSource.homeDirectory,
+        readError: (String) -> Int32? = PasswordSource.readError
+    ) -> String {
+        let file = passwordFile(conninfo: conninfo, environment: environment, home: home)
+        if sent {
+            let source: String
+            if let conninfo, PostgresConnection.setting("password", in: conninfo)?.isEmpty == false {
+                source = "the connection string's password"
+            } else if let path = environment["MATCHER_DATABASE_PASSWORD_FILE"], !path.isEmpty {
+                source = "MATCHER_DATABASE_PASSWORD_FILE \(path)"
+            } else if let folder = environment["CREDENTIALS_DIRECTORY"], !folder.isEmpty,
+                FileManager.default.isReadableFile(atPath: folder + "/database-password")
+            {
+                source = "the credential \(folder)/database-password"
+            } else if environment["PGPASSWORD"]?.isEmpty == false {
+                source = "PGPASSWORD"
+            } else if let file {
+                source = "the password file \(file.path) (\(file.namedBy))"
+            } else {
+                return "the password sent was refused: check the user, database and password"
+            }
+            return "the password sent came from \(source): check it, and the user and database"
+        }
+        guard let file else {
+            return "no password was sent, and libpq found no password file (no home folder for ~/.pgpass): "
+                + "give MATCHER_DATABASE_PASSWORD_FILE or PGPASSFILE"
+        }
+        let named = "the password file \(file.path) (\(file.namedBy))"
+        return "no password was sent: " + problem(with: named, at: file.path, readError: readError)
+    }
+
+    /// Why libpq took no password from the file at `path` (`named` says which): its own checks, in its order.
+    static func problem(with named: String, at path: String, readError: (String) -> Int32?) -> String {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            let error = errno
+            if error == ENOENT {
+                return "\(named) does not exist: create it (mode 0600, a line host:port:database:user:password), "
+                    + "or give MATCHER_DATABASE_PASSWORD_FILE"
+            }
+            return "\(named) cannot be read by this user (\(reason(error))): let the worker's user reach it"
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            return "libpq ignores \(named): it is not a plain file"
+        }
+        let mode = info.st_mode & 0o777
+        if mode & 0o077 != 0 {
+            return "libpq ignores \(named): its mode 0\(String(mode, radix: 8)) lets group or others in; chmod 0600 it "
+                + "(owned by the worker's user)"
+        }
+        if let error = readError(path) {
+            return "\(named) cannot be read by this user (\(reason(error))): make the worker's user its owner, "
+                + "mode 0600"
+        }
+        return "\(named) has no line for this host, port, database and user "
+            + "(host:port:database:user:password, * for any)"
+    }
+
+    /// The file libpq reads: `passfile=` in the connection string, else `PGPASSFILE`, else `~/.pgpass` (libpq's
+    /// home: `HOME`, else the user's entry); nil when there is no home to look in.
+    static func passwordFile(
+        conninfo: String?, environment: [String: String], home: () -> String?
+    ) -> (path: String, namedBy: String)? {
+        if let conninfo, let path = PostgresConnection.setting("passfile", in: conninfo), !path.isEmpty {
+            return (path, "passfile= in the connection string")
+        }
+        if let path = environment["PGPASSFILE"], !path.isEmpty { return (path, "PGPASSFILE") }
+        if let folder = environment["HOME"].flatMap({ $0.isEmpty ? nil : $0 }) ?? home() {
+            return ((folder.hasSuffix("/") ? folder : folder + "/") + ".pgpass", "libpq's default, ~/.pgpass")
+        }
+        return nil
+    }
+
+    /// The user's home folder from the password database.
+    static func homeDirectory() -> String? {
+        guard let entry = getpwuid(geteuid()), let folder = entry.pointee.pw_dir else { return nil }
+        return String(cString: folder)
+    }
+
+    /// Why this process cannot open `path` for reading (an errno), or nil when it can.
+    static func readError(_ path: String) -> Int32? {
+        let descriptor = open(path, O_RDONLY)
+        guard descriptor >= 0 else { return errno }
+        close(descriptor)
+        return nil
+    }
+
+    private static func reason(_ error: Int32) -> String { String(cString: strerror(error)).lowercased() }
+}

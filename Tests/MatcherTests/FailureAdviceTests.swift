@@ -155,4 +155,52 @@ import Testing
         let migrate = Self.text(Self.readOnly, "migrate")
         #expect(migrate.hasPrefix("the database is read-only") && !migrate.contains("unit"), "\(migrate)")
     }
+
+    /// "fe_sendauth: no password supplied" was "check the user, database and password (password file,
+    /// PGPASSFILE)", whichever file libpq had passed over and why. The line names the file and the reason, and
+    /// never the password in it.
+    @Test func aLoginWithoutAPasswordNamesThePasswordFileAndWhy() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("pgpass")
+        try Data("*:*:*:matcher_worker:S3cretPassw0rd\n".utf8).write(to: file)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: file.path)
+        let missing = Self.connectFailure("fe_sendauth: no password supplied", password: .missing)
+
+        let open = Self.text(missing, "run", environment: ["PGPASSFILE": file.path])
+        #expect(open.contains("\(file.path) (PGPASSFILE)") && open.contains("0644"), "\(open)")
+        #expect(open.contains("libpq ignores") && open.contains("chmod 0600"), "\(open)")
+        #expect(!open.contains("S3cretPassw0rd") && open.hasSuffix("retrying will not help"), "\(open)")
+
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        let noLine = Self.text(
+            missing, "status", arguments: ["matcher", "status", "--database-url", "passfile=\(file.path) dbname=m"],
+            environment: ["PGPASSFILE": "/nonexistent"])
+        #expect(noLine.contains("\(file.path) (passfile= in the connection string) has no line"), "\(noLine)")
+
+        let absent = Self.text(missing, "run", environment: ["HOME": folder.path])
+        #expect(absent.contains("\(folder.path)/.pgpass (libpq's default, ~/.pgpass) does not exist"), "\(absent)")
+
+        let notAFile = PasswordSource.problem(with: "the password file", at: folder.path) { _ in nil }
+        #expect(notAFile.contains("not a plain file"), "\(notAFile)")
+        // Not readable by this user (as root, every file is: the reason is the system's, given).
+        let denied = PasswordSource.problem(with: "the password file", at: file.path) { _ in EACCES }
+        #expect(denied.contains("cannot be read by this user (permission denied)"), "\(denied)")
+
+        // A password sent and refused: where it came from, by libpq's order.
+        let refused = Self.connectFailure(
+            "FATAL:  password authentication failed for user \"matcher_worker\"", password: .sent)
+        let fromFile = Self.text(refused, "run", environment: ["MATCHER_DATABASE_PASSWORD_FILE": "/etc/matcher/pw"])
+        #expect(fromFile.contains("came from MATCHER_DATABASE_PASSWORD_FILE /etc/matcher/pw"), "\(fromFile)")
+        let fromPassfile = Self.text(refused, "run", environment: ["PGPASSFILE": file.path])
+        #expect(fromPassfile.contains("came from the password file \(file.path) (PGPASSFILE)"), "\(fromPassfile)")
+        let fromURL = Self.text(
+            refused, "run", arguments: ["matcher", "run", "--database-url", "password=S3cretPassw0rd dbname=m"],
+            environment: ["PGPASSWORD": "other"])
+        #expect(fromURL.contains("the connection string's password") && !fromURL.contains("S3cret"), "\(fromURL)")
+        // A login refused for another reason keeps its advice.
+        let noRole = Self.connectFailure("FATAL:  role \"nobody\" does not exist")
+        #expect(Self.text(noRole, "run").contains("(password file, PGPASSFILE)"))
+    }
 }

@@ -220,6 +220,28 @@ import Testing
                 password: .sent)
             #expect(transient.failureKind == .unavailable, "\(words)")
         }
+
+        // Review against a real server: a PGPASSFILE libpq ignores (group or others may read it) gave "no password
+        // supplied" and "check the password (password file, PGPASSFILE)". The line names the file and why, never
+        // the password; the same file at 0600 logs in. Nothing is refused up front (a trusted login needs none).
+        let database = try TestDatabase.create()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pgpass-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let passfile = folder.appendingPathComponent("pgpass")
+        try Data("*:*:*:matcher_password_probe:the-right-one\n".utf8).write(to: passfile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: passfile.path)
+        let probe = try PostgresConnection.conninfo(database.conninfo, overriding: ["user": "matcher_password_probe"])
+        let ignored = try MatcherProcess.run(["status"], database: probe, environment: ["PGPASSFILE": passfile.path])
+        Self.expectOneLine(ignored, status: 78, containing: "libpq ignores the password file \(passfile.path)")
+        #expect(ignored.stderr.contains("mode 0640") && ignored.stderr.contains("chmod 0600"), "\(ignored.stderr)")
+        #expect(!ignored.stderr.contains("the-right-one"), "\(ignored.stderr)")
+        let elsewhere = try PostgresConnection.conninfo(probe, overriding: ["passfile": folder.path + "/none"])
+        let absent = try MatcherProcess.run(["status"], database: elsewhere)
+        Self.expectOneLine(absent, status: 78, containing: "\(folder.path)/none (passfile= in the connection string)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: passfile.path)
+        let read = try MatcherProcess.run(["status"], database: probe, environment: ["PGPASSFILE": passfile.path])
+        #expect(!read.stderr.contains("refused the login"), "\(read.stderr)")
     }
 
     /// Review against a real server: causes the server gives, each advised as itself. Connection slots full (a
