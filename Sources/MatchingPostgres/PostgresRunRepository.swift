@@ -55,6 +55,50 @@ extension PostgresMatchingStore: RunRepository {
         return PostgresRunLock(connection: lockConnection)
     }
 
+    public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {
+        let lockConnection = try openConnection()
+        var handedOver = false
+        defer { if !handedOver { lockConnection.close() } }
+        try lockConnection.query(
+            """
+            SELECT set_config('idle_session_timeout', '0', false)
+            WHERE current_setting('server_version_num')::int >= 140000
+            """)
+        let keys = Self.lockKeys(kind: kind, shard: shard)
+        let attempt = try lockConnection.transaction { tx -> RunLockAttempt in
+            // One start decides at a time (a transaction's lock, a moment long): the held locks read below, then
+            // this one taken, with no other start between.
+            _ = try tx.query("SELECT pg_advisory_xact_lock($1, 0)", [.int4(keys.0 + Self.admissionOffset)])
+            // The run locks held now, by layout: the second key is count << 16 | index (`lockKeys`).
+            let held = try tx.query(
+                """
+                SELECT l.objid::bigint FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND l.classid = $1::bigint::oid
+                """, [.int8(Int64(keys.0))]
+            ).rows.compactMap { row -> Shard? in
+                let key = try row.int64(0)
+                return try? Shard(index: Int(key & 0xFFFF), count: Int(key >> 16))
+            }
+            let overlapping = held.filter { $0 != shard && $0.intersects(shard) }
+            guard overlapping.isEmpty else {
+                return .overlapping(overlapping.sorted { $0.description < $1.description })
+            }
+            // A session's lock, kept past this transaction's end, until the run releases it or its session ends.
+            let acquired = try tx.query(
+                "SELECT pg_try_advisory_lock($1, $2)", [.int4(keys.0), .int4(keys.1)]
+            ).rows[0].bool(0)
+            return acquired ? .acquired(PostgresRunLock(connection: lockConnection)) : .held
+        }
+        if case .acquired = attempt { handedOver = true }
+        return attempt
+    }
+
+    /// Added to a kind's first lock key for the lock that one start at a time takes (`tryLockAlone`); the run
+    /// locks use the kind's own key (`lockKeys`), `MigrationRunner.lockNamespace` others.
+    static let admissionOffset: Int32 = 2
+
     static let runColumns = """
         id, kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status,
         coverage::text, snapshot::text, resume_after_filter, parameters::text,

@@ -5,6 +5,7 @@ import MatchingPostgres
 import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
+import Synchronization
 import Testing
 
 @Suite(.serialized) struct RunIntegrationTests {
@@ -181,14 +182,57 @@ import Testing
             ["progress", "reset", "--shard", "0/1", "--to", "2026-03-01T00:00:00Z"], database: twin.database.conninfo)
         #expect(reset.status == 75)
         #expect(reset.stderr.contains("run `matcher progress reset` again"), "\(reset.stderr)")
-        // Another shard is not held back.
+        // A shard of another layout reads the same window for the owners it shares with the running one: held
+        // back too, naming the running shard (review of session 35: both filled their filters past the other's
+        // pairs, up to twice the cap).
         let other = try MatcherProcess.run(
             ["run", "--now", "2026-03-01T03:00:00Z", "--shard", "1/2"],
             database: twin.database.conninfo)
-        #expect(other.status == 0, "\(other.stderr)")
+        #expect(other.status == 75, "\(other.stderr)")
+        #expect(
+            other.stderr.contains("a run of shard 0/1 is running, whose filters overlap shard 1/2's"), "\(other.stderr)"
+        )
         held.release()
         let after = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)
         #expect(after.status == 0, "\(after.stderr)")
+        // Shards of one layout are not held back by each other.
+        let half = try #require(try twin.postgres.tryLock(kind: .run, shard: Shard(index: 0, count: 2)))
+        let sibling = try MatcherProcess.run(
+            ["run", "--now", "2026-03-02T03:00:00Z", "--shard", "1/2"], database: twin.database.conninfo)
+        #expect(sibling.status == 0, "\(sibling.stderr)")
+        half.release()
+    }
+
+    /// Runs of layouts that overlap, started together: each start reads the locks held and takes its own with no
+    /// other start between, so the ones that go share no owner (exactly one of the unsharded run and its shards,
+    /// or the shards of one layout together), whatever the order.
+    @Test func ofOverlappingLayoutsStartedTogetherOnlyDisjointShardsGo() throws {
+        let twin = try Twin()
+        let halves = try (0..<2).map { try Shard(index: $0, count: 2) }
+        let quarters = try (0..<4).map { try Shard(index: $0, count: 4) }
+        let shards = [Shard.all] + halves + quarters
+        for round in 0..<5 {
+            let attempts = Mutex<[(Shard, (any RunLock)?)]>([])
+            DispatchQueue.concurrentPerform(iterations: shards.count) { i in
+                let shard = shards[(i + round) % shards.count]
+                let lock: (any RunLock)?
+                if case .acquired(let held) = try? twin.postgres.tryLockAlone(kind: .run, shard: shard) {
+                    lock = held
+                } else {
+                    lock = nil
+                }
+                attempts.withLock { $0.append((shard, lock)) }
+            }
+            let all = attempts.withLock { $0 }
+            let going = all.filter { $0.1 != nil }.map(\.0)
+            #expect(!going.isEmpty, "round \(round)")
+            for (i, a) in going.enumerated() {
+                for b in going[(i + 1)...] {
+                    #expect(!a.intersects(b), "round \(round): \(a) and \(b) both went")
+                }
+            }
+            for (_, lock) in all { lock?.release() }
+        }
     }
 
     /// `matcher run` without `--now`, as the timer starts it (cli.md: the database's clock when the run starts):

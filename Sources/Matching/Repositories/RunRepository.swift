@@ -60,6 +60,12 @@ public protocol RunRepository: Sendable {
     /// Takes the run lock of `kind` for `shard`, or returns nil at once when another process holds it.
     /// A lock whose holder died is free again without anyone cleaning up.
     func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)?
+    /// The lock a run or backfill of `kind` starts under: `tryLock`'s, unless a `kind` of another shard layout whose
+    /// owners overlap `shard` holds its own. Such runs read the same window of changes, and each took the other's
+    /// committed pairs for recorded ones and filled its filters past them: up to twice `max-per-filter` new pairs a
+    /// filter (review of session 35: four shards and an unsharded run started together wrote 68,555 pairs beyond
+    /// one run's). One start decides at a time, service-wide, so that of two started together exactly one goes.
+    func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt
     /// The shard's run of `kind` that started and never finished (its process died), if any.
     func interruptedRun(kind: RunKind, shard: Shard) throws -> RunRecord?
     /// Incremental runs of other shard layouts that never finished and whose shards intersect `shard`.
@@ -107,7 +113,19 @@ extension RunRepository {
     /// so it never blocks, delays or fails a real run beside it. Throws `RunLocked` when another holds it.
     func lock(_ kind: RunKind, _ shard: Shard, dryRun: Bool) throws -> (any RunLock)? {
         guard !dryRun else { return nil }
-        guard let held = try tryLock(kind: kind, shard: shard) else { throw RunLocked(kind: kind, shard: shard) }
-        return held
+        switch try tryLockAlone(kind: kind, shard: shard) {
+        case .acquired(let lock): return lock
+        case .held: throw RunLocked(kind: kind, shard: shard)
+        case .overlapping(let shards): throw RunLocked(kind: kind, shard: shard, overlapping: shards)
+        }
     }
+}
+
+/// What `RunRepository.tryLockAlone` found.
+public enum RunLockAttempt: Sendable {
+    case acquired(any RunLock)
+    /// Another process holds this shard's lock.
+    case held
+    /// Processes of other shard layouts whose owners overlap hold these shards' locks.
+    case overlapping([Shard])
 }

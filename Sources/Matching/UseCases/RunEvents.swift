@@ -120,12 +120,26 @@ public struct RunTakenOver: ClassifiedError, Sendable, CustomStringConvertible {
     }
 }
 
-/// Another process holds the run lock of this shard: nothing was written (exit status 75).
+/// Another process holds the run lock of this shard, or of a shard of another layout that overlaps it: nothing
+/// was written (exit status 75).
 public struct RunLocked: Error, Sendable, CustomStringConvertible {
     public let kind: RunKind
     public let shard: Shard
+    /// The running shards of other layouts whose owners overlap `shard`; empty when it is this shard's own lock.
+    public let overlapping: [Shard]
+
+    public init(kind: RunKind, shard: Shard, overlapping: [Shard] = []) {
+        self.kind = kind
+        self.shard = shard
+        self.overlapping = overlapping
+    }
+
     public var description: String {
-        "another \(kind.rawValue) of shard \(shard) holds the lock; nothing written"
+        guard !overlapping.isEmpty else {
+            return "another \(kind.rawValue) of shard \(shard) holds the lock; nothing written"
+        }
+        return "a \(kind.rawValue) of shard \(overlapping.map(\.description).joined(separator: ", ")) is running, "
+            + "whose filters overlap shard \(shard)'s (shard layouts that overlap run one at a time); nothing written"
     }
 }
 

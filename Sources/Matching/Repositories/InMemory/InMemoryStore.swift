@@ -20,6 +20,8 @@ public final class InMemoryStore: @unchecked Sendable {
     private var coverageEntries = Coverage.none
     private var invalidRows: [Int64: InvalidFilter] = [:]
     private var heldLocks: Set<String> = []
+    /// The locks held, by kind and shard, for the overlap of shard layouts (`tryLockAlone`).
+    private var heldShards: [(kind: RunKind, shard: Shard)] = []
     private var nextRunId: Int64 = 1
     private var commitsUntilFailure: Int?
     /// Unit transactions still to be given up as a deadlock would be, and how many to let through first.
@@ -120,6 +122,11 @@ public final class InMemoryStore: @unchecked Sendable {
             }
         }
     }
+
+    /// Lets runs of overlapping shard layouts start beside each other, as binaries before session 35 did (a fleet
+    /// mid-upgrade still may): for the tests of what such runs leave behind.
+    public func letOverlappingLayoutsRunTogether() { locked { overlappingLayoutsRunTogether = true } }
+    private var overlappingLayoutsRunTogether = false
 
     /// Makes the `count`-th next unit-of-work commit fail (before writing anything), as a crash would.
     public func failCommit(after count: Int) { locked { commitsUntilFailure = count } }
@@ -629,8 +636,33 @@ extension InMemoryStore: RunRepository {
         let key = "\(kind.rawValue) \(shard)"
         return locked {
             guard !heldLocks.contains(key) else { return nil }
-            heldLocks.insert(key)
-            return HeldLock { [weak self] in self?.locked { _ = self?.heldLocks.remove(key) } }
+            return hold(key, kind, shard)
+        }
+    }
+
+    /// Takes the lock `key` of `kind` for `shard` (the caller holds the store's mutex).
+    private func hold(_ key: String, _ kind: RunKind, _ shard: Shard) -> HeldLock {
+        heldLocks.insert(key)
+        heldShards.append((kind, shard))
+        return HeldLock { [weak self] in
+            self?.locked {
+                _ = self?.heldLocks.remove(key)
+                if let index = self?.heldShards.firstIndex(where: { $0.kind == kind && $0.shard == shard }) {
+                    self?.heldShards.remove(at: index)
+                }
+            }
+        }
+    }
+
+    public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {
+        let key = "\(kind.rawValue) \(shard)"
+        return locked {
+            guard !heldLocks.contains(key) else { return .held }
+            let overlapping = heldShards.filter {
+                $0.kind == kind && $0.shard != shard && $0.shard.intersects(shard) && !overlappingLayoutsRunTogether
+            }
+            guard overlapping.isEmpty else { return .overlapping(overlapping.map(\.shard)) }
+            return .acquired(hold(key, kind, shard))
         }
     }
 
