@@ -147,7 +147,8 @@ public struct MigrationRunner {
         defer { connection.callTimeout = callTimeout }
         // Every write of the runner holds the migrators' lock: two `matcher migrate` started at once would
         // otherwise both create the bookkeeping table, or both replace the capture's functions, and one fail.
-        try connection.transaction { tx in
+        // The mark and version it replaces by "migrating", if it does.
+        let previousMark = try connection.transaction { tx -> (comment: String?, version: Int32?)? in
             try Self.takeMigratorsLock(tx)
             try tx.execute(
                 """
@@ -196,12 +197,35 @@ public struct MigrationRunner {
                             + "end, then run matcher migrate again; nothing was changed",
                         failureKind: .locked)
                 }
-                if try tx.query("SELECT to_regclass('matcher_runs') IS NOT NULL").rows[0].bool(0) {
+                let mark = try tx.query(
+                    "SELECT to_regclass('matcher_runs') IS NOT NULL, obj_description(to_regclass('matcher_runs'), 'pg_class')"
+                ).rows[0]
+                if try mark.bool(0) {
                     try tx.execute("COMMENT ON TABLE matcher_runs IS '\(Self.migratingMark)'")
+                    return (comment: try mark.optionalString(1), version: newest)
                 }
             }
+            return nil
         }
         var applied: [Migration] = []
+        do {
+            try applyMigrations(migrations, applied: &applied)
+        } catch {
+            // Nothing of this invocation applied (a lock waited for in vain, the first migration failing): the
+            // schema is as it was, and so is its mark. Left "migrating", every run of the binary that ran before
+            // refused with exit 78, "retrying will not help", for a migrate that changed nothing (review of
+            // session 35).
+            if applied.isEmpty, let previousMark {
+                restoreMark(previousMark.comment, ifStillAt: previousMark.version)
+            }
+            throw error
+        }
+        return applied
+    }
+
+    /// The migrations, the capture and the version mark: `apply`'s work once the migrating mark is written.
+    /// `applied` holds the migrations applied so far when it throws.
+    private func applyMigrations(_ migrations: [Migration], applied: inout [Migration]) throws {
         for migration in migrations {
             let didApply = try connection.transaction { tx -> Bool in
                 // One migrator at a time; whoever waits sees the other's work and skips it.
@@ -281,7 +305,28 @@ public struct MigrationRunner {
             try Self.takeMigratorsLock(tx)
             try Self.markVersion(tx)
         }
-        return applied
+    }
+
+    /// Puts back the mark `apply` replaced by "migrating", if the schema is still at the version it was then and
+    /// the mark still says "migrating" (another migrator may have applied migrations since, or finished them).
+    /// If this fails too (the connection lost), the mark stays "migrating", as before; the migrate's own error is
+    /// the one reported.
+    private func restoreMark(_ comment: String?, ifStillAt version: Int32?) {
+        _ = try? connection.transaction { tx in
+            try Self.takeMigratorsLock(tx)
+            try tx.execute("SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
+            let now = try tx.query(
+                """
+                SELECT (SELECT max(version) FROM matcher_schema_migrations),
+                       obj_description(to_regclass('matcher_runs'), 'pg_class')
+                """
+            ).rows[0]
+            guard try now.optionalInt32(0) == version, try now.optionalString(1) == Self.migratingMark else { return }
+            let statement = try tx.query(
+                "SELECT format('COMMENT ON TABLE matcher_runs IS %L', $1::text)", [PostgresValue(comment)]
+            ).rows[0].string(0)
+            try tx.execute(statement)
+        }
     }
 
     /// Waits for any other migrator's transaction (no statement or lock timeout until then).

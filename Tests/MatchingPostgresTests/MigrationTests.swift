@@ -564,10 +564,16 @@ import Testing
         #expect(try version() == 17 && mark() == "matcher schema 17 min 17")
         lock.release()
 
-        // Stopped part way (migration 18 fails): runs refuse, saying so.
-        let broken = migrations.map { $0.version == 18 ? Migration(version: 18, name: $0.name, sql: "SELECT 1/0") : $0 }
+        // Stopped before any migration was applied (migration 18 fails): the schema and its mark are as they were.
+        let broken18 = migrations.map {
+            $0.version == 18 ? Migration(version: 18, name: $0.name, sql: "SELECT 1/0") : $0
+        }
+        #expect(throws: (any Error).self) { try MigrationRunner(connection: connection).apply(broken18) }
+        #expect(try version() == 17 && mark() == "matcher schema 17 min 17")
+        // Stopped part way (migration 18 applied, 19 fails): runs refuse, saying so.
+        let broken = migrations.map { $0.version == 19 ? Migration(version: 19, name: $0.name, sql: "SELECT 1/0") : $0 }
         #expect(throws: (any Error).self) { try MigrationRunner(connection: connection).apply(broken) }
-        #expect(try mark() == "matcher schema migrating")
+        #expect(try version() == 18 && mark() == "matcher schema migrating")
         let stopped = #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
         #expect(stopped?.description.contains("stopped part way") == true, "\(String(describing: stopped))")
 
@@ -580,5 +586,59 @@ import Testing
         try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema 21 min 21'")
         let tooOld = #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
         #expect(tooOld?.description.contains("install the newer matcher") == true, "\(String(describing: tooOld))")
+    }
+
+    /// Review of session 35: a `matcher migrate` that gave up with nothing applied (exit 75 after `--lock-timeout`,
+    /// another session holding a table) left the mark at "matcher schema migrating", so every run of the binary
+    /// already installed then refused (exit 78, "retrying will not help") for a migrate that changed nothing. The
+    /// mark it replaced is put back: the upgrade from 19 (the command line), and one past this build's schema
+    /// (a 0021 of a later release, waiting on `profiles`), after which this build's run still works.
+    @Test func aMigrateThatGivesUpWithNothingAppliedLeavesThePreviousMark() throws {
+        let migrations = try MigrationRunner.load(from: MigratedDatabase.sqlDirectory)
+        let database = try TestDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        func mark() throws -> String? {
+            try connection.query("SELECT obj_description('matcher_runs'::regclass, 'pg_class')").rows[0]
+                .optionalString(0)
+        }
+        try MigrationRunner(connection: connection).apply(migrations.filter { $0.version <= 19 })
+        #expect(try mark() == "matcher schema 19 min 19")
+        // Another session reading matcher_runs, which migration 20 alters, in a transaction that stays open.
+        let holder = try database.connect()
+        defer { holder.close() }
+        try holder.execute("BEGIN; LOCK TABLE matcher_runs IN ACCESS SHARE MODE")
+        let gaveUp = try MatcherProcess.run(
+            ["migrate", "--lock-timeout", "1"], database: database.conninfo,
+            environment: ["MATCHER_SQL_DIR": MigratedDatabase.sqlDirectory.path])
+        #expect(gaveUp.status == 75, "\(gaveUp.stderr)")
+        #expect(gaveUp.stderr.contains("migration 20"), "\(gaveUp.stderr)")
+        #expect(try mark() == "matcher schema 19 min 19")
+        // This build's run is told the schema's version, not that a migrate is under way.
+        let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(refused.stderr.contains("is at version 19"), "\(refused.stderr)")
+        try holder.execute("ROLLBACK")
+
+        // At this build's schema, a later release's migration gives up: this build's runs go on.
+        let current = try MigratedDatabase.create()
+        let migrated = try current.connect()
+        defer { migrated.close() }
+        let next = Migration(
+            version: MigrationRunner.schemaVersion + 1, name: "next_release",
+            sql: "ALTER TABLE profiles ADD COLUMN next_release_column integer")
+        let reader = try current.connect()
+        defer { reader.close() }
+        try reader.execute("BEGIN; LOCK TABLE profiles IN ACCESS SHARE MODE")
+        let error = try #require(throws: MigrationError.self) {
+            try MigrationRunner(connection: migrated, lockTimeoutSeconds: 1).apply(migrations + [next])
+        }
+        #expect(error.failureKind == .locked, "\(error)")
+        try reader.execute("ROLLBACK")
+        let after = try migrated.query("SELECT obj_description('matcher_runs'::regclass, 'pg_class')").rows[0]
+            .optionalString(0)
+        #expect(after == "matcher schema \(MigrationRunner.schemaVersion) min 19")
+        let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: current.conninfo)
+        #expect(ran.status == 0, "\(ran.stderr)")
     }
 }
