@@ -393,6 +393,33 @@ public struct MigrationRunner {
         }
     }
 
+    /// `verifyCurrent` again, once a run or backfill holds its run lock (`PostgresMatchingStore`'s
+    /// `verifiesSchemaUnderRunLock`). The command checked the mark before it took the lock, and a `matcher migrate`
+    /// that began in between found no run lock and applied its migrations under the run (review of session 35).
+    /// A migrate decides, under the migrators' lock, that no run holds a lock and writes the "migrating" mark in
+    /// the same transaction: the mark is read again here after waiting for that transaction (a shared hold of the
+    /// migrators' lock), so either the migrate saw this run's lock and refused, or the run sees its mark. The
+    /// wait is short (the migrators' transactions that leave the mark as it was are catalogue work); past
+    /// `waitSeconds` the run gives up as locked (exit 75), nothing written.
+    public static func verifyCurrentUnderRunLock(_ connection: PostgresConnection, waitSeconds: Int = 30) throws {
+        // A mark that says "migrating" already: refused at once, without waiting for the migration's transaction.
+        try verifyCurrent(connection)
+        do {
+            try connection.transaction(isolation: .readCommitted) { tx in
+                try tx.execute("SET LOCAL lock_timeout = \(max(1, waitSeconds) * 1000)")
+                try tx.query("SELECT pg_advisory_xact_lock_shared($1, $2)", [.int4(lockNamespace), .int4(0)])
+                // Read committed: this statement's snapshot is taken after the wait, and sees the migrate's mark.
+                try verifyCurrent(tx)
+            }
+        } catch let error as PostgresError where error.sqlState == "55P03" {
+            throw MigrationError(
+                description:
+                    "a matcher migrate of this database has held the migrators' lock for more than \(waitSeconds) s "
+                    + "after this process took its run lock; nothing was written",
+                failureKind: .locked)
+        }
+    }
+
     /// Earlier texts of a migration that had the same effect on the databases they were applied to, so
     /// that a database migrated with them is not told the migration "was edited": 0001 before its
     /// statements became `IF NOT EXISTS` (issue 14).
@@ -418,5 +445,6 @@ public struct MigrationRunner {
         return URL(fileURLWithPath: CommandLine.arguments[0])
     }
 
-    static let lockNamespace: Int32 = 0x4D_41_54_00  // "MAT\0"
+    /// The migrators' advisory lock is (`lockNamespace`, 0), held by every transaction of `apply`.
+    public static let lockNamespace: Int32 = 0x4D_41_54_00  // "MAT\0"
 }

@@ -39,6 +39,10 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// first. (A circle through a run's commit order is seen: units wait for their turn by `awaitUnit`.)
     public static let defaultSweepLockTimeout: Duration = .seconds(10)
     let sweepLockTimeout: Duration
+    /// Whether `tryLock` reads the schema's version mark again once it holds a run lock
+    /// (`MigrationRunner.verifyCurrentUnderRunLock`): `run` and `backfill` check the mark before they lock, and a
+    /// `matcher migrate` that began in between would otherwise apply its migrations under the run.
+    let verifiesSchemaUnderRunLock: Bool
 
     /// - Parameters:
     ///   - connection: the work connection (used from one thread at a time; the connection serializes).
@@ -47,14 +51,18 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     ///   - sweepClocks: the retention sweep's expired clocks a run, newest and older ones each.
     ///   - unitLockTimeout: about how long a unit's statement may wait for a row another writer holds.
     ///   - sweepLockTimeout: the same for a retention sweep's batch.
+    ///   - verifiesSchemaUnderRunLock: whether a run lock, once taken, checks the schema's version mark again (the
+    ///     command line's `run` and `backfill`); refused, the lock is let go and the mark's error thrown.
     ///   - openConnection: opens another connection to the same database, for run locks and extra writers.
     public init(
         connection: PostgresConnection, writeConnections: Int = PostgresMatchingStore.defaultWriteConnections,
         faultPoints: (any StoreFaultPoints)? = nil, sweepClocks: Int = PostgresMatchingStore.defaultSweepClocks,
         unitLockTimeout: Duration = PostgresMatchingStore.defaultUnitLockTimeout,
         sweepLockTimeout: Duration = PostgresMatchingStore.defaultSweepLockTimeout,
+        verifiesSchemaUnderRunLock: Bool = false,
         openConnection: @escaping @Sendable () throws -> PostgresConnection
     ) {
+        self.verifiesSchemaUnderRunLock = verifiesSchemaUnderRunLock
         self.unitLockTimeout = unitLockTimeout
         self.sweepLockTimeout = sweepLockTimeout
         self.sweepClocks = max(1, sweepClocks)

@@ -52,7 +52,16 @@ extension PostgresMatchingStore: RunRepository {
             lockConnection.close()
             return nil
         }
-        return PostgresRunLock(connection: lockConnection)
+        let lock = PostgresRunLock(connection: lockConnection)
+        if verifiesSchemaUnderRunLock {
+            do {
+                try MigrationRunner.verifyCurrentUnderRunLock(lockConnection)
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
+        return lock
     }
 
     public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {

@@ -49,7 +49,7 @@ struct Backfill: ParsableCommand {
         let metrics = metricsPath.map { MetricsFile(path: $0, kind: .backfill, shard: options.shard) }
         try runReportingFailures(logger, "backfill", metrics: metrics) {
             let store = try Database(database, applicationName: "matcher backfill \(options.shard)").store(
-                writeConnections: options.storeConnections)
+                writeConnections: options.storeConnections, verifiesSchemaUnderRunLock: true)
             try MigrationRunner.verifyCurrent(store.connection)
             try AppSchema.verifyBeforeReading(store.connection)
             try options.checkClock(store)

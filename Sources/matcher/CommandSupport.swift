@@ -291,6 +291,9 @@ func advice(
             ? "check the --filter id (saved_filters.id)" : "see `matcher help` for the command's flags"
     case .configuration: return "fix the configuration; retrying will not help"
     case .unavailable: return "check that the database is up and reachable; \(retries)"
+    case .locked where error is MigrationError && command != "migrate":
+        // A run lock taken while a `matcher migrate` held the migrators' lock past the wait.
+        return "run it again once that migrate has finished (the timer's next run does)"
     case .locked:
         return command == "migrate"
             ? "nothing of the migration was applied; run `matcher migrate` again"

@@ -156,11 +156,15 @@ struct Database {
         return connection
     }
 
-    func store(writeConnections: Int = PostgresMatchingStore.defaultWriteConnections) throws -> PostgresMatchingStore {
+    /// `verifiesSchemaUnderRunLock`: the run lock, once taken, checks the schema's version mark again (`run` and
+    /// `backfill`, which checked it before: a `matcher migrate` begun in between is refused or seen).
+    func store(
+        writeConnections: Int = PostgresMatchingStore.defaultWriteConnections, verifiesSchemaUnderRunLock: Bool = false
+    ) throws -> PostgresMatchingStore {
         let database = self
         return PostgresMatchingStore(
             connection: try connect(), writeConnections: writeConnections,
-            faultPoints: FaultInjection.storeFaultPoints
+            faultPoints: FaultInjection.storeFaultPoints, verifiesSchemaUnderRunLock: verifiesSchemaUnderRunLock
         ) {
             try database.connect()
         }

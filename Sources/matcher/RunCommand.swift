@@ -23,7 +23,7 @@ struct Run: ParsableCommand {
         pause.shard = options.shard
         try runReportingFailures(logger, "run", metrics: metrics, gauges: { pause.gauges(logger) }) {
             let store = try Database(database, applicationName: "matcher run \(options.shard)").store(
-                writeConnections: options.storeConnections)
+                writeConnections: options.storeConnections, verifiesSchemaUnderRunLock: true)
             pause.connection = store.connection
             try MigrationRunner.verifyCurrent(store.connection)
             try AppSchema.verifyBeforeReading(store.connection)

@@ -641,4 +641,79 @@ import Testing
         let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: current.conninfo)
         #expect(ran.status == 0, "\(ran.stderr)")
     }
+
+    /// Review of session 35: `run` and `backfill` check the mark before they take their run lock, and a
+    /// `matcher migrate` that began in between found no run lock and applied its migrations under the run. The
+    /// command line's store reads the mark again once it holds the lock, after waiting for a migrators' transaction
+    /// in progress (the one that checks the run locks and writes "migrating"): refused with the same line, the lock
+    /// let go, nothing written.
+    @Test func aMigrateBegunBetweenARunsCheckAndItsLockIsSeenUnderTheLock() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let store = PostgresMatchingStore(connection: try database.connect(), verifiesSchemaUnderRunLock: true) {
+            try database.connect()
+        }
+        defer { store.connection.close() }
+        let now = ScenarioWorld.day1
+        let markNow = "matcher schema \(MigrationRunner.schemaVersion) min 19"
+        func runs() throws -> Int64 { try connection.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0) }
+
+        // The command's check passes; then a migrate writes its mark; then the run takes its lock.
+        try MigrationRunner.verifyCurrent(store.connection)
+        try connection.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema migrating'")
+        let refusedRun = try #require(throws: MigrationError.self) {
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: now))
+        }
+        #expect(refusedRun.description.contains("a matcher migrate of this database is under way"), "\(refusedRun)")
+        let refusedBackfill = try #require(throws: MigrationError.self) {
+            try Backfill(MatchingRepositories(store: store)).execute(.init(now: now))
+        }
+        #expect(refusedBackfill.description == refusedRun.description)
+        #expect(try runs() == 0)
+        // The lock was let go.
+        let other = PostgresMatchingStore(connection: try database.connect()) { try database.connect() }
+        defer { other.connection.close() }
+        let free = try #require(try other.tryLock(kind: .run, shard: .all))
+        free.release()
+
+        // The migrate's first transaction, between its look at the run locks and its commit: the run, locked
+        // meanwhile, waits for it and reads the mark it commits.
+        try connection.execute("COMMENT ON TABLE matcher_runs IS '\(markNow)'")
+        let migrator = try database.connect()
+        defer { migrator.close() }
+        try migrator.execute("BEGIN")
+        try migrator.query("SELECT pg_advisory_xact_lock($1, 0)", [.int4(MigrationRunner.lockNamespace)])
+        try migrator.execute("COMMENT ON TABLE matcher_runs IS 'matcher schema migrating'")
+        let outcome = Locked<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            do {
+                _ = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: now))
+                outcome.update { $0 = "ran" }
+            } catch {
+                outcome.update { $0 = "\(error)" }
+            }
+            done.signal()
+        }
+        var waiting = false
+        for _ in 0..<500 where !waiting {
+            waiting =
+                try connection.query(
+                    """
+                    SELECT count(*) > 0 FROM pg_locks
+                    WHERE locktype = 'advisory' AND NOT granted AND classid = $1::bigint::oid AND objid = 0
+                    """, [.int8(Int64(MigrationRunner.lockNamespace))]
+                ).rows[0].bool(0)
+            if !waiting && done.wait(timeout: .now() + 0.02) == .success {
+                done.signal()
+                break
+            }
+        }
+        try migrator.execute("COMMIT")
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        #expect(waiting, "the run did not wait for the migrators' transaction: \(String(describing: outcome.value))")
+        #expect(outcome.value?.contains("a matcher migrate of this database is under way") == true, "\(String(describing: outcome.value))")
+        #expect(try runs() == 0)
+    }
 }
