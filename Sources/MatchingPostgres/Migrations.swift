@@ -47,12 +47,20 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible, Classifi
 public struct MigrationRunner {
     private let connection: PostgresConnection
     private let lockTimeoutSeconds: Int
+    private let newInstallation: Bool
 
-    /// - Parameter lockTimeoutSeconds: how long a migration's statement may wait for a table lock; 0 waits for
-    ///   as long as it takes.
-    public init(connection: PostgresConnection, lockTimeoutSeconds: Int = MigrationRunner.defaultLockTimeoutSeconds) {
+    /// - Parameters:
+    ///   - lockTimeoutSeconds: how long a migration's statement may wait for a table lock; 0 waits for as long as
+    ///     it takes.
+    ///   - newInstallation: create the worker's tables where the search path reaches none even though another
+    ///     schema of the database holds an installation (`matcher migrate --new-installation`); refused otherwise.
+    public init(
+        connection: PostgresConnection, lockTimeoutSeconds: Int = MigrationRunner.defaultLockTimeoutSeconds,
+        newInstallation: Bool = false
+    ) {
         self.connection = connection
         self.lockTimeoutSeconds = min(max(0, lockTimeoutSeconds), PostgresConnection.maximumTimeoutSeconds)
+        self.newInstallation = newInstallation
     }
 
     /// `matcher migrate --lock-timeout`'s default.
@@ -140,7 +148,11 @@ public struct MigrationRunner {
     /// Applies what is missing; returns the migrations applied now (empty when up to date).
     @discardableResult
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
-        // The app's existing tables first: refuse before changing anything if the worker cannot read them.
+        // An installation this session cannot see first: migrating here would make a second, empty one.
+        if !newInstallation {
+            try refuseSecondInstallation()
+        }
+        // The app's existing tables next: refuse before changing anything if the worker cannot read them.
         try AppSchema.verify(connection, requireTables: false)
         let callTimeout = connection.callTimeout
         connection.callTimeout = nil
@@ -329,6 +341,23 @@ public struct MigrationRunner {
         }
     }
 
+    /// Refuses to create an installation where the search path reaches none while another schema of the database
+    /// holds one (or the app's `profiles`): with the search path that made runs refuse ("no version mark"),
+    /// following their advice made a second, empty installation that every later run read, exit 0 (review of
+    /// session 35). A database may hold one installation per environment, each in its own schema
+    /// (`--new-installation`, docs/decisions.md "Session 35").
+    private func refuseSecondInstallation() throws {
+        let here = try connection.query(
+            "SELECT to_regclass('matcher_runs') IS NOT NULL OR to_regclass('matcher_schema_migrations') IS NOT NULL"
+        ).rows[0].bool(0)
+        guard !here, let found = try Self.outOfReach(connection) else { return }
+        throw MigrationError(
+            description: Self.describe(found) + "; migrate would make a new, empty installation in "
+                + Self.creatingIn(found.current) + ", and runs with this search path would read it (no match, exit 0); "
+                + "to make one there on purpose (a schema per environment), run matcher migrate --new-installation; "
+                + "nothing was changed")
+    }
+
     /// Waits for any other migrator's transaction (no statement or lock timeout until then).
     private static func takeMigratorsLock(_ tx: PostgresConnection) throws {
         try tx.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
@@ -364,8 +393,13 @@ public struct MigrationRunner {
     /// needs (a new binary installed before `matcher migrate` ran): a run would otherwise fail at its first
     /// statement that names a new column, after committing some units.
     public static func verifyCurrent(_ connection: PostgresConnection) throws {
-        let comment = try connection.query("SELECT obj_description(to_regclass('matcher_runs'), 'pg_class')")
-            .rows[0].optionalString(0)
+        let row = try connection.query(
+            "SELECT obj_description(to_regclass('matcher_runs'), 'pg_class'), to_regclass('matcher_runs') IS NOT NULL"
+        ).rows[0]
+        let comment = try row.optionalString(0)
+        if !(try row.bool(1)) {
+            try refuseUnreachableInstallation(connection, then: "nothing was written")
+        }
         if comment == migratingMark {
             throw MigrationError(
                 description:
@@ -418,6 +452,85 @@ public struct MigrationRunner {
                     + "after this process took its run lock; nothing was written",
                 failureKind: .locked)
         }
+    }
+
+    /// A schema the session's search path does not reach (not on it, or no USAGE for the role, which PostgreSQL
+    /// leaves out of the path) holding the worker's `matcher_runs` or the app's `profiles`.
+    struct SchemaOutOfReach {
+        let name: String
+        /// It holds `matcher_runs` (an installation), not only the app's `profiles`.
+        let installation: Bool
+        /// The session's role has USAGE on it: then it is simply not on the search path.
+        let usable: Bool
+    }
+
+    /// Where the session cannot see the worker's tables: the schemas out of its reach that hold them, the
+    /// `search_path` setting, the schema a `matcher migrate` would create in ("" when none of the path exists)
+    /// and the role. Nil when no such schema exists.
+    static func outOfReach(_ connection: PostgresConnection) throws -> (
+        schemas: [SchemaOutOfReach], searchPath: String, current: String, role: String
+    )? {
+        let rows = try connection.query(
+            """
+            SELECT n.nspname::text, bool_or(c.relname = 'matcher_runs'), has_schema_privilege(n.oid, 'USAGE'),
+                   current_setting('search_path'), coalesce(current_schema()::text, ''), current_user::text
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE c.relname IN ('matcher_runs', 'profiles') AND c.relkind IN ('r', 'p')
+              AND n.nspname <> ALL (current_schemas(true)) AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
+            GROUP BY n.oid, n.nspname
+            ORDER BY 2 DESC, 1
+            """
+        ).rows
+        guard let first = rows.first else { return nil }
+        return (
+            try rows.map {
+                SchemaOutOfReach(name: try $0.string(0), installation: try $0.bool(1), usable: try $0.bool(2))
+            },
+            try first.string(3), try first.string(4), try first.string(5)
+        )
+    }
+
+    /// What the session cannot see and how to reach it: "schema app holds matcher_runs (not on the search path): …".
+    static func describe(
+        _ found: (schemas: [SchemaOutOfReach], searchPath: String, current: String, role: String)
+    ) -> String {
+        let schemas = found.schemas
+        let held = schemas.map { schema in
+            "\(schema.name) holds \(schema.installation ? "matcher_runs" : "the app's profiles (no matcher_runs)") ("
+                + (schema.usable ? "not on the search path" : "role \(found.role) has no USAGE on it") + ")"
+        }
+        let name = schemas.count == 1 ? schemas[0].name : "<schema>"
+        var fixes: [String] = []
+        if schemas.contains(where: \.usable) {
+            fixes.append(
+                "fix the search path (the role's search_path, or -csearch_path=\(name) in the connection string's "
+                    + "options or in PGOPTIONS)")
+        }
+        if schemas.contains(where: { !$0.usable }) {
+            fixes.append(
+                "grant USAGE on the schema (GRANT USAGE ON SCHEMA \(name) TO \(found.role); sql/roles/worker_role.sql "
+                    + "-v schema=\(name) does) and keep it on the search path")
+        }
+        return "this session's search path (search_path=\(found.searchPath)) reaches no matcher_runs, and "
+            + (schemas.count == 1 ? "schema " : "schemas ") + held.joined(separator: "; ") + ": "
+            + fixes.joined(separator: ", or ")
+    }
+
+    /// The schema new tables would be created in, as an operator reads it.
+    static func creatingIn(_ current: String) -> String {
+        current.isEmpty ? "the first schema of the search path (none of it exists or is usable now)" : current
+    }
+
+    /// Refuses (exit 78) a session whose search path reaches no `matcher_runs` while another schema of the
+    /// database holds one, or the app's `profiles` (review of session 35): with `PGOPTIONS='-c search_path=other'`
+    /// or USAGE on the schema revoked, `run` said "no version mark …: run `matcher migrate`", and `status` "the
+    /// schema is missing or old", and following that advice made a second, empty installation in `other`, which
+    /// every later run read: no match, exit 0. Call it where `matcher_runs` was not found; `then` ends the line.
+    public static func refuseUnreachableInstallation(_ connection: PostgresConnection, then: String) throws {
+        guard let found = try outOfReach(connection) else { return }
+        throw MigrationError(
+            description: describe(found) + "; run `matcher migrate` only to make a new installation in "
+                + creatingIn(found.current) + "; " + then)
     }
 
     /// Earlier texts of a migration that had the same effect on the databases they were applied to, so

@@ -19,6 +19,15 @@ struct Migrate: ParsableCommand {
                 + "queued behind a long transaction would stall the app. 0 waits for as long as it takes. "
                 + "Migrations have no statement timeout: an index build takes as long as its table's size requires."))
     var lockTimeout: Int = MigrationRunner.defaultLockTimeoutSeconds
+    @Flag(
+        help: ArgumentHelp(
+            "Create the worker's tables where the search path reaches none although another schema holds them.",
+            discussion:
+                "Without it, migrate refuses (exit 78) when the search path reaches no matcher_runs while another "
+                + "schema of the database holds one (or the app's profiles): a wrong search_path or a revoked USAGE "
+                + "would otherwise get a second, empty installation that runs read with no error. Pass it to "
+                + "install a schema per environment on purpose (deploy/README.md, \"The schema\")."))
+    var newInstallation = false
     @Option(help: "Log format on standard error: logfmt or json.")
     var logFormat: LogFormat = .logfmt
     @Option(help: "Least severe log level written: trace, debug, info, notice, warning, error or critical.")
@@ -42,7 +51,9 @@ struct Migrate: ParsableCommand {
             try MigrationRunner.verifyFolder(migrations, in: directory)
             let connection = try Database(database, applicationName: "matcher migrate").connect()
             defer { connection.close() }
-            let applied = try MigrationRunner(connection: connection, lockTimeoutSeconds: lockTimeout).apply(migrations)
+            let applied = try MigrationRunner(
+                connection: connection, lockTimeoutSeconds: lockTimeout, newInstallation: newInstallation
+            ).apply(migrations)
             for migration in applied {
                 logger.info(
                     "migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])

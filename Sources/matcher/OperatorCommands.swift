@@ -17,6 +17,11 @@ struct Status: ParsableCommand {
 
     func run() throws {
         try withConnection(database, "status") { connection, _ in
+            // The worker's tables in a schema this session cannot see: said so, where the read's "relation
+            // matcher_shard_progress does not exist" advised a `matcher migrate` that made a second installation.
+            if try connection.query("SELECT to_regclass('matcher_runs') IS NULL").rows[0].bool(0) {
+                try MigrationRunner.refuseUnreachableInstallation(connection, then: "nothing was read")
+            }
             let status = try PostgresStatusRepository(connection: connection).serviceStatus()
             switch format {
             case .json: print(status.json)

@@ -587,7 +587,6 @@ import Testing
         let tooOld = #expect(throws: MigrationError.self) { try MigrationRunner.verifyCurrent(connection) }
         #expect(tooOld?.description.contains("install the newer matcher") == true, "\(String(describing: tooOld))")
     }
-
     /// Review of session 35: a `matcher migrate` that gave up with nothing applied (exit 75 after `--lock-timeout`,
     /// another session holding a table) left the mark at "matcher schema migrating", so every run of the binary
     /// already installed then refused (exit 78, "retrying will not help") for a migrate that changed nothing. The
@@ -715,5 +714,89 @@ import Testing
         #expect(waiting, "the run did not wait for the migrators' transaction: \(String(describing: outcome.value))")
         #expect(outcome.value?.contains("a matcher migrate of this database is under way") == true, "\(String(describing: outcome.value))")
         #expect(try runs() == 0)
+    }
+
+    /// Review of session 35: with a search path that does not reach the worker's schema (`PGOPTIONS='-c
+    /// search_path=other'`), run, backfill and explain said "has no version mark …: run `matcher migrate`" and status
+    /// "the schema is missing or old"; following that advice with the same options made a second, empty installation
+    /// in `other`, which every later run read with no error. They now name the schema that holds the installation
+    /// and what to fix; migrate refuses to make a second installation unless told to (`--new-installation`).
+    @Test func aSearchPathWithoutTheWorkersSchemaIsNamedAndMigrateMakesNoSecondOne() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute("CREATE SCHEMA other")
+        let elsewhere = ["PGOPTIONS": "-c search_path=other"]
+        for arguments in [
+            ["run", "--now", "2026-03-01T03:00:00Z"], ["backfill", "--now", "2026-03-01T03:00:00Z"],
+            ["explain", "--filter", "1", "--profile", "2", "--now", "2026-03-01T03:00:00Z"], ["status"],
+        ] {
+            let refused = try MatcherProcess.run(arguments, database: database.conninfo, environment: elsewhere)
+            #expect(refused.status == 78, "\(arguments[0]): \(refused.stderr)")
+            #expect(
+                refused.stderr.contains(
+                    "search path (search_path=other) reaches no matcher_runs, and schema public holds matcher_runs "
+                        + "(not on the search path): fix the search path"), "\(arguments[0]): \(refused.stderr)")
+            #expect(
+                refused.stderr.contains("run `matcher migrate` only to make a new installation in other"),
+                "\(arguments[0]): \(refused.stderr)")
+            #expect(!refused.stderr.contains("no version mark"), "\(arguments[0]): \(refused.stderr)")
+        }
+        func inOther() throws -> Int64 {
+            try connection.query(
+                "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'other'"
+            ).rows[0].int64(0)
+        }
+        let refusedMigrate = try MatcherProcess.run(["migrate"], database: database.conninfo, environment: elsewhere)
+        #expect(refusedMigrate.status == 78, "\(refusedMigrate.stderr)")
+        #expect(refusedMigrate.stderr.contains("schema public holds matcher_runs"), "\(refusedMigrate.stderr)")
+        #expect(refusedMigrate.stderr.contains("--new-installation"), "\(refusedMigrate.stderr)")
+        #expect(try inOther() == 0)
+        // Asked for, a second installation (a schema per environment) is made.
+        let second = try MatcherProcess.run(
+            ["migrate", "--new-installation"], database: database.conninfo, environment: elsewhere)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(try connection.query("SELECT to_regclass('other.matcher_runs') IS NOT NULL").rows[0].bool(0))
+        let ran = try MatcherProcess.run(
+            ["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo, environment: elsewhere)
+        #expect(ran.status == 0, "\(ran.stderr)")
+
+        // No installation yet, the app's tables in a schema off the path: not copied empty into `other`.
+        let fresh = try TestDatabase.create()
+        let setup = try fresh.connect()
+        defer { setup.close() }
+        try setup.execute("CREATE SCHEMA app; CREATE TABLE app.profiles (id bigint PRIMARY KEY); CREATE SCHEMA other")
+        let refusedFresh = try MatcherProcess.run(["migrate"], database: fresh.conninfo, environment: elsewhere)
+        #expect(refusedFresh.status == 78, "\(refusedFresh.stderr)")
+        #expect(
+            refusedFresh.stderr.contains("schema app holds the app's profiles (no matcher_runs) (not on the search path)"),
+            "\(refusedFresh.stderr)")
+        #expect(try setup.query("SELECT to_regclass('other.profiles') IS NULL").rows[0].bool(0))
+    }
+
+    /// The same with the schema on the path but the worker's role without USAGE on it (PostgreSQL leaves such a schema
+    /// out of the path): the line says to grant it.
+    @Test func aWorkerWithoutUsageOnTheSchemaIsToldToGrantIt() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        let role = "usage_worker_\(database.name.suffix(12))"
+        try connection.execute("CREATE ROLE \"\(role)\" LOGIN")
+        defer { ChangeCaptureSecurityTests.dropDatabaseAndRole(database, role) }
+        try OperatorScenarioTests.applyWorkerRole(database, role: role)
+        try connection.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC, \"\(role)\"")
+        let worker = try PostgresConnection.conninfo(database.conninfo, overriding: ["user": role])
+        let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: worker)
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("schema public holds matcher_runs (role \(role) has no USAGE on it)"),
+            "\(refused.stderr)")
+        #expect(refused.stderr.contains("GRANT USAGE ON SCHEMA public TO \(role)"), "\(refused.stderr)")
+        let status = try MatcherProcess.run(["status"], database: worker)
+        #expect(status.status == 78, "\(status.stderr)")
+        #expect(status.stderr.contains("has no USAGE on it"), "\(status.stderr)")
+        try connection.execute("GRANT USAGE ON SCHEMA public TO \"\(role)\"")
+        let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: worker)
+        #expect(ran.status == 0, "\(ran.stderr)")
     }
 }
