@@ -466,10 +466,16 @@ public struct MigrationRunner {
 
     /// Where the session cannot see the worker's tables: the schemas out of its reach that hold them, the
     /// `search_path` setting, the schema a `matcher migrate` would create in ("" when none of the path exists)
-    /// and the role. Nil when no such schema exists.
-    static func outOfReach(_ connection: PostgresConnection) throws -> (
-        schemas: [SchemaOutOfReach], searchPath: String, current: String, role: String
-    )? {
+    /// and the role.
+    struct OutOfReach {
+        let schemas: [SchemaOutOfReach]
+        let searchPath: String
+        let current: String
+        let role: String
+    }
+
+    /// What this session's search path misses; nil when no schema out of its reach holds those tables.
+    static func outOfReach(_ connection: PostgresConnection) throws -> OutOfReach? {
         let rows = try connection.query(
             """
             SELECT n.nspname::text, bool_or(c.relname = 'matcher_runs'), has_schema_privilege(n.oid, 'USAGE'),
@@ -482,18 +488,15 @@ public struct MigrationRunner {
             """
         ).rows
         guard let first = rows.first else { return nil }
-        return (
-            try rows.map {
+        return OutOfReach(
+            schemas: try rows.map {
                 SchemaOutOfReach(name: try $0.string(0), installation: try $0.bool(1), usable: try $0.bool(2))
             },
-            try first.string(3), try first.string(4), try first.string(5)
-        )
+            searchPath: try first.string(3), current: try first.string(4), role: try first.string(5))
     }
 
     /// What the session cannot see and how to reach it: "schema app holds matcher_runs (not on the search path): …".
-    static func describe(
-        _ found: (schemas: [SchemaOutOfReach], searchPath: String, current: String, role: String)
-    ) -> String {
+    static func describe(_ found: OutOfReach) -> String {
         let schemas = found.schemas
         let held = schemas.map { schema in
             "\(schema.name) holds \(schema.installation ? "matcher_runs" : "the app's profiles (no matcher_runs)") ("

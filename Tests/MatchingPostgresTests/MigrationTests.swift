@@ -712,7 +712,9 @@ import Testing
         try migrator.execute("COMMIT")
         #expect(done.wait(timeout: .now() + 30) == .success)
         #expect(waiting, "the run did not wait for the migrators' transaction: \(String(describing: outcome.value))")
-        #expect(outcome.value?.contains("a matcher migrate of this database is under way") == true, "\(String(describing: outcome.value))")
+        #expect(
+            outcome.value?.contains("a matcher migrate of this database is under way") == true,
+            "\(String(describing: outcome.value))")
         #expect(try runs() == 0)
     }
 
@@ -769,7 +771,8 @@ import Testing
         let refusedFresh = try MatcherProcess.run(["migrate"], database: fresh.conninfo, environment: elsewhere)
         #expect(refusedFresh.status == 78, "\(refusedFresh.stderr)")
         #expect(
-            refusedFresh.stderr.contains("schema app holds the app's profiles (no matcher_runs) (not on the search path)"),
+            refusedFresh.stderr.contains(
+                "schema app holds the app's profiles (no matcher_runs) (not on the search path)"),
             "\(refusedFresh.stderr)")
         #expect(try setup.query("SELECT to_regclass('other.profiles') IS NULL").rows[0].bool(0))
     }
