@@ -39,7 +39,7 @@ public final class PostgresMatchingStore: @unchecked Sendable {
     /// first. (A circle through a run's commit order is seen: units wait for their turn by `awaitUnit`.)
     public static let defaultSweepLockTimeout: Duration = .seconds(10)
     let sweepLockTimeout: Duration
-    /// Whether `tryLock` reads the schema's version mark again once it holds a run lock
+    /// Whether `tryLockAlone` (a run's or backfill's start) reads the schema's version mark again once it holds a run lock
     /// (`MigrationRunner.verifyCurrentUnderRunLock`): `run` and `backfill` check the mark before they lock, and a
     /// `matcher migrate` that began in between would otherwise apply its migrations under the run.
     let verifiesSchemaUnderRunLock: Bool

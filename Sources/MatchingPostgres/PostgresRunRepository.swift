@@ -52,16 +52,7 @@ extension PostgresMatchingStore: RunRepository {
             lockConnection.close()
             return nil
         }
-        let lock = PostgresRunLock(connection: lockConnection)
-        if verifiesSchemaUnderRunLock {
-            do {
-                try MigrationRunner.verifyCurrentUnderRunLock(lockConnection)
-            } catch {
-                lock.release()
-                throw error
-            }
-        }
-        return lock
+        return PostgresRunLock(connection: lockConnection)
     }
 
     public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {
@@ -100,7 +91,16 @@ extension PostgresMatchingStore: RunRepository {
             ).rows[0].bool(0)
             return acquired ? .acquired(PostgresRunLock(connection: lockConnection)) : .held
         }
-        if case .acquired = attempt { handedOver = true }
+        guard case .acquired(let lock) = attempt else { return attempt }
+        handedOver = true
+        if verifiesSchemaUnderRunLock {
+            do {
+                try MigrationRunner.verifyCurrentUnderRunLock(lockConnection)
+            } catch {
+                lock.release()
+                throw error
+            }
+        }
         return attempt
     }
 
