@@ -6,12 +6,17 @@
 /// not. Before session 35 every such trigger counted, so an app's `set_updated_at` trigger cost it its logins'
 /// speed for nothing, and a run warned about it.
 ///
-/// Read conservatively: anything but PL/pgSQL may set anything; in PL/pgSQL, an assignment to a watched field of
-/// `NEW` (`:=`, or `=` where a statement starts), `NEW` assigned or selected into as a whole, `INTO NEW...`, or a
-/// `RETURN` of anything but `NEW`, `OLD` or `NULL`. Comments and string literals are left out first, and a
-/// quoted name is read as its text. What it calls cannot change `NEW` (arguments go by value), only what it
-/// returns can, and that is the `RETURN` rule. A reading that is wrong the safe way costs the app the dearer
-/// capture, never a missed change.
+/// Read conservatively, since a wrong "sets none" loses changes and a wrong "may set" only costs speed: anything
+/// but PL/pgSQL may set anything. In PL/pgSQL (comments and string literals left out, a quoted name read as its
+/// text) a trigger may set a watched value when it
+/// - names a watched field of `NEW` at all (`NEW.status := 2`, but also `GET DIAGNOSTICS NEW.status = ...`,
+///   `FOR NEW.status IN ...`, `CALL p(NEW.status)` with an `INOUT` parameter: a read cannot be told from these
+///   by a reading this simple, so reading a watched value counts too);
+/// - uses `NEW` as a whole other than to return it, compare it (`NEW IS DISTINCT FROM OLD`) or pass it to a
+///   function (`to_jsonb(NEW)`, by value): `NEW := ...`, `INTO NEW`, `FOR NEW IN`, `r ALIAS FOR NEW`;
+/// - calls a procedure (`CALL`: an `INOUT` argument is written back);
+/// - returns anything but `NEW`, `OLD` or `NULL`.
+/// A first version looked for assignments only, and missed the forms after the first (review of session 35).
 package enum AppTriggerSource {
     /// Why a trigger function in `language` with `source` may set one of `watched`; nil when it cannot.
     package static func mayChangeWatched(language: String, source: String, watched: [String]) -> String? {
@@ -20,21 +25,24 @@ package enum AppTriggerSource {
         }
         let code = withoutCommentsAndStrings(source).lowercased()
         let names = watched.map { escaped($0.lowercased()) }.joined(separator: "|")
-        let start = #"(?:^|;|\bbegin\b|\bthen\b|\belse\b|\bloop\b|>>)\s*"#
-        let field = #"\bnew\s*\.\s*("# + names + #")\b(?:\s*\[[^\]]*\])*\s*"#
-        if let column = firstCapture(field + ":=", in: code) ?? firstCapture(start + field + "=(?!=)", in: code) {
-            return "it sets NEW.\(column)"
+        if let column = firstCapture(#"\bnew\s*\.\s*("# + names + #")\b"#, in: code) {
+            return "it names NEW.\(column)"
         }
-        if firstMatch(#"\bnew\s*:="#, in: code) || firstMatch(start + #"new\s*=(?!=)"#, in: code) {
-            return "it assigns NEW as a whole"
+        if firstMatch(#"\bcall\b"#, in: code) {
+            return "it calls a procedure, which may set NEW through an INOUT argument"
         }
-        if let column = firstCapture(
-            #"\binto\s+(?:strict\s+)?(?:[\w.]+\s*,\s*)*new\s*\.\s*("# + names + #")\b"#, in: code)
-        {
-            return "it selects INTO NEW.\(column)"
-        }
-        if firstMatch(#"\binto\s+(?:strict\s+)?new\b(?!\s*\.)"#, in: code) {
-            return "it selects INTO NEW"
+        // `NEW` as a whole where it cannot change: returned, compared with OLD, or one function's argument.
+        let harmless = [
+            #"\breturn\s+new\s*;"#,
+            #"\bnew\s+is\s+(?:not\s+)?distinct\s+from\s+old\b"#,
+            #"\bold\s+is\s+(?:not\s+)?distinct\s+from\s+new\b"#,
+            #"\bnew\s*(?:=|<>|!=)\s*old\b"#,
+            #"\bold\s*(?:=|<>|!=)\s*new\b"#,
+            #"\b(?!call\b)[a-z_][a-z0-9_$]*\s*\(\s*new\s*\)"#,
+        ]
+        let rest = harmless.reduce(code) { text, pattern in replacing(pattern, in: text) }
+        if firstMatch(#"\bnew\b(?!\s*\.)"#, in: rest) {
+            return "it uses NEW as a whole (assigned, aliased, looped or selected into)"
         }
         if firstMatch(#"\breturn\s+(?!(?:new|old|null)\s*;)"#, in: code) {
             return "it returns a row other than NEW"
@@ -69,8 +77,10 @@ package enum AppTriggerSource {
                 } while depth > 0 && i < text.count
                 out.append(" ")
             } else if c == "'" {
-                // A backslash escapes only in an E'' string; '' is a quote in both.
-                let escapes = i > 0 && (text[i - 1] == "e" || text[i - 1] == "E")
+                // A backslash escapes only in an E'' string (E right before the quote, and not the end of a
+                // name: `name'\'` is a typed literal); '' is a quote in both.
+                let escapes =
+                    i > 0 && (text[i - 1] == "e" || text[i - 1] == "E") && !(i > 1 && isIdentifier(text[i - 2]))
                 i += 1
                 while i < text.count {
                     if escapes, text[i] == "\\" {
@@ -136,6 +146,11 @@ package enum AppTriggerSource {
         // Simple word boundaries: Unicode's would read `new.status` as one word.
         guard let regex = try? Regex(pattern).wordBoundaryKind(.simple) else { return true }
         return code.firstMatch(of: regex) != nil
+    }
+
+    private static func replacing(_ pattern: String, in code: String) -> String {
+        guard let regex = try? Regex(pattern).wordBoundaryKind(.simple) else { return code }
+        return code.replacing(regex, with: " ")
     }
 
     private static func firstCapture(_ pattern: String, in code: String) -> String? {

@@ -171,7 +171,7 @@ import Testing
             CREATE TRIGGER app_touch BEFORE UPDATE ON profiles_high FOR EACH ROW EXECUTE FUNCTION app_touch();
             """)
         let warning = try ChangeCapture.mismatch(on: connection)
-        #expect(warning?.contains("app_touch (it sets NEW.verified)") == true, "\(String(describing: warning))")
+        #expect(warning?.contains("app_touch (it names NEW.verified)") == true, "\(String(describing: warning))")
         #expect(warning?.contains("app_keep") == false, "\(String(describing: warning))")
     }
 
