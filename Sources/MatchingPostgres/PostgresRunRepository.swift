@@ -105,7 +105,8 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     /// Added to a kind's first lock key for the lock that one start at a time takes (`tryLockAlone`); the run
-    /// locks use the kind's own key (`lockKeys`), `MigrationRunner.lockNamespace` others.
+    /// locks use the kind's own key (`lockKeys`: run + 0, backfill + 1), `MigrationRunner.lockNamespace` others.
+    /// A third kind would need its own offsets (its key would be this one's).
     static let admissionOffset: Int32 = 2
 
     static let runColumns = """

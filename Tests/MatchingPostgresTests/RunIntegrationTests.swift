@@ -190,7 +190,8 @@ import Testing
             database: twin.database.conninfo)
         #expect(other.status == 75, "\(other.stderr)")
         #expect(
-            other.stderr.contains("a run of shard 0/1 is running, whose filters overlap shard 1/2's"), "\(other.stderr)"
+            other.stderr.contains("a run of shard 0/1 holds its lock, and its filters overlap shard 1/2's"),
+            "\(other.stderr)"
         )
         held.release()
         let after = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: twin.database.conninfo)

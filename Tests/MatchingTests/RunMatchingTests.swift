@@ -448,7 +448,7 @@ import Testing
         let held = try #require(try store.tryLock(kind: .run, shard: quarter))
         let refusal = #expect(throws: RunLocked.self) { try World.run(store) }
         #expect(refusal?.overlapping == [quarter])
-        #expect(refusal?.description.contains("shard 1/4 is running, whose filters overlap shard 0/1's") == true)
+        #expect(refusal?.description.contains("shard 1/4 holds its lock, and its filters overlap shard 0/1's") == true)
         #expect(store.allMatches.isEmpty && store.allRuns.isEmpty)
         #expect(throws: RunLocked.self) { try World.run(store, shard: Shard(index: 1, count: 2)) }
         // Its own layout's other shards, a layout with no owner in common, a backfill and a dry run go.
@@ -468,6 +468,21 @@ import Testing
         #expect(try World.run(store, dryRun: true).matchesFound == 3)
         held.release()
         #expect(try World.run(store).counters.matchesWritten == 3)
+    }
+
+    /// A lock of an overlapping layout held for a moment (a run superseding an interrupted run takes its lock to
+    /// abandon it) does not refuse a start: it tries again for about a second (review of session 35).
+    @Test func aStartWaitsOutAMomentaryLockOfAnOverlappingLayout() throws {
+        let store = seeded()
+        let held = try #require(try store.tryLock(kind: .run, shard: Shard(index: 1, count: 4)))
+        let released = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 0.4)
+            held.release()
+            released.signal()
+        }
+        #expect(try World.run(store).counters.matchesWritten == 3)
+        released.wait()
     }
 
     func manyFilters() -> InMemoryStore {

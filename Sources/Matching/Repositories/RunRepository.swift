@@ -1,4 +1,5 @@
 import Chronology
+import Foundation
 
 /// Held while a run or backfill of a shard works; releasing it (or the process dying) frees the shard.
 public protocol RunLock: Sendable {
@@ -111,15 +112,29 @@ extension RunRepository {
 extension RunRepository {
     /// The run lock of `kind` for `shard`, or none for a dry run: a dry run writes nothing and takes no lock,
     /// so it never blocks, delays or fails a real run beside it. Throws `RunLocked` when another holds it.
+    ///
+    /// A lock of an overlapping layout may be held for a moment only: a run superseding an interrupted run of
+    /// another layout takes that run's lock to abandon it, and `runs abandon` and `progress reset` take a shard's
+    /// (review of session 35: a sibling shard started then was refused as if a run were running). Such a start
+    /// tries again for about a second before it gives up.
     func lock(_ kind: RunKind, _ shard: Shard, dryRun: Bool) throws -> (any RunLock)? {
         guard !dryRun else { return nil }
-        switch try tryLockAlone(kind: kind, shard: shard) {
-        case .acquired(let lock): return lock
-        case .held: throw RunLocked(kind: kind, shard: shard)
-        case .overlapping(let shards): throw RunLocked(kind: kind, shard: shard, overlapping: shards)
+        var tries = 0
+        while true {
+            switch try tryLockAlone(kind: kind, shard: shard) {
+            case .acquired(let lock): return lock
+            case .held: throw RunLocked(kind: kind, shard: shard)
+            case .overlapping(let shards):
+                tries += 1
+                guard tries < overlapTries else { throw RunLocked(kind: kind, shard: shard, overlapping: shards) }
+                Thread.sleep(forTimeInterval: 0.25)
+            }
         }
     }
 }
+
+/// How many times a start whose layout overlaps a held lock tries, 250 ms apart (`RunRepository.lock`).
+let overlapTries = 5
 
 /// What `RunRepository.tryLockAlone` found.
 public enum RunLockAttempt: Sendable {

@@ -138,8 +138,8 @@ public struct RunLocked: Error, Sendable, CustomStringConvertible {
         guard !overlapping.isEmpty else {
             return "another \(kind.rawValue) of shard \(shard) holds the lock; nothing written"
         }
-        return "a \(kind.rawValue) of shard \(overlapping.map(\.description).joined(separator: ", ")) is running, "
-            + "whose filters overlap shard \(shard)'s (shard layouts that overlap run one at a time); nothing written"
+        return "a \(kind.rawValue) of shard \(overlapping.map(\.description).joined(separator: ", ")) holds its lock, "
+            + "and its filters overlap shard \(shard)'s (shard layouts that overlap run one at a time); nothing written"
     }
 }
 

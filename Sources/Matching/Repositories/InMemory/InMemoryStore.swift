@@ -657,11 +657,14 @@ extension InMemoryStore: RunRepository {
     public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {
         let key = "\(kind.rawValue) \(shard)"
         return locked {
-            guard !heldLocks.contains(key) else { return .held }
+            // In PostgreSQL's order (`PostgresMatchingStore.tryLockAlone`): the overlap first, then its own lock.
             let overlapping = heldShards.filter {
                 $0.kind == kind && $0.shard != shard && $0.shard.intersects(shard) && !overlappingLayoutsRunTogether
             }
-            guard overlapping.isEmpty else { return .overlapping(overlapping.map(\.shard)) }
+            guard overlapping.isEmpty else {
+                return .overlapping(overlapping.map(\.shard).sorted { $0.description < $1.description })
+            }
+            guard !heldLocks.contains(key) else { return .held }
             return .acquired(hold(key, kind, shard))
         }
     }
