@@ -28,7 +28,7 @@ final class PostgresRunLock: RunLock, @unchecked Sendable {
 
 extension PostgresMatchingStore: RunRepository {
     /// Two-key advisory lock: (namespace + kind, shard count << 16 | shard index).
-    static func lockKeys(kind: RunKind, shard: Shard) -> (Int32, Int32) {
+    package static func lockKeys(kind: RunKind, shard: Shard) -> (Int32, Int32) {
         let namespace: Int32 = 0x4D_41_54_10  // "MAT" + 0x10
         let kindKey: Int32 = kind == .run ? 0 : 1
         return (namespace + kindKey, Int32(truncatingIfNeeded: shard.count << 16 | shard.index))
@@ -107,7 +107,7 @@ extension PostgresMatchingStore: RunRepository {
     /// Added to a kind's first lock key for the lock that one start at a time takes (`tryLockAlone`); the run
     /// locks use the kind's own key (`lockKeys`: run + 0, backfill + 1), `MigrationRunner.lockNamespace` others.
     /// A third kind would need its own offsets (its key would be this one's).
-    static let admissionOffset: Int32 = 2
+    package static let admissionOffset: Int32 = 2
 
     static let runColumns = """
         id, kind, shard_index, shard_count, clock, max_per_filter, write_notifications, status,

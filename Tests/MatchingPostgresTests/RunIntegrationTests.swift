@@ -204,6 +204,44 @@ import Testing
         half.release()
     }
 
+    /// The start's decision is one at a time: while another start holds the decision (its transaction-level lock)
+    /// a start waits, and then sees the lock that one took. Without the wait it would have taken its own lock
+    /// beside an overlapping one.
+    @Test func aStartWaitsForAnotherStartsDecisionAndSeesItsLock() throws {
+        let twin = try Twin()
+        let other = try twin.database.connect()
+        defer { other.close() }
+        let (runKey, _) = PostgresMatchingStore.lockKeys(kind: .run, shard: .all)
+        let quarter = try Shard(index: 1, count: 4)
+        let (_, quarterKey) = PostgresMatchingStore.lockKeys(kind: .run, shard: quarter)
+        try other.execute("BEGIN")
+        try other.query(
+            "SELECT pg_advisory_xact_lock($1, 0)", [.int4(runKey + PostgresMatchingStore.admissionOffset)])
+        let outcome = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let attempt = Result { try twin.postgres.tryLockAlone(kind: .run, shard: .all) }
+            let said: String
+            switch attempt {
+            case .success(.acquired(let lock)):
+                lock.release()
+                said = "acquired"
+            case .success(.held): said = "held"
+            case .success(.overlapping(let shards)): said = "overlapping \(shards)"
+            case .failure(let error): said = "\(error)"
+            }
+            outcome.withLock { $0 = said }
+            done.signal()
+        }
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(outcome.withLock { $0 } == nil, "the start did not wait for the other's decision")
+        try other.query("SELECT pg_advisory_lock($1, $2)", [.int4(runKey), .int4(quarterKey)])
+        try other.execute("COMMIT")
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(outcome.withLock { $0 } == "overlapping [1/4]")
+        try other.query("SELECT pg_advisory_unlock_all()")
+    }
+
     /// Runs of layouts that overlap, started together: each start reads the locks held and takes its own with no
     /// other start between, so the ones that go share no owner (exactly one of the unsharded run and its shards,
     /// or the shards of one layout together), whatever the order.
