@@ -458,6 +458,8 @@ public struct MigrationRunner {
     /// leaves out of the path) holding the worker's `matcher_runs` or the app's `profiles`.
     struct SchemaOutOfReach {
         let name: String
+        /// `name` as SQL writes it (the server's `quote_ident`, `format('%I')`'s): `"App"` for a mixed-case name.
+        let quoted: String
         /// It holds `matcher_runs` (an installation), not only the app's `profiles`.
         let installation: Bool
         /// The session's role has USAGE on it: then it is simply not on the search path.
@@ -472,27 +474,42 @@ public struct MigrationRunner {
         let searchPath: String
         let current: String
         let role: String
+        /// `role` as SQL writes it.
+        let quotedRole: String
+        /// The schemas the search path does reach (`current_schemas(false)`), as SQL writes them, joined by commas:
+        /// what a new search path keeps after the missing schema (the app's tables may be there).
+        let reached: String
     }
 
-    /// What this session's search path misses; nil when no schema out of its reach holds those tables.
+    /// What this session's search path misses; nil when no schema out of its reach holds those tables. A schema
+    /// holding only a `profiles` counts while the search path reaches none: where the app's `profiles` resolves
+    /// through the path, another schema's (`archive.profiles`, a copy) is not the app's, and a first migrate
+    /// refused for it, pointing the worker at it, was wrong (review of session 35).
     static func outOfReach(_ connection: PostgresConnection) throws -> OutOfReach? {
         let rows = try connection.query(
             """
             SELECT n.nspname::text, bool_or(c.relname = 'matcher_runs'), has_schema_privilege(n.oid, 'USAGE'),
-                   current_setting('search_path'), coalesce(current_schema()::text, ''), current_user::text
+                   current_setting('search_path'), coalesce(current_schema()::text, ''), current_user::text,
+                   quote_ident(n.nspname), quote_ident(current_user),
+                   array_to_string(ARRAY(SELECT quote_ident(s) FROM unnest(current_schemas(false)) s), ',')
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE c.relname IN ('matcher_runs', 'profiles') AND c.relkind IN ('r', 'p')
               AND n.nspname <> ALL (current_schemas(true)) AND n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
             GROUP BY n.oid, n.nspname
+            HAVING bool_or(c.relname = 'matcher_runs') OR to_regclass('profiles') IS NULL
             ORDER BY 2 DESC, 1
             """
         ).rows
         guard let first = rows.first else { return nil }
         return OutOfReach(
             schemas: try rows.map {
-                SchemaOutOfReach(name: try $0.string(0), installation: try $0.bool(1), usable: try $0.bool(2))
+                SchemaOutOfReach(
+                    name: try $0.string(0), quoted: try $0.string(6), installation: try $0.bool(1),
+                    usable: try $0.bool(2))
             },
-            searchPath: try first.string(3), current: try first.string(4), role: try first.string(5))
+            searchPath: try first.string(3), current: try first.string(4), role: try first.string(5),
+            quotedRole: try first.string(7),
+            reached: try first.string(8))
     }
 
     /// What the session cannot see and how to reach it: "schema app holds matcher_runs (not on the search path): …".
@@ -503,16 +520,21 @@ public struct MigrationRunner {
                 + (schema.usable ? "not on the search path" : "role \(found.role) has no USAGE on it") + ")"
         }
         let name = schemas.count == 1 ? schemas[0].name : "<schema>"
+        let quoted = schemas.count == 1 ? schemas[0].quoted : "<schema>"
         var fixes: [String] = []
         if schemas.contains(where: \.usable) {
+            // A search_path setting replaces the whole path: the schemas it reaches now (the app's tables may be
+            // there) are kept after the missing one (review of session 35: `-csearch_path=archive` alone pointed
+            // the worker away from the app's tables).
+            let path = found.reached.isEmpty ? quoted : quoted + "," + found.reached
             fixes.append(
-                "fix the search path (the role's search_path, or -csearch_path=\(name) in the connection string's "
-                    + "options or in PGOPTIONS)")
+                "fix the search path (the role's search_path, or -csearch_path=\(path) in the connection string's "
+                    + "options or in PGOPTIONS; it replaces the whole path, so keep every schema the worker reads)")
         }
         if schemas.contains(where: { !$0.usable }) {
             fixes.append(
-                "grant USAGE on the schema (GRANT USAGE ON SCHEMA \(name) TO \(found.role); sql/roles/worker_role.sql "
-                    + "-v schema=\(name) does) and keep it on the search path")
+                "grant USAGE on the schema (GRANT USAGE ON SCHEMA \(quoted) TO \(found.quotedRole); "
+                    + "sql/roles/worker_role.sql -v schema=\(name) does) and keep it on the search path")
         }
         return "this session's search path (search_path=\(found.searchPath)) reaches no matcher_runs, and "
             + (schemas.count == 1 ? "schema " : "schemas ") + held.joined(separator: "; ") + ": "

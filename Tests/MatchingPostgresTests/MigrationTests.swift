@@ -1,6 +1,6 @@
 import Foundation
 import Matching
-import MatchingPostgres
+@testable import MatchingPostgres
 import PostgresClient
 import PostgresTestSupport
 import Testing
@@ -775,6 +775,64 @@ import Testing
                 "schema app holds the app's profiles (no matcher_runs) (not on the search path)"),
             "\(refusedFresh.stderr)")
         #expect(try setup.query("SELECT to_regclass('other.profiles') IS NULL").rows[0].bool(0))
+    }
+
+    /// Review of session 35: a first `matcher migrate` of a database whose app tables are in `public` (on the path)
+    /// was refused (78) because another schema held a table named `profiles` (`archive.profiles`, a copy), with
+    /// advice to set `-csearch_path=archive`, which would have pointed the worker at the copy; run and status said
+    /// the same before it. A `profiles` that is not the one the path resolves is not the app's: only an
+    /// installation (`matcher_runs`) elsewhere counts then.
+    @Test func aStrayProfilesOffThePathDoesNotRefuseAFirstMigrate() throws {
+        let database = try TestDatabase.create()
+        let setup = try database.connect()
+        defer { setup.close() }
+        let appTables = try String(
+            contentsOf: MigratedDatabase.sqlDirectory.appendingPathComponent("0001_app_tables.sql"), encoding: .utf8)
+        try setup.execute(appTables)
+        try setup.execute("CREATE SCHEMA archive; CREATE TABLE archive.profiles (id bigint PRIMARY KEY)")
+        let unmigrated = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(unmigrated.status == 78, "\(unmigrated.stderr)")
+        #expect(unmigrated.stderr.contains("no version mark"), "\(unmigrated.stderr)")
+        #expect(!unmigrated.stderr.contains("archive"), "\(unmigrated.stderr)")
+        let migrated = try MatcherProcess.run(["migrate"], database: database.conninfo)
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        #expect(try setup.query("SELECT to_regclass('public.matcher_runs') IS NOT NULL").rows[0].bool(0))
+        let ran = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(ran.status == 0, "\(ran.stderr)")
+        // With no profiles on the path, the stray one still counts (the app's tables may be there).
+        let lost = try MatcherProcess.run(
+            ["status"], database: database.conninfo, environment: ["PGOPTIONS": "-c search_path=nowhere"])
+        #expect(lost.status == 78, "\(lost.stderr)")
+        #expect(lost.stderr.contains("archive holds the app's profiles (no matcher_runs)"), "\(lost.stderr)")
+    }
+
+    /// What the line suggests is what to type: a search_path replaces the whole path (the schemas it reaches now are
+    /// kept after the missing one: `-csearch_path=archive` alone would leave out the app's tables in `public`), and
+    /// a mixed-case name is quoted as SQL writes it, in the path and in the GRANT.
+    @Test func theSuggestedSearchPathKeepsWhatThePathReachesAndQuotesNames() throws {
+        let database = try TestDatabase.create()
+        let setup = try database.connect()
+        defer { setup.close() }
+        try setup.execute("CREATE SCHEMA \"App\"")
+        let inApp = ["PGOPTIONS": "-c search_path=\"App\""]
+        let migrated = try MatcherProcess.run(["migrate"], database: database.conninfo, environment: inApp)
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
+        #expect(refused.status == 78, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("-csearch_path=\"App\",public in the connection string's options or in PGOPTIONS; "
+                + "it replaces the whole path"), "\(refused.stderr)")
+        let followed = try MatcherProcess.run(
+            ["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo,
+            environment: ["PGOPTIONS": "-csearch_path=\"App\",public"])
+        #expect(followed.status == 0, "\(followed.stderr)")
+
+        let revoked = MigrationRunner.OutOfReach(
+            schemas: [.init(name: "App", quoted: "\"App\"", installation: true, usable: false)],
+            searchPath: "\"App\"", current: "", role: "Worker", quotedRole: "\"Worker\"", reached: "")
+        let grant = MigrationRunner.describe(revoked)
+        #expect(grant.contains("GRANT USAGE ON SCHEMA \"App\" TO \"Worker\";"), "\(grant)")
+        #expect(grant.contains("-v schema=App does"), "\(grant)")
     }
 
     /// The same with the schema on the path but the worker's role without USAGE on it (PostgreSQL leaves such a schema
