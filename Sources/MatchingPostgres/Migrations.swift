@@ -438,17 +438,28 @@ public struct MigrationRunner {
     public static func verifyCurrentUnderRunLock(_ connection: PostgresConnection, waitSeconds: Int = 30) throws {
         // A mark that says "migrating" already: refused at once, without waiting for the migration's transaction.
         try verifyCurrent(connection)
+        let wait = max(1, waitSeconds)
+        // The wait is bounded by its lock_timeout alone (review of session 35): a --statement-timeout under it cut
+        // the wait short as a statement timeout (exit 1, "raise --statement-timeout"), and a --network-timeout
+        // under it as a lost connection (the client's call deadline, while the server sends nothing). The
+        // statement timeout goes a little past the wait, and the call deadline past that.
+        let callTimeout = connection.callTimeout
+        if let callTimeout, callTimeout < .seconds(wait + 15) { connection.callTimeout = .seconds(wait + 15) }
+        defer { connection.callTimeout = callTimeout }
         do {
             try connection.transaction(isolation: .readCommitted) { tx in
-                try tx.execute("SET LOCAL lock_timeout = \(max(1, waitSeconds) * 1000)")
+                try tx.execute(
+                    "SET LOCAL lock_timeout = \(wait * 1000); SET LOCAL statement_timeout = \((wait + 5) * 1000)")
                 try tx.query("SELECT pg_advisory_xact_lock_shared($1, $2)", [.int4(lockNamespace), .int4(0)])
                 // Read committed: this statement's snapshot is taken after the wait, and sees the migrate's mark.
                 try verifyCurrent(tx)
             }
-        } catch let error as PostgresError where error.sqlState == "55P03" {
+        } catch let error as PostgresError
+            where error.sqlState == "55P03" || (error.isQueryCanceled && error.message.contains("statement timeout"))
+        {
             throw MigrationError(
                 description:
-                    "a matcher migrate of this database has held the migrators' lock for more than \(waitSeconds) s "
+                    "a matcher migrate of this database has held the migrators' lock for more than \(wait) s "
                     + "after this process took its run lock; nothing was written",
                 failureKind: .locked)
         }

@@ -718,6 +718,37 @@ import Testing
         #expect(try runs() == 0)
     }
 
+    /// Review of session 35: the run's wait for a migrators' transaction is bounded by its own lock timeout (30 s,
+    /// then 75, nothing written), but a --statement-timeout under it ended the wait as a statement timeout (exit 1,
+    /// "raise --statement-timeout"), and a --network-timeout under it as a lost connection. Both now wait it out
+    /// and exit 75 with the same line.
+    @Test func aShortStatementOrNetworkTimeoutDoesNotCutTheWaitForAMigrator() throws {
+        let database = try MigratedDatabase.create()
+        let migrator = try database.connect()
+        defer { migrator.close() }
+        try migrator.execute("BEGIN")
+        try migrator.query("SELECT pg_advisory_xact_lock($1, 0)", [.int4(MigrationRunner.lockNamespace)])
+        let commands = [
+            ["run", "--now", "2026-03-01T03:00:00Z", "--statement-timeout", "2"],
+            ["backfill", "--now", "2026-03-01T03:00:00Z", "--statement-timeout", "0", "--network-timeout", "3"],
+        ]
+        let outcomes = Locked<[Int: MatcherProcess.Outcome]>([:])
+        DispatchQueue.concurrentPerform(iterations: commands.count) { index in
+            let outcome = try? MatcherProcess.run(commands[index], database: database.conninfo, timeout: 120)
+            outcomes.update { $0[index] = outcome }
+        }
+        try migrator.execute("ROLLBACK")
+        for (index, arguments) in commands.enumerated() {
+            let outcome = try #require(outcomes.value[index], "\(arguments[0]) did not run")
+            #expect(outcome.status == 75, "\(arguments[0]): \(outcome.stderr)")
+            #expect(
+                outcome.stderr.contains("has held the migrators' lock for more than 30 s after this process took its run "
+                    + "lock; nothing was written"), "\(arguments[0]): \(outcome.stderr)")
+        }
+        let runs = try migrator.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0)
+        #expect(runs == 0)
+    }
+
     /// Review of session 35: with a search path that does not reach the worker's schema (`PGOPTIONS='-c
     /// search_path=other'`), run, backfill and explain said "has no version mark …: run `matcher migrate`" and status
     /// "the schema is missing or old"; following that advice with the same options made a second, empty installation
