@@ -222,7 +222,7 @@ func advice(
             ].contains(where: pg.message.contains),
             (.server, _) where pg.sqlState == "53300":
             return
-                "the server was reached but its connection slots are full (max_connections, or the role's or database's CONNECTION LIMIT; a run needs --write-connections + 2 of them: README): free some or raise the limit; \(retries)"
+                "the server was reached but its connection slots are full (max_connections, or the role's or database's CONNECTION LIMIT; a run needs two of them and uses up to --write-connections + 2: README): free some or raise the limit; \(retries)"
         // target_session_attrs=read-write (or primary) refused every host it reached: libpq 14+'s words, then 13's.
         case (.connection, _)
         where pg.message.hasPrefix("could not connect")
@@ -292,8 +292,11 @@ func advice(
     case .configuration: return "fix the configuration; retrying will not help"
     case .unavailable: return "check that the database is up and reachable; \(retries)"
     case .locked where error is MigrationError && command != "migrate":
-        // A run lock taken while a `matcher migrate` held the migrators' lock past the wait.
-        return "run it again once that migrate has finished (the timer's next run does)"
+        // A run lock taken while a `matcher migrate` held the migrators' lock past the wait. The timer runs `run`
+        // only: a backfill is the operator's to start again.
+        return command == "run"
+            ? "run it again once that migrate has finished (the timer's next run does)"
+            : "run the same \(command) again once that migrate has finished (no timer runs it)"
     case .locked:
         return command == "migrate"
             ? "nothing of the migration was applied; run `matcher migrate` again"
@@ -501,7 +504,7 @@ struct LoggingRunOutput: RunOutputHandler {
             }
             if let reason = outcome.notStartedBecause {
                 log.warning(
-                    "retention sweep not started; the next run forgets what expired (a run needs --write-connections + 2 connections: README)",
+                    "retention sweep not started; the next run forgets what expired (a run needs two connections and uses up to --write-connections + 2: README)",
                     metadata: ["reason": "\(redactingSecrets(reason))"])
             }
             if let reason = outcome.stoppedByConflict {

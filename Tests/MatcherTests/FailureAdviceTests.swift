@@ -1,4 +1,5 @@
 import Foundation
+import MatchingPostgres
 import PostgresClient
 import Testing
 
@@ -92,7 +93,10 @@ import Testing
             #expect(error.failureKind == .unavailable, "\(words)")
             let text = Self.text(error, "run")
             #expect(text.contains("connection slots are full") && text.contains("CONNECTION LIMIT"), "\(text)")
-            #expect(text.contains("--write-connections + 2") && !text.contains("firewall"), "\(text)")
+            // README and the runbook: a run needs two connections and uses up to --write-connections + 2.
+            #expect(
+                text.contains("a run needs two of them and uses up to --write-connections + 2")
+                    && !text.contains("firewall"), "\(text)")
             #expect(text.hasSuffix("the next run retries"), "\(text)")
             #expect(Self.text(error, "status").hasSuffix("then run `matcher status` again"))
         }
@@ -142,6 +146,19 @@ import Testing
         let status = Self.text(Self.lockTimeout, "status", environment: ["PGOPTIONS": "-c lock_timeout=100"])
         #expect(status.contains("the lock_timeout that PGOPTIONS sets"), "\(status)")
         #expect(!status.contains("unit") && status.hasSuffix("run `matcher status` again"), "\(status)")
+    }
+
+    /// A run lock taken while a `matcher migrate` held the migrators' lock past the wait (75): the timer's next run
+    /// retries a run, but no timer runs a backfill (review of session 35).
+    @Test func aRunOrBackfillRefusedForAMigrateSaysWhatRunsItAgain() {
+        let locked = MigrationError(
+            description: "a matcher migrate of this database has held the migrators' lock for more than 30 s",
+            failureKind: .locked)
+        let run = Self.text(locked, "run")
+        #expect(run == "run it again once that migrate has finished (the timer's next run does)", "\(run)")
+        let backfill = Self.text(locked, "backfill")
+        #expect(!backfill.contains("timer's next run"), "\(backfill)")
+        #expect(backfill.hasPrefix("run the same backfill again once that migrate has finished"), "\(backfill)")
     }
 
     /// Writing to a read-only server (a standby, a read-only endpoint after a failover) stays exit 1, and says so

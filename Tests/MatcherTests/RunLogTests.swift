@@ -65,6 +65,19 @@ import Testing
         #expect(!after.contains("run_id") && after.contains(#""shard":"1/4""#), "\(after)")
     }
 
+    /// A sweep whose connection could not be opened is left to the next run, and the warning says what a run needs:
+    /// two connections, up to --write-connections + 2 (README), not "--write-connections + 2" as a minimum.
+    @Test func aSweepNotStartedSaysWhatARunNeeds() throws {
+        let lines = Lines()
+        let output = LoggingRunOutput(logger: Logger(label: "test") { _ in Capturing(lines: lines) })
+        output.handle(
+            .forgotten(
+                RetentionOutcome(forgotten: 0, backlog: true, notStartedBecause: "too many connections for role")))
+        let warning = try #require(lines.all.first { $0.contains("retention sweep not started") })
+        #expect(
+            warning.contains("a run needs two connections and uses up to --write-connections + 2"), "\(warning)")
+    }
+
     /// Review of session 33: what to do about two refusals that read alike otherwise: a pooler refusing the worker's
     /// session settings, and row-level security on a table the worker reads.
     @Test func poolersAndRowLevelSecurityAreNamedInTheAdvice() {
