@@ -43,6 +43,8 @@ public final class PostgresConnection: @unchecked Sendable {
     public let endpointDescription: String
     /// PQserverVersion, for example 150018 for 15.18.
     public let serverVersion: Int
+    /// PQlibVersion: the libpq this process runs with, for example 150018 for 15.18.
+    public static var libraryVersion: Int { Int(PQlibVersion()) }
     public let backendPID: Int32
 
     /// `conninfo`: a libpq keyword string ("host=/x dbname=y") or a postgresql:// URI; nil or "" uses

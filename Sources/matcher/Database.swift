@@ -186,9 +186,11 @@ enum PasswordSource {
         sent: Bool, conninfo: String?,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         home: () -> String? = PasswordSource.homeDirectory,
+        libraryVersion: Int = PostgresConnection.libraryVersion,
         readError: (String) -> Int32? = PasswordSource.readError
     ) -> String {
-        let file = passwordFile(conninfo: conninfo, environment: environment, home: home)
+        let file = passwordFile(
+            conninfo: conninfo, environment: environment, home: home, libraryVersion: libraryVersion)
         if sent {
             let source: String
             if let conninfo, PostgresConnection.setting("password", in: conninfo)?.isEmpty == false {
@@ -243,16 +245,21 @@ enum PasswordSource {
             + "(host:port:database:user:password, * for any)"
     }
 
-    /// The file libpq reads: `passfile=` in the connection string, else `PGPASSFILE`, else `~/.pgpass` (libpq's
-    /// home: `HOME`, else the user's entry); nil when there is no home to look in.
+    /// The file libpq reads: `passfile=` in the connection string, else `PGPASSFILE`, else `~/.pgpass`; nil when
+    /// there is no home to look in. libpq's home (`pqGetHomeDirectory`) is, from libpq 15, `HOME` when set and not
+    /// empty, else the effective user's entry in the password database; before 15, that entry only, whatever
+    /// `HOME` says. Checked against the libpq 15.18 this is built with (review of session 35): with `HOME` set to
+    /// a folder whose `.pgpass` holds the login's line, it sends that password (`OperationsTests`).
     static func passwordFile(
-        conninfo: String?, environment: [String: String], home: () -> String?
+        conninfo: String?, environment: [String: String], home: () -> String?,
+        libraryVersion: Int = PostgresConnection.libraryVersion
     ) -> (path: String, namedBy: String)? {
         if let conninfo, let path = PostgresConnection.setting("passfile", in: conninfo), !path.isEmpty {
             return (path, "passfile= in the connection string")
         }
         if let path = environment["PGPASSFILE"], !path.isEmpty { return (path, "PGPASSFILE") }
-        if let folder = environment["HOME"].flatMap({ $0.isEmpty ? nil : $0 }) ?? home() {
+        let fromEnvironment = libraryVersion >= 150000 ? environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } : nil
+        if let folder = fromEnvironment ?? home() {
             return ((folder.hasSuffix("/") ? folder : folder + "/") + ".pgpass", "libpq's default, ~/.pgpass")
         }
         return nil

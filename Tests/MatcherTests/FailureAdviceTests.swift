@@ -196,8 +196,20 @@ import Testing
             environment: ["PGPASSFILE": "/nonexistent"])
         #expect(noLine.contains("\(file.path) (passfile= in the connection string) has no line"), "\(noLine)")
 
+        // libpq's home for ~/.pgpass: from libpq 15, HOME when set and not empty (what the linked 15.18 reads:
+        // OperationsTests logs in with it), else the user's entry; before 15, the entry only (review of session 35).
         let absent = Self.text(missing, "run", environment: ["HOME": folder.path])
-        #expect(absent.contains("\(folder.path)/.pgpass (libpq's default, ~/.pgpass) does not exist"), "\(absent)")
+        if PostgresConnection.libraryVersion >= 150000 {
+            #expect(absent.contains("\(folder.path)/.pgpass (libpq's default, ~/.pgpass) does not exist"), "\(absent)")
+        }
+        for (version, expected) in [(150018, folder.path + "/.pgpass"), (140013, "/home/worker/.pgpass")] {
+            let file = PasswordSource.passwordFile(
+                conninfo: nil, environment: ["HOME": folder.path], home: { "/home/worker" }, libraryVersion: version)
+            #expect(file?.path == expected, "libpq \(version): \(String(describing: file))")
+        }
+        let emptyHome = PasswordSource.passwordFile(
+            conninfo: nil, environment: ["HOME": ""], home: { "/home/worker/" }, libraryVersion: 150018)
+        #expect(emptyHome?.path == "/home/worker/.pgpass", "\(String(describing: emptyHome))")
 
         let notAFile = PasswordSource.problem(with: "the password file", at: folder.path) { _ in nil }
         #expect(notAFile.contains("not a plain file"), "\(notAFile)")

@@ -242,6 +242,19 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: passfile.path)
         let read = try MatcherProcess.run(["status"], database: probe, environment: ["PGPASSFILE": passfile.path])
         #expect(!read.stderr.contains("refused the login"), "\(read.stderr)")
+        // ~/.pgpass is HOME's when HOME is set (libpq 15+, as linked here), as the failure line names it (review of
+        // session 35): the line for the login in HOME's .pgpass logs in; without it, that file is the one named.
+        if PostgresConnection.libraryVersion >= 150000 {
+            let home = folder.appendingPathComponent("home")
+            try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+            let noFile = try MatcherProcess.run(
+                ["status"], database: probe, environment: ["HOME": home.path, "PGPASSFILE": ""])
+            Self.expectOneLine(noFile, status: 78, containing: "\(home.path)/.pgpass (libpq's default, ~/.pgpass)")
+            try FileManager.default.copyItem(at: passfile, to: home.appendingPathComponent(".pgpass"))
+            let fromHome = try MatcherProcess.run(
+                ["status"], database: probe, environment: ["HOME": home.path, "PGPASSFILE": ""])
+            #expect(!fromHome.stderr.contains("refused the login"), "\(fromHome.stderr)")
+        }
     }
 
     /// Review against a real server: causes the server gives, each advised as itself. Connection slots full (a
