@@ -1,9 +1,10 @@
 import Foundation
 import Matching
-@testable import MatchingPostgres
 import PostgresClient
 import PostgresTestSupport
 import Testing
+
+@testable import MatchingPostgres
 
 @Suite struct MigrationTests {
     func schema(_ connection: PostgresConnection) throws -> [String] {
@@ -742,8 +743,9 @@ import Testing
             let outcome = try #require(outcomes.value[index], "\(arguments[0]) did not run")
             #expect(outcome.status == 75, "\(arguments[0]): \(outcome.stderr)")
             #expect(
-                outcome.stderr.contains("has held the migrators' lock for more than 30 s after this process took its run "
-                    + "lock; nothing was written"), "\(arguments[0]): \(outcome.stderr)")
+                outcome.stderr.contains(
+                    "has held the migrators' lock for more than 30 s after this process took its run "
+                        + "lock; nothing was written"), "\(arguments[0]): \(outcome.stderr)")
         }
         let runs = try migrator.query("SELECT count(*) FROM matcher_runs").rows[0].int64(0)
         #expect(runs == 0)
@@ -851,8 +853,9 @@ import Testing
         let refused = try MatcherProcess.run(["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo)
         #expect(refused.status == 78, "\(refused.stderr)")
         #expect(
-            refused.stderr.contains("-csearch_path=\"App\",public in the connection string's options or in PGOPTIONS; "
-                + "it replaces the whole path"), "\(refused.stderr)")
+            refused.stderr.contains(
+                "-csearch_path=\"App\",public in the connection string's options or in PGOPTIONS; "
+                    + "it replaces the whole path"), "\(refused.stderr)")
         let followed = try MatcherProcess.run(
             ["run", "--now", "2026-03-01T03:00:00Z"], database: database.conninfo,
             environment: ["PGOPTIONS": "-csearch_path=\"App\",public"])
