@@ -15,8 +15,12 @@
 /// - uses `NEW` as a whole other than to return it, compare it (`NEW IS DISTINCT FROM OLD`) or pass it to a
 ///   function (`to_jsonb(NEW)`, by value): `NEW := ...`, `INTO NEW`, `FOR NEW IN`, `r ALIAS FOR NEW`;
 /// - calls a procedure (`CALL`: an `INOUT` argument is written back);
-/// - returns anything but `NEW`, `OLD` or `NULL`.
-/// A first version looked for assignments only, and missed the forms after the first (review of session 35).
+/// - returns anything but `NEW`, `OLD` or `NULL` (and `OLD` only as it came: the same rules as for `NEW`);
+/// - writes a name in Unicode escapes (`U&"..."`), or lets a query's columns shadow its variables
+///   (`#variable_conflict`, under which `NEW = old FROM ...` assigns).
+/// A first version looked for assignments only, and missed the forms after the first; a second missed
+/// `RETURN(...)`, `U&` names, `NEW = old FROM ...` and names with `$` (two reviews of session 35). A function
+/// compiled with `standard_conforming_strings` off reads `'\''` otherwise than this reading does.
 package enum AppTriggerSource {
     /// Why a trigger function in `language` with `source` may set one of `watched`; nil when it cannot.
     package static func mayChangeWatched(language: String, source: String, watched: [String]) -> String? {
@@ -24,28 +28,50 @@ package enum AppTriggerSource {
             return "its function is in \(language), which the worker does not read"
         }
         let code = withoutCommentsAndStrings(source).lowercased()
-        let names = watched.map { escaped($0.lowercased()) }.joined(separator: "|")
-        if let column = firstCapture(#"\bnew\s*\.\s*("# + names + #")\b"#, in: code) {
-            return "it names NEW.\(column)"
+        if firstMatch(#"u&"#, in: code) {
+            return "it writes a name in Unicode escapes (U&\"...\"), which the worker does not read"
+        }
+        if firstMatch(#"#variable_conflict"#, in: code) {
+            return "it lets a query's columns shadow its variables (#variable_conflict)"
         }
         if firstMatch(#"\bcall\b"#, in: code) {
             return "it calls a procedure, which may set NEW through an INOUT argument"
         }
-        // `NEW` as a whole where it cannot change: returned, compared with OLD, or one function's argument.
+        if let reason = mayChange("new", in: code, watched: watched) { return reason }
+        // A row returned as OLD is what it holds then.
+        if firstMatch(#"\breturn\s*\(?\s*old\b"#, in: code),
+            let reason = mayChange("old", in: code, watched: watched)
+        {
+            return reason + ", and returns OLD"
+        }
+        if firstMatch(#"\breturn\b(?!\s*\(?\s*(?:new|old|null)\s*\)?\s*;)"#, in: code) {
+            return "it returns a row other than NEW"
+        }
+        return nil
+    }
+
+    /// Why `code` may change the row variable `row` (`new` or `old`): one of `watched` named as its field, or the
+    /// row used as a whole other than returned, compared (in a condition) or passed to one function by value.
+    private static func mayChange(_ row: String, in code: String, watched: [String]) -> String? {
+        let names = watched.map { escaped($0.lowercased()) }.joined(separator: "|")
+        let other = row == "new" ? "old" : "new"
+        let shown = row.uppercased()
+        if let column = firstCapture(#"\b"# + row + #"\s*\.\s*("# + names + #")\b"#, in: code) {
+            return "it names \(shown).\(column)"
+        }
+        // A comparison only where a condition is: `NEW = OLD FROM ...` at a statement's start is an assignment.
+        let condition = #"(?:\bif|\belsif|\belseif|\bwhen|\bwhile|\band|\bor|\bnot|\()\s*"#
         let harmless = [
-            #"\breturn\s+new\s*;"#,
-            #"\bnew\s+is\s+(?:not\s+)?distinct\s+from\s+old\b"#,
-            #"\bold\s+is\s+(?:not\s+)?distinct\s+from\s+new\b"#,
-            #"\bnew\s*(?:=|<>|!=)\s*old\b"#,
-            #"\bold\s*(?:=|<>|!=)\s*new\b"#,
-            #"\b(?!call\b)[a-z_][a-z0-9_$]*\s*\(\s*new\s*\)"#,
+            #"\breturn\s*\(?\s*"# + row + #"\s*\)?\s*;"#,
+            #"\b"# + row + #"\s+is\s+(?:not\s+)?distinct\s+from\s+"# + other + #"\b"#,
+            #"\b"# + other + #"\s+is\s+(?:not\s+)?distinct\s+from\s+"# + row + #"\b"#,
+            condition + row + #"\s*(?:=|<>|!=)\s*"# + other + #"\b"#,
+            condition + other + #"\s*(?:=|<>|!=)\s*"# + row + #"\b"#,
+            #"\b(?!call\b|return\b)[a-z_][a-z0-9_$]*\s*\(\s*"# + row + #"\s*\)"#,
         ]
         let rest = harmless.reduce(code) { text, pattern in replacing(pattern, in: text) }
-        if firstMatch(#"\bnew\b(?!\s*\.)"#, in: rest) {
-            return "it uses NEW as a whole (assigned, aliased, looped or selected into)"
-        }
-        if firstMatch(#"\breturn\s+(?!(?:new|old|null)\s*;)"#, in: code) {
-            return "it returns a row other than NEW"
+        if firstMatch(#"\b"# + row + #"\b(?!\s*\.)"#, in: rest) {
+            return "it uses \(shown) as a whole (assigned, aliased, looped or selected into)"
         }
         return nil
     }
@@ -80,7 +106,8 @@ package enum AppTriggerSource {
                 // A backslash escapes only in an E'' string (E right before the quote, and not the end of a
                 // name: `name'\'` is a typed literal); '' is a quote in both.
                 let escapes =
-                    i > 0 && (text[i - 1] == "e" || text[i - 1] == "E") && !(i > 1 && isIdentifier(text[i - 2]))
+                    i > 0 && (text[i - 1] == "e" || text[i - 1] == "E")
+                    && !(i > 1 && (isIdentifier(text[i - 2]) || text[i - 2] == "$"))
                 i += 1
                 while i < text.count {
                     if escapes, text[i] == "\\" {
@@ -94,6 +121,7 @@ package enum AppTriggerSource {
                 i += 1
                 out.append(" ")
             } else if c == "\"" {
+                out.append(" ")
                 i += 1
                 while i < text.count {
                     if text[i] == "\"" {
@@ -109,6 +137,7 @@ package enum AppTriggerSource {
                     }
                 }
                 i += 1
+                out.append(" ")
             } else if c == "$", let tag = dollarTag(text, from: i) {
                 i += tag.count
                 while i < text.count, !matches(text, at: i, tag) { i += 1 }
@@ -125,7 +154,8 @@ package enum AppTriggerSource {
     /// The dollar-quote tag (`$$`, `$name$`) that starts at `start`, if one does: a `$` after an identifier's
     /// character is part of the identifier (`a$b`), and `$1` is a parameter.
     private static func dollarTag(_ text: [Unicode.Scalar], from start: Int) -> [Unicode.Scalar]? {
-        if start > 0, isIdentifier(text[start - 1]) { return nil }
+        // `$` continues an identifier too (`a$$$` is a name, not `a$` and a `$$` quote).
+        if start > 0, isIdentifier(text[start - 1]) || text[start - 1] == "$" { return nil }
         var end = start + 1
         while end < text.count, text[end] != "$" {
             guard isIdentifier(text[end]), !(end == start + 1 && ("0"..."9").contains(text[end])) else { return nil }

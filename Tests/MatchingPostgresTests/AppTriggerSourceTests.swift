@@ -58,7 +58,9 @@ import Testing
         #expect(
             reason("BEGIN FOREACH NEW.status IN ARRAY ARRAY[2] LOOP END LOOP; RETURN NEW; END")
                 == "it names NEW.status")
-        #expect(reason("BEGIN CALL set_two(NEW.status); RETURN NEW; END") == "it names NEW.status")
+        #expect(
+            reason("BEGIN CALL set_two(NEW.status); RETURN NEW; END")
+                == "it calls a procedure, which may set NEW through an INOUT argument")
         #expect(
             reason("BEGIN IF NEW.status = 4 THEN NEW.deleted_on := current_date; END IF; RETURN NEW; END")
                 == "it names NEW.status")
@@ -87,11 +89,42 @@ import Testing
         #expect(reason("app_trigger", language: "c") != nil)
     }
 
+    /// The final review of session 35: bodies that set `status` on PostgreSQL 15 and read as setting none.
+    @Test func theLastReviewsBodiesMaySetAWatchedValue() {
+        #expect(
+            reason(#"BEGIN RETURN(jsonb_populate_record(NULL::profiles, to_jsonb(NEW) || '{"status":2}')); END"#)
+                == "it returns a row other than NEW")
+        #expect(
+            reason(
+                #"DECLARE r profiles; BEGIN r := jsonb_populate_record(NULL::profiles, to_jsonb(NEW) || '{"status":2}'); RETURN"r"; END"#
+            ) == "it returns a row other than NEW")
+        #expect(reason(#"BEGIN NEW.U&"status" := 2; RETURN NEW; END"#)?.contains("Unicode escapes") == true)
+        #expect(
+            reason(
+                "#variable_conflict use_column\nBEGIN NEW = old FROM (SELECT 2 AS status) old; RETURN NEW; END")
+                != nil)
+        #expect(
+            reason("BEGIN NEW = OLD; RETURN NEW; END")
+                == "it uses NEW as a whole (assigned, aliased, looped or selected into)")
+        #expect(
+            reason(#"BEGIN IF false THEN PERFORM a$e'\'; END IF; NEW.status := 2; PERFORM 'x'; RETURN NEW; END"#)
+                == "it names NEW.status")
+        #expect(reason("DECLARE a$$$ int; BEGIN NEW.status := 2; a$$$ := 1; RETURN NEW; END") == "it names NEW.status")
+        #expect(reason("BEGIN OLD.status := 2; RETURN OLD; END") == "it names OLD.status, and returns OLD")
+        // Still none: the usual forms, RETURN(NEW) included.
+        #expect(reason("BEGIN IF NEW = OLD THEN RETURN NULL; END IF; NEW.updated_at := now(); RETURN(NEW); END") == nil)
+        // OLD returned is read by NEW's rules, conservatively: a read of OLD.status counts.
+        #expect(
+            reason("BEGIN IF OLD.status = 4 THEN RETURN OLD; END IF; RETURN NEW; END")
+                == "it names OLD.status, and returns OLD")
+    }
+
     @Test func stringsAndQuotedNamesAreReadAsPostgreSQLReadsThem() {
         #expect(AppTriggerSource.withoutCommentsAndStrings("a 'it''s -- not a comment' b") == "a   b")
         #expect(AppTriggerSource.withoutCommentsAndStrings(#"a E'\' NEW.x := 1' b"#) == "a E  b")
-        #expect(AppTriggerSource.withoutCommentsAndStrings(#"NEW."Height""cm""#) == #"NEW.Height"cm"#)
+        #expect(AppTriggerSource.withoutCommentsAndStrings(#"NEW."Height""cm""#) == #"NEW. Height"cm "#)
         #expect(AppTriggerSource.withoutCommentsAndStrings("a$b $1 $t$ x $t$ c") == "a$b $1   c")
+        #expect(AppTriggerSource.withoutCommentsAndStrings("a$$$ x $$ y $$") == "a$$$ x  ")
         #expect(AppTriggerSource.withoutCommentsAndStrings(#"d := name'\'; x"#) == "d := name ; x")
     }
 }
