@@ -34,16 +34,27 @@ extension PostgresMatchingStore: RunRepository {
         return (namespace + kindKey, Int32(truncatingIfNeeded: shard.count << 16 | shard.index))
     }
 
-    public func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)? {
+    /// A connection of its own for a run lock. Its session sits idle for the whole run: a server-wide
+    /// idle_session_timeout (PostgreSQL 14+) would end it, and the lock with it, while the run goes on, and a second
+    /// run of the shard could start. (The command line's connections turn it off already; this store may be given
+    /// connections made otherwise.)
+    private func openLockConnection() throws -> PostgresConnection {
         let lockConnection = try openConnection()
-        // The session sits idle for the whole run: a server-wide idle_session_timeout (PostgreSQL 14+) would end
-        // it, and the lock with it, while the run goes on, and a second run of the shard could start. (The command
-        // line's connections turn it off already; this store may be given connections made otherwise.)
-        try lockConnection.query(
-            """
-            SELECT set_config('idle_session_timeout', '0', false)
-            WHERE current_setting('server_version_num')::int >= 140000
-            """)
+        do {
+            try lockConnection.query(
+                """
+                SELECT set_config('idle_session_timeout', '0', false)
+                WHERE current_setting('server_version_num')::int >= 140000
+                """)
+        } catch {
+            lockConnection.close()
+            throw error
+        }
+        return lockConnection
+    }
+
+    public func tryLock(kind: RunKind, shard: Shard) throws -> (any RunLock)? {
+        let lockConnection = try openLockConnection()
         let keys = Self.lockKeys(kind: kind, shard: shard)
         let acquired = try lockConnection.query(
             "SELECT pg_try_advisory_lock($1, $2)", [.int4(keys.0), .int4(keys.1)]
@@ -56,14 +67,9 @@ extension PostgresMatchingStore: RunRepository {
     }
 
     public func tryLockAlone(kind: RunKind, shard: Shard) throws -> RunLockAttempt {
-        let lockConnection = try openConnection()
+        let lockConnection = try openLockConnection()
         var handedOver = false
         defer { if !handedOver { lockConnection.close() } }
-        try lockConnection.query(
-            """
-            SELECT set_config('idle_session_timeout', '0', false)
-            WHERE current_setting('server_version_num')::int >= 140000
-            """)
         let keys = Self.lockKeys(kind: kind, shard: shard)
         let attempt = try lockConnection.transaction { tx -> RunLockAttempt in
             // One start decides at a time (a transaction's lock, a moment long): the held locks read below, then
