@@ -67,7 +67,7 @@ func redactingSecrets(_ text: String) -> String {
             conninfos.append(String(argument.dropFirst("--database-url=".count)))
         }
     }
-    let passwords = [env["PGPASSWORD"], try? Database.passwordFromFile()].compactMap { $0 }
+    let passwords = [env["PGPASSWORD"], (try? Database.workerPassword())?.value].compactMap { $0 }
     var text = text
     for conninfo in conninfos {
         text = PostgresConnection.redactingSecrets(text, conninfo: conninfo, passwords: passwords)

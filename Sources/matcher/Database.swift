@@ -83,8 +83,15 @@ struct Database {
         sessionOptions = (serverSettings + [operators].compactMap { $0 }.filter { !$0.isEmpty }).joined(separator: " ")
         // systemd's LoadCredential= (or any file named by MATCHER_DATABASE_PASSWORD_FILE) holds the password,
         // so it is never in the environment, the command line or a log.
-        if let password = try Database.passwordFromFile(environment) { options["password"] = password }
+        if let password = try Database.workerPassword(environment) { options["password"] = password.value }
         self.options = options
+    }
+
+    /// The worker's own password, and where it came from (for the line of a refused login: `PasswordSource`).
+    struct WorkerPassword {
+        let value: String
+        /// Where the password was read, never the password: "MATCHER_DATABASE_PASSWORD_FILE /run/x".
+        let source: String
     }
 
     /// The password in `MATCHER_DATABASE_PASSWORD_FILE`, else in systemd's credential `database-password`
@@ -92,12 +99,14 @@ struct Database {
     /// configuration error naming the file and why: read as "no password", it was a refused login that never
     /// said which file (a password file left root's own), or a login by another rule (`~/.pgpass`, `trust`).
     /// A credentials folder without that credential is a unit that loads others, and no error.
-    static func passwordFromFile(
+    static func workerPassword(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
-    ) throws -> String? {
+    ) throws -> WorkerPassword? {
         if let file = environment["MATCHER_DATABASE_PASSWORD_FILE"], !file.isEmpty {
             do {
-                return try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
+                return WorkerPassword(
+                    value: try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines),
+                    source: "MATCHER_DATABASE_PASSWORD_FILE \(file)")
             } catch {
                 // Why, from the system: a file in a folder the worker cannot enter is "permission denied", not
                 // "no such file" as a look at the path from outside says.
@@ -119,7 +128,8 @@ struct Database {
         if let dir = environment["CREDENTIALS_DIRECTORY"], !dir.isEmpty,
             let text = try? String(contentsOfFile: dir + "/database-password", encoding: .utf8)
         {
-            return text.trimmingCharacters(in: .newlines)
+            return WorkerPassword(
+                value: text.trimmingCharacters(in: .newlines), source: "the credential \(dir)/database-password")
         }
         return nil
     }
@@ -174,7 +184,7 @@ struct Database {
 /// What the failure line of a login refused for want of a password says about the password (review against a real
 /// server): "fe_sendauth: no password supplied" named neither the password file libpq would have read nor why it
 /// gave none (a `PGPASSFILE` of mode 0644, which libpq ignores with a warning, read as "check the password").
-/// libpq takes the first of: the connection string's password, the worker's password file (`Database`), then
+/// libpq takes the first of: the connection string's password, the worker's own (`Database.workerPassword`), then
 /// `PGPASSWORD`, then its password file (`passfile=` in the connection string, else `PGPASSFILE`, else
 /// `~/.pgpass`), whose line for the login it uses only when the file is a plain file that no group or other may
 /// read or write. Nothing is refused up front: a login the server trusts needs no password at all. Never the
@@ -195,12 +205,8 @@ enum PasswordSource {
             let source: String
             if let conninfo, PostgresConnection.setting("password", in: conninfo)?.isEmpty == false {
                 source = "the connection string's password"
-            } else if let path = environment["MATCHER_DATABASE_PASSWORD_FILE"], !path.isEmpty {
-                source = "MATCHER_DATABASE_PASSWORD_FILE \(path)"
-            } else if let folder = environment["CREDENTIALS_DIRECTORY"], !folder.isEmpty,
-                FileManager.default.isReadableFile(atPath: folder + "/database-password")
-            {
-                source = "the credential \(folder)/database-password"
+            } else if let worker = try? Database.workerPassword(environment) {
+                source = worker.source
             } else if environment["PGPASSWORD"]?.isEmpty == false {
                 source = "PGPASSWORD"
             } else if let file {

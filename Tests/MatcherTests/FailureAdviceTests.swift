@@ -220,8 +220,23 @@ import Testing
         // A password sent and refused: where it came from, by libpq's order.
         let refused = Self.connectFailure(
             "FATAL:  password authentication failed for user \"matcher_worker\"", password: .sent)
-        let fromFile = Self.text(refused, "run", environment: ["MATCHER_DATABASE_PASSWORD_FILE": "/etc/matcher/pw"])
-        #expect(fromFile.contains("came from MATCHER_DATABASE_PASSWORD_FILE /etc/matcher/pw"), "\(fromFile)")
+        // The worker's own password, named as `Database` read it (one place says where it came from).
+        let workerFile = folder.appendingPathComponent("worker-password")
+        try Data("S3cretPassw0rd\n".utf8).write(to: workerFile)
+        let fromFile = Self.text(
+            refused, "run", environment: ["MATCHER_DATABASE_PASSWORD_FILE": workerFile.path, "PGPASSWORD": "other"])
+        #expect(fromFile.contains("came from MATCHER_DATABASE_PASSWORD_FILE \(workerFile.path)"), "\(fromFile)")
+        let credentials = folder.appendingPathComponent("credentials")
+        try FileManager.default.createDirectory(at: credentials, withIntermediateDirectories: true)
+        let noCredential = Self.text(
+            refused, "run", environment: ["CREDENTIALS_DIRECTORY": credentials.path, "PGPASSWORD": "other"])
+        #expect(noCredential.contains("came from PGPASSWORD"), "\(noCredential)")
+        try Data("S3cretPassw0rd\n".utf8).write(to: credentials.appendingPathComponent("database-password"))
+        let fromCredential = Self.text(
+            refused, "run", environment: ["CREDENTIALS_DIRECTORY": credentials.path, "PGPASSWORD": "other"])
+        #expect(
+            fromCredential.contains("came from the credential \(credentials.path)/database-password")
+                && !fromCredential.contains("S3cret"), "\(fromCredential)")
         let fromPassfile = Self.text(refused, "run", environment: ["PGPASSFILE": file.path])
         #expect(fromPassfile.contains("came from the password file \(file.path) (PGPASSFILE)"), "\(fromPassfile)")
         let fromURL = Self.text(
