@@ -138,10 +138,10 @@ public enum ChangeCapture {
             """
     }
 
-    /// Installs the capture unless the installed one was generated from the same text.
-    /// Returns whether it (re)installed.
+    /// Installs the capture unless the installed one was generated from the same text and is whole.
+    /// Returns why it (re)installed (for `matcher migrate` to say), nil when the one in place was kept.
     @discardableResult
-    public static func install(on connection: PostgresConnection) throws -> Bool {
+    public static func install(on connection: PostgresConnection) throws -> String? {
         try connection.transaction { tx in try install(inTransaction: tx) }
     }
 
@@ -150,7 +150,7 @@ public enum ChangeCapture {
     /// transaction, so that no change the app commits meanwhile goes unrecorded, before later migrations may
     /// add an item's column; `matcher migrate` installs the whole capture after the last one.
     @discardableResult
-    static func install(inTransaction tx: PostgresConnection, existingColumnsOnly: Bool = false) throws -> Bool {
+    static func install(inTransaction tx: PostgresConnection, existingColumnsOnly: Bool = false) throws -> String? {
         let schema = try tx.query("SELECT current_schema()").rows[0].string(0)
         try refuseUnsafeSchema(schema)
         var watched = watchedColumns
@@ -175,12 +175,21 @@ public enum ChangeCapture {
         ).rows.first.flatMap { try $0.optionalString(0) }
         let (missing, silent) = try gaps(tx, schema: schema)
         let ownedAsIntended = try ownerProblem(tx, schema: schema, onlyIfMendable: true) == nil
-        guard installed != checksum || !missing.isEmpty || !silent.isEmpty || !ownedAsIntended else { return false }
+        var reasons: [String] = []
+        if installed == nil {
+            reasons.append("none was installed")
+        } else if installed != checksum {
+            reasons.append("what it must watch changed (the items' columns, or the app's BEFORE UPDATE triggers)")
+        }
+        if !missing.isEmpty { reasons.append("missing trigger(s) \(missing.joined(separator: ", "))") }
+        if !silent.isEmpty { reasons.append("disabled trigger(s) \(silent.joined(separator: ", "))") }
+        if !ownedAsIntended { reasons.append("its functions were not owned by their role") }
+        guard !reasons.isEmpty else { return nil }
         try tx.execute(sql)
         try tx.execute(
             "COMMENT ON FUNCTION \(quoteIdentifier(schema)).matcher_record_changed_profile() IS "
                 + literal(checksum))
-        return true
+        return reasons.joined(separator: "; ")
     }
 
     /// Why the capture's functions are not owned by `ownerRole` (they then run with the rights of the role that

@@ -145,9 +145,23 @@ public struct MigrationRunner {
         return nil
     }
 
+    /// What one `matcher migrate` did.
+    public struct Outcome: Sendable {
+        /// The migrations applied now (empty when the files were all applied before).
+        public let applied: [Migration]
+        /// Why the change capture was installed again, nil when the one in place was kept: an "up to date" that
+        /// mended a disabled or missing trigger said nothing of it (review of session 36).
+        public let captureReinstalled: String?
+    }
+
     /// Applies what is missing; returns the migrations applied now (empty when up to date).
     @discardableResult
     public func apply(_ migrations: [Migration]) throws -> [Migration] {
+        try applyReporting(migrations).applied
+    }
+
+    /// `apply`, saying also whether it installed the change capture again, and why.
+    public func applyReporting(_ migrations: [Migration]) throws -> Outcome {
         // An installation this session cannot see first: migrating here would make a second, empty one.
         if !newInstallation {
             try refuseSecondInstallation()
@@ -220,8 +234,9 @@ public struct MigrationRunner {
             return nil
         }
         var applied: [Migration] = []
+        let captureReinstalled: String?
         do {
-            try applyMigrations(migrations, applied: &applied)
+            captureReinstalled = try applyMigrations(migrations, applied: &applied)
         } catch {
             // Nothing of this invocation applied (a lock waited for in vain, the first migration failing): the
             // schema is as it was, and so is its mark. Left "migrating", every run of the binary that ran before
@@ -232,12 +247,12 @@ public struct MigrationRunner {
             }
             throw error
         }
-        return applied
+        return Outcome(applied: applied, captureReinstalled: captureReinstalled)
     }
 
     /// The migrations, the capture and the version mark: `apply`'s work once the migrating mark is written.
-    /// `applied` holds the migrations applied so far when it throws.
-    private func applyMigrations(_ migrations: [Migration], applied: inout [Migration]) throws {
+    /// `applied` holds the migrations applied so far when it throws. Returns why the capture was installed again.
+    private func applyMigrations(_ migrations: [Migration], applied: inout [Migration]) throws -> String? {
         for migration in migrations {
             let didApply = try connection.transaction { tx -> Bool in
                 // One migrator at a time; whoever waits sees the other's work and skips it.
@@ -296,12 +311,13 @@ public struct MigrationRunner {
         try AppSchema.verify(connection, requireTables: true)
         // The change capture is derived from the catalogue (from migration 5 on): installed, or
         // reinstalled when the catalogue changed, after the files.
+        var captureReinstalled: String?
         if migrations.contains(where: { $0.version >= ChangeCapture.sinceMigration }) {
-            try connection.transaction { tx in
+            captureReinstalled = try connection.transaction { tx in
                 try Self.takeMigratorsLock(tx)
                 try tx.execute("SET LOCAL lock_timeout = \(lockTimeoutSeconds * 1000)")
                 do {
-                    try ChangeCapture.install(inTransaction: tx)
+                    return try ChangeCapture.install(inTransaction: tx)
                 } catch let error as PostgresError where error.sqlState == "55P03" {
                     throw MigrationError(
                         description:
@@ -317,6 +333,7 @@ public struct MigrationRunner {
             try Self.takeMigratorsLock(tx)
             try Self.markVersion(tx)
         }
+        return captureReinstalled
     }
 
     /// Puts back the mark `apply` replaced by "migrating", if the schema is still at the version it was then and

@@ -51,9 +51,10 @@ struct Migrate: ParsableCommand {
             try MigrationRunner.verifyFolder(migrations, in: directory)
             let connection = try Database(database, applicationName: "matcher migrate").connect()
             defer { connection.close() }
-            let applied = try MigrationRunner(
+            let outcome = try MigrationRunner(
                 connection: connection, lockTimeoutSeconds: lockTimeout, newInstallation: newInstallation
-            ).apply(migrations)
+            ).applyReporting(migrations)
+            let applied = outcome.applied
             for migration in applied {
                 logger.info(
                     "migration applied", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
@@ -61,11 +62,16 @@ struct Migrate: ParsableCommand {
             if let problem = try ChangeCapture.ownerProblem(on: connection) {
                 logger.warning("change capture not owned by its role", metadata: ["problem": "\(problem)"])
             }
+            // A mended capture is said as such: "up to date" alone read as "nothing changed" after a repair.
+            if let reason = outcome.captureReinstalled {
+                logger.notice("change capture installed", metadata: ["reason": "\(reason)"])
+            }
             let latest = migrations.last.map { String($0.version) } ?? "-"
             let names = applied.map { String(format: "%04d", $0.version) + "_" + $0.name }
+            let capture = outcome.captureReinstalled.map { "; change capture installed again: \($0)" } ?? ""
             print(
                 applied.isEmpty
-                    ? "matcher migrate: up to date (version \(latest), from \(directory.path))"
+                    ? "matcher migrate: up to date (version \(latest), from \(directory.path))\(capture)"
                     : "matcher migrate: applied \(names.joined(separator: ", ")) from \(directory.path) "
                         + "(now at version \(latest))")
             return nil

@@ -146,7 +146,9 @@ import Testing
         try connection.execute("ALTER TABLE profiles_high DISABLE TRIGGER matcher_profiles_inserted")
         let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
         #expect(refused.contains("matcher_profiles_inserted on profiles_high"), "\(refused)")
-        #expect(try ChangeCapture.install(on: connection))
+        let mended = try ChangeCapture.install(on: connection)
+        #expect(
+            mended == "disabled trigger(s) matcher_profiles_inserted on profiles_high", "\(String(describing: mended))")
         #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
         try connection.execute("DELETE FROM matcher_profile_changes")
         try AppTableWriter(connection: connection).upsertProfiles(

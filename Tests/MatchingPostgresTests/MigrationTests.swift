@@ -28,8 +28,16 @@ import Testing
         ).rows
             .map { "\(try $0.int32(0)) \(try $0.timestamp(1))" }
 
-        let second = try MigrationRunner(connection: connection).apply(migrations)
-        #expect(second.isEmpty)
+        let second = try MigrationRunner(connection: connection).applyReporting(migrations)
+        #expect(second.applied.isEmpty && second.captureReinstalled == nil)
+        #expect(try schema(connection) == before)
+        // A repair is said: the capture's trigger disabled, then mended by a migrate with nothing else to apply
+        // (it printed "up to date" alone before, review of session 36); the next one keeps it.
+        try connection.execute("ALTER TABLE profiles DISABLE TRIGGER matcher_profiles_changed")
+        let mending = try MigrationRunner(connection: connection).applyReporting(migrations)
+        #expect(mending.applied.isEmpty)
+        #expect(mending.captureReinstalled == "disabled trigger(s) matcher_profiles_changed")
+        #expect(try MigrationRunner(connection: connection).applyReporting(migrations).captureReinstalled == nil)
         #expect(try schema(connection) == before)
         let again = try connection.query("SELECT version, applied_at FROM matcher_schema_migrations ORDER BY version")
             .rows
