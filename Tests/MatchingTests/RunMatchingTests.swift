@@ -658,6 +658,41 @@ import Testing
         #expect(text.contains("Completed interrupted run #\(completed.runId)"), "\(text)")
     }
 
+    /// A filter the app creates after an interrupted run started takes no part when that run is completed at its
+    /// own clock (review of session 36: completed later, the run evaluated it against its old window and wrote it
+    /// a digest dated before it existed, and the new run a second one a moment later). From the new run on it
+    /// takes part like any filter: what a run that was never interrupted leaves, row for row.
+    @Test func aFilterCreatedAfterAnInterruptedRunStartedTakesNoPartInItsCompletion() throws {
+        let clean = manyFilters()
+        _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        let store = manyFilters()
+        store.conflictCommits(after: 1, times: 3)
+        #expect(throws: InMemoryWriteConflict.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
+        let later = World.day1.adding(microseconds: 2 * 3_600_000_000)
+        let created = World.filter(200, owner: 1, #"{"gender": {"anyOf": [2]}}"#)
+        let createdLater = SavedFilter(
+            id: created.id, ownerId: created.ownerId, name: created.name, conditionsJSON: created.conditionsJSON,
+            createdAt: later.adding(microseconds: -1_800_000_000), updatedAt: later.adding(microseconds: -1_800_000_000)
+        )
+        for world in [clean, store] {
+            world.setClock(later)
+            world.save([createdLater])
+        }
+        let resumed = try World.run(store, now: later, maxPerFilter: 3, unitFilterLimit: 4)
+        _ = try World.run(clean, now: later, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(resumed.resumedRunId == store.allRuns.first?.id)
+        #expect(!store.allMatches.contains { $0.filterId == 200 })
+        #expect(!store.allNotifications.contains { $0.filterId == 200 })
+        #expect(World.rows(store).matches == World.rows(clean).matches)
+        #expect(World.rows(store).notifications == World.rows(clean).notifications)
+        // It takes part from the new run on: a woman who signs up next is its match.
+        let next = later.adding(microseconds: 3_600_000_000)
+        store.setClock(next)
+        store.save([World.profile(60, gender: 2, at: next)])
+        _ = try World.run(store, now: next, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(store.allMatches.filter { $0.filterId == 200 }.map(\.profileId) == [60])
+    }
+
     @Test func shardsTogetherEqualOneRun() throws {
         let whole = manyFilters()
         _ = try World.run(whole, maxPerFilter: 3)

@@ -31,6 +31,11 @@ struct MatchingPass {
         /// `--retention-days` as the run applies it: a pair recorded more than this before the clock is
         /// forgotten at the clock (runs.md), whether or not a sweep has deleted it yet.
         let retentionDays: Int
+        /// When set, filters the app created after it take no part: a run completed later, at its own clock,
+        /// evaluates the filters its first process could have read, not one created since (review of session
+        /// 36: evaluated against the old window, such a filter was notified at a clock before it existed, then
+        /// again by the new run a moment later). A created time the worker cannot read counts as long ago.
+        var filtersCreatedBy: Timestamp? = nil
 
         /// The plan `run` was started with, to complete it: its clock in its own zone (`zone` when it kept none),
         /// its cap, whether it notifies and its retention (`retentionDays` when it kept none), after the last
@@ -45,7 +50,9 @@ struct MatchingPass {
                     now: run.clock, timeZone: run.timeZone.flatMap(TimeZone.init(identifier:)) ?? zone),
                 shard: shard, selection: selection, maxPerFilter: run.maxPerFilter,
                 writesNotifications: run.writesNotifications, resumeAfterFilter: run.resumeAfterFilter,
-                windows: windows, retentionDays: run.retentionDays ?? retentionDays)
+                windows: windows, retentionDays: run.retentionDays ?? retentionDays,
+                // The first process read the filters at its start: its clock, or later when `--now` was earlier.
+                filtersCreatedBy: max(run.clock, run.upToTakenAt ?? run.clock))
         }
 
         /// The clock minus the retention (`Retention.cutoff`).
@@ -66,6 +73,7 @@ struct MatchingPass {
         // Read: the shard's filters, their owners and the blocks.
         timings.begin(.read, output)
         let chosen = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)
+            .filter { filter in plan.filtersCreatedBy.map { filter.createdAt <= $0 } ?? true }
         let owners = try profiles.owners(ids: Array(Set(chosen.map(\.ownerId))))
         // The blocks with a candidate on one side: every pair the run evaluates has one (the waiting
         // matches' profiles are added for the digests, `DigestFindings`).
