@@ -169,6 +169,48 @@ import Testing
         #expect(status.state(of: try #require(status.shard(.all))) == .lagging)
     }
 
+    /// An abandoned run shows until a success covers its owners again, also for a shard with no progress of its
+    /// own: a new installation's first run, or a new layout's shard (review of session 36: status said "(none)").
+    @Test func anAbandonedRunShowsUntilASuccessCoversItsOwners() throws {
+        func abandonedRun(_ store: InMemoryStore, _ shard: Shard, at clock: Timestamp) throws -> Int64 {
+            store.setClock(clock)
+            let run = try store.start(
+                NewRun(
+                    kind: .run, shard: shard, clock: clock, maxPerFilter: 100, writesNotifications: true,
+                    coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 30,
+                    parameters: "{}", candidates: 0))
+            try store.fail(
+                runId: run.id, owner: run.owner, error: RunStopped(reason: "SIGTERM", runId: run.id).description)
+            try store.abandon(runId: run.id)
+            return run.id
+        }
+        let fresh = Self.world()
+        let first = try abandonedRun(fresh, .all, at: World.day1)
+        var status = try fresh.serviceStatus()
+        let all = try #require(status.shard(.all))
+        #expect(all.runsSince.map(\.id) == [first] && all.runsSince.first?.status == .abandoned)
+        #expect(status.state(of: all) == .neverSucceeded)
+        // Its error said the next run resumes it: no longer so, and the text says whose error it was.
+        let text = ReportRenderer.render(.serviceStatus(status), as: .text)
+        #expect(text.contains("abandoned") && text.contains("before it was abandoned: stopped at"), "\(text)")
+        _ = try World.run(fresh, now: World.day1.adding(microseconds: 60_000_000))
+        status = try fresh.serviceStatus()
+        #expect(try #require(status.shard(.all)).runsSince.isEmpty)
+
+        // A new layout's shard: 1/4 abandoned after an unsharded success; shown until 0/2 and 1/2 have succeeded.
+        let store = Self.world()
+        _ = try World.run(store)
+        let quarter = try Shard(index: 1, count: 4)
+        let abandoned = try abandonedRun(store, quarter, at: World.day2)
+        status = try store.serviceStatus()
+        #expect(try #require(status.shard(quarter)).runsSince.map(\.id) == [abandoned])
+        _ = try World.run(store, now: World.day2.adding(microseconds: 60_000_000), shard: try Shard(index: 0, count: 2))
+        #expect(try store.serviceStatus().shard(quarter) != nil)
+        _ = try World.run(
+            store, now: World.day2.adding(microseconds: 120_000_000), shard: try Shard(index: 1, count: 2))
+        #expect(try store.serviceStatus().shard(quarter) == nil)
+    }
+
     @Test func durationsReadAsPeopleSayThem() {
         #expect(Report.duration(0) == "0s")
         #expect(Report.duration(59) == "59s")

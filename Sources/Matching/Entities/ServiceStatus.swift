@@ -151,16 +151,26 @@ public struct ShardStatus: Sendable, Hashable {
         self.runsSince = runsSince.sorted { $0.id < $1.id }
     }
 
-    /// The shards an operator asks about, in both stores: those with progress, and those whose latest run is
-    /// unfinished (a new layout's shard that has not succeeded yet); each with its progress, its last success and
-    /// the runs after it that did not succeed. `runs`: incremental runs in id order, at least each shard's last
-    /// success and every run after it. `progressAhead`: whether an entry's snapshot is ahead of the database.
+    /// The shards an operator asks about, in both stores: those with progress, those whose latest run is
+    /// unfinished (a new layout's shard that has not succeeded yet), and those whose latest run was abandoned
+    /// while some of their owners have had no success since (runbook: abandoned runs show until the next success;
+    /// a shard with no progress of its own vanished with its abandoned run, review of session 36); each with its
+    /// progress, its last success and the runs after it that did not succeed. `runs`: incremental runs in id
+    /// order, at least each shard's last success and every run after it. `progressAhead`: whether an entry's
+    /// snapshot is ahead of the database.
     public static func statuses(
         runs: [RunBrief], coverage: Coverage, progressAhead: (CoverageEntry) -> Bool
     ) -> [ShardStatus] {
         var shards = Set(coverage.entries.map(\.shard))
         for (shard, ofShard) in Dictionary(grouping: runs, by: \.shard) {
-            if let latest = ofShard.last, latest.status.isUnfinished { shards.insert(shard) }
+            guard let latest = ofShard.last else { continue }
+            if latest.status.isUnfinished {
+                shards.insert(shard)
+            } else if latest.status == .abandoned {
+                let since = latest.startedAt ?? latest.clock
+                let coveredSince = coverage.entries.filter { $0.takenAt > since }.map(\.shard)
+                if !Coverage.covers(coveredSince, wholly: shard) { shards.insert(shard) }
+            }
         }
         return shards.map { shard in
             let ofShard = runs.filter { $0.shard == shard }

@@ -30,7 +30,12 @@ extension Report {
                 return [
                     .text(shard.shard.description), .text("#\(run.id)"), .text(state), .text(run.clock.iso8601),
                     run.startedAt.map { .text($0.iso8601) } ?? .none,
-                    run.error.map { .text(Self.oneLine($0, limit: 100)) } ?? .none,
+                    // An abandoned run's error said it "is resumed by the next run": no longer so (review of
+                    // session 36). The JSON keeps the error as recorded beside the status.
+                    run.error.map {
+                        .text(
+                            Self.oneLine(run.status == .abandoned ? "before it was abandoned: " + $0 : $0, limit: 100))
+                    } ?? .none,
                 ]
             }
         }
