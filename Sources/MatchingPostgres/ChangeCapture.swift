@@ -173,7 +173,7 @@ public enum ChangeCapture {
             WHERE n.nspname = $1 AND p.proname = 'matcher_record_changed_profile'
             """, [.text(schema)]
         ).rows.first.flatMap { try $0.optionalString(0) }
-        let (missing, silent) = try gaps(tx, schema: schema)
+        let (missing, silent, astray) = try gaps(tx, schema: schema)
         let ownedAsIntended = try ownerProblem(tx, schema: schema, onlyIfMendable: true) == nil
         var reasons: [String] = []
         if installed == nil {
@@ -183,6 +183,7 @@ public enum ChangeCapture {
         }
         if !missing.isEmpty { reasons.append("missing trigger(s) \(missing.joined(separator: ", "))") }
         if !silent.isEmpty { reasons.append("disabled trigger(s) \(silent.joined(separator: ", "))") }
+        if !astray.isEmpty { reasons.append("trigger(s) watching other columns: \(astray.joined(separator: ", "))") }
         if !ownedAsIntended { reasons.append("its functions were not owned by their role") }
         guard !reasons.isEmpty else { return nil }
         try tx.execute(sql)
@@ -273,7 +274,14 @@ public enum ChangeCapture {
     /// in `schema` and, when it is partitioned, on each partition (the row triggers are cloned onto every one,
     /// where each can be disabled, or dropped with a partition's column, on its own, and the partition's rows then
     /// go unrecorded: review of session 33; the statement trigger for deletes stays on the parent alone).
-    static func gaps(_ connection: PostgresConnection, schema: String) throws -> (missing: [String], silent: [String]) {
+    ///
+    /// And `astray`: an update trigger whose column list no longer names the watched columns. `UPDATE OF` holds
+    /// columns by number, so an app that retypes a column by adding a new one, copying and swapping the names (the
+    /// usual way around `ALTER COLUMN … TYPE`, which a trigger's column refuses) left the capture watching the
+    /// renamed old column, and every run succeeded without the new one's changes (review of session 36).
+    static func gaps(
+        _ connection: PostgresConnection, schema: String
+    ) throws -> (missing: [String], silent: [String], astray: [String]) {
         let states = try Dictionary(
             uniqueKeysWithValues: connection.query(
                 """
@@ -302,7 +310,35 @@ public enum ChangeCapture {
             }
             if !["O", "A"].contains(enabled) { silent.append(name) }
         }
-        return (missing, silent)
+        let watched = Set(watchedColumns)
+        var astray: [String] = []
+        for row in try connection.query(
+            """
+            SELECT t.tgrelid::regclass::text, t.tgrelid = to_regclass(format('%I.profiles', $1::text)),
+                   ARRAY(SELECT a.attname::text FROM unnest(t.tgattr::int2[]) AS k (attnum)
+                         JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = k.attnum ORDER BY 1),
+                   ARRAY(SELECT a.attname::text FROM pg_attribute a
+                         WHERE a.attrelid = t.tgrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1)
+            FROM pg_trigger t
+            WHERE t.tgname = 'matcher_profiles_changed' AND cardinality(t.tgattr::int2[]) > 0
+              AND (t.tgrelid = to_regclass(format('%I.profiles', $1::text))  -- a plain table has no partition tree
+                   OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(to_regclass(format('%I.profiles', $1::text)))))
+            ORDER BY 1
+            """, [.text(schema)]
+        ).rows {
+            let listed = Set(try row.stringArray(2))
+            let present = Set(try row.stringArray(3))
+            let strays = listed.subtracting(watched).sorted()
+            let unwatched = watched.intersection(present).subtracting(listed).sorted()
+            guard !strays.isEmpty || !unwatched.isEmpty else { continue }
+            let name = try row.bool(1) ? "matcher_profiles_changed" : "matcher_profiles_changed on \(try row.string(0))"
+            let parts = [
+                strays.isEmpty ? nil : "watches \(strays.joined(separator: ", "))",
+                unwatched.isEmpty ? nil : "not \(unwatched.joined(separator: ", "))",
+            ].compactMap { $0 }.joined(separator: ", ")
+            astray.append("\(name) (\(parts))")
+        }
+        return (missing, silent, astray)
     }
 
     /// Refuses (a configuration error, exit 78) when one of the capture's three triggers is gone or does not fire
@@ -311,11 +347,13 @@ public enum ChangeCapture {
     /// none of them and succeed: found by review in session 32, when only `matcher migrate` counted the triggers.
     public static func verifyCapturing(_ connection: PostgresConnection) throws {
         let schema = try connection.query("SELECT current_schema()").rows[0].string(0)
-        let (missing, silent) = try gaps(connection, schema: schema)
-        guard !missing.isEmpty || !silent.isEmpty else { return }
+        let (missing, silent, astray) = try gaps(connection, schema: schema)
+        guard !missing.isEmpty || !silent.isEmpty || !astray.isEmpty else { return }
         let what = [
             missing.isEmpty ? nil : "trigger(s) \(missing.joined(separator: ", ")) missing",
             silent.isEmpty ? nil : "trigger(s) \(silent.joined(separator: ", ")) disabled",
+            astray.isEmpty
+                ? nil : "trigger(s) \(astray.joined(separator: ", ")): a watched column was renamed or replaced",
         ].compactMap { $0 }.joined(separator: ", ")
         throw MigrationError(
             description: "the change capture on profiles is incomplete (\(what)): the changes made meanwhile were not "

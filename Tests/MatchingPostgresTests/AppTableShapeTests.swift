@@ -126,6 +126,40 @@ import Testing
         #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
     }
 
+    /// An app that retypes a watched column by adding a new one and swapping the names (`ALTER COLUMN … TYPE` is
+    /// refused on a trigger's column) left `UPDATE OF` watching the old column under its new name: every run
+    /// succeeded without the new column's changes (review of session 36). Runs refuse; `migrate` mends it.
+    @Test func aWatchedColumnSwappedForANewOneIsRefusedAndMended() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try AppTableWriter(connection: connection).upsertProfiles([World.profile(5)], updatedAt: ScenarioWorld.day1)
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        try connection.execute(
+            """
+            BEGIN;
+            ALTER TABLE profiles ADD COLUMN smoking_new integer;
+            UPDATE profiles SET smoking_new = smoking;
+            ALTER TABLE profiles RENAME COLUMN smoking TO smoking_old;
+            ALTER TABLE profiles RENAME COLUMN smoking_new TO smoking;
+            COMMIT;
+            """)
+        let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
+        #expect(
+            refused.contains(
+                "matcher_profiles_changed (watches smoking_old, not smoking): a watched column was renamed"),
+            "\(refused)")
+        let mended = try ChangeCapture.install(on: connection)
+        #expect(mended?.contains("watching other columns") == true, "\(String(describing: mended))")
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        try connection.execute("DELETE FROM matcher_profile_changes")
+        try connection.execute("UPDATE profiles SET smoking = 3 WHERE id = 5")
+        let recorded = try connection.query("SELECT profile_id FROM matcher_profile_changes").rows.map {
+            try $0.int64(0)
+        }
+        #expect(recorded == [5])
+    }
+
     /// A declaratively partitioned `profiles`: the capture's row triggers are cloned onto each partition, where one
     /// can be disabled alone. A run refuses while one is; `migrate` mends it, and the partition's edits are recorded.
     @Test func aPartitionWhoseCaptureTriggerIsDisabledIsRefusedAndMended() throws {
