@@ -7,6 +7,15 @@ extension PostgresError: ClassifiedError {
     /// A deadlock or serialization failure, or a lock wait given up (55P03: a unit's `lock_timeout`).
     public var isWriteConflict: Bool { isSerializationFailure || sqlState == "55P03" }
 
+    /// The worker's table whose identity sequence is behind its rows, when this is the unique violation such a
+    /// sequence gives: a database moved by logical replication (which copies rows, not sequences), or rows written
+    /// with ids by hand. Each retry took the next value and failed again, as many times as there are rows
+    /// (review of session 36: "the next run resumes the work", exit 1, for every notification ever written).
+    public var identityBehind: String? {
+        guard sqlState == "23505" else { return nil }
+        return ["matcher_runs", "notifications"].first { message.contains("\"\($0)_pkey\"") }
+    }
+
     public var failureKind: FailureKind {
         switch kind {
         case .connection:
@@ -51,6 +60,8 @@ extension PostgresError: ClassifiedError {
             case "42P01", "42703", "3F000", "42501": return .configuration
             // The server is starting up or out of connection slots: it cannot take us now.
             case "57P03", "53300": return .unavailable
+            // An identity behind its table's rows: every attempt takes the next value and fails on the next row.
+            case "23505" where identityBehind != nil: return .configuration
             default: return .other
             }
         default:

@@ -238,6 +238,10 @@ func advice(
             case "run", "backfill": return "the connection was lost mid-\(command); \(afterward)"
             default: return "the connection was lost; \(afterward)"
             }
+        case (.server, _) where pg.identityBehind != nil:
+            let table = pg.identityBehind ?? ""
+            return
+                "the id sequence of \(table) is behind its rows (a database moved by logical replication, which copies no sequences, or rows written with ids by hand): as the owner, SELECT setval(pg_get_serial_sequence('\(table)', 'id'), (SELECT max(id) FROM \(table))); and the same for the other of matcher_runs and notifications (docs/runbook.md, \"A database moved by logical replication\"); retrying will not help"
         case (.server, _) where pg.sqlState == "42501" && pg.message.contains("row-level security"):
             return
                 "row-level security applies to the worker's role on a table it must read whole: let the role bypass it (ALTER ROLE ... BYPASSRLS, deploy/README.md \"The worker role\")"

@@ -129,7 +129,8 @@ struct RunOptions: ParsableArguments {
         help: """
             Days a recorded pair is kept; older pairs are forgotten (never one waiting for its digest). Every \
             kept pair makes each day's write a little dearer (README, "How a run works": storage). Default: \
-            the latest run's or backfill's, 180 for a new service (a run or backfill by hand never shortens it).
+            the latest run's or backfill's, 180 for a new service: one started by hand without the flag keeps \
+            it; one given the flag sets it for every later run (a warning says so when it differs).
             """)
     var retentionDays: Int?
 

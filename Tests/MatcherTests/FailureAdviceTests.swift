@@ -173,6 +173,24 @@ import Testing
         #expect(migrate.hasPrefix("the database is read-only") && !migrate.contains("unit"), "\(migrate)")
     }
 
+    /// An identity sequence behind its table's rows (a database moved by logical replication) failed every run
+    /// with "the next run resumes the work", exit 1, each taking the next value: now 78 and the statement to run.
+    @Test func anIdentityBehindItsRowsNamesTheSequenceToSet() {
+        let behind = PostgresError(
+            kind: .server, sqlState: "23505",
+            message: "duplicate key value violates unique constraint \"notifications_pkey\"",
+            detail: "Key (id)=(7) already exists.")
+        #expect(behind.failureKind == .configuration && behind.identityBehind == "notifications")
+        let run = Self.text(behind, "run")
+        #expect(run.contains("setval(pg_get_serial_sequence('notifications', 'id')"), "\(run)")
+        #expect(run.hasSuffix("retrying will not help") && !run.contains("resumes"), "\(run)")
+        // Another unique violation stays what it was.
+        let other = PostgresError(
+            kind: .server, sqlState: "23505",
+            message: "duplicate key value violates unique constraint \"filter_matches_pkey\"")
+        #expect(other.failureKind == .other && other.identityBehind == nil)
+    }
+
     /// "fe_sendauth: no password supplied" was "check the user, database and password (password file,
     /// PGPASSFILE)", whichever file libpq had passed over and why. The line names the file and the reason, and
     /// never the password in it.
