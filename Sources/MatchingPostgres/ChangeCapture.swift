@@ -275,10 +275,11 @@ public enum ChangeCapture {
     /// where each can be disabled, or dropped with a partition's column, on its own, and the partition's rows then
     /// go unrecorded: review of session 33; the statement trigger for deletes stays on the parent alone).
     ///
-    /// And `astray`: an update trigger whose column list no longer names the watched columns. `UPDATE OF` holds
-    /// columns by number, so an app that retypes a column by adding a new one, copying and swapping the names (the
-    /// usual way around `ALTER COLUMN … TYPE`, which a trigger's column refuses) left the capture watching the
-    /// renamed old column, and every run succeeded without the new one's changes (review of session 36).
+    /// And `astray`: an update trigger whose columns (its `UPDATE OF` list and its `WHEN` comparison, both held by
+    /// number: the trigger's dependencies on them) are no longer the watched columns. An app that retypes a
+    /// column by adding a new one, copying and swapping the names (the usual way around `ALTER COLUMN … TYPE`,
+    /// which a trigger's column refuses) left the capture comparing the renamed old column, and every run
+    /// succeeded without the new one's changes (review of session 36; in either form of the capture).
     static func gaps(
         _ connection: PostgresConnection, schema: String
     ) throws -> (missing: [String], silent: [String], astray: [String]) {
@@ -315,12 +316,14 @@ public enum ChangeCapture {
         for row in try connection.query(
             """
             SELECT t.tgrelid::regclass::text, t.tgrelid = to_regclass(format('%I.profiles', $1::text)),
-                   ARRAY(SELECT a.attname::text FROM unnest(t.tgattr::int2[]) AS k (attnum)
-                         JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = k.attnum ORDER BY 1),
+                   ARRAY(SELECT DISTINCT a.attname::text FROM pg_depend d
+                         JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+                         WHERE d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
+                           AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.tgrelid AND d.refobjsubid > 0),
                    ARRAY(SELECT a.attname::text FROM pg_attribute a
                          WHERE a.attrelid = t.tgrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1)
             FROM pg_trigger t
-            WHERE t.tgname = 'matcher_profiles_changed' AND cardinality(t.tgattr::int2[]) > 0
+            WHERE t.tgname = 'matcher_profiles_changed'
               AND (t.tgrelid = to_regclass(format('%I.profiles', $1::text))  -- a plain table has no partition tree
                    OR t.tgrelid IN (SELECT relid FROM pg_partition_tree(to_regclass(format('%I.profiles', $1::text)))))
             ORDER BY 1

@@ -532,6 +532,10 @@ struct LoggingRunOutput: RunOutputHandler {
             log.warning(
                 "--retention-days differs from the service's latest run or backfill: give every run and backfill the same value (each sweep forgets every filter's pairs at its own)",
                 metadata: ["retention_days": .stringConvertible(to), "latest_retention_days": .stringConvertible(from)])
+        case .filtersCreatedSinceLeftOut(let runId, let count):
+            log.notice(
+                "filters created after the interrupted run started are left to the new run",
+                metadata: ["run_id": .stringConvertible(runId), "filters": .stringConvertible(count)])
         case .interruptedBackfillAbandoned(let runId):
             log.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",

@@ -158,6 +158,35 @@ import Testing
             try $0.int64(0)
         }
         #expect(recorded == [5])
+
+        // The capture that compares every update (the app's BEFORE UPDATE trigger may set a watched value) has no
+        // column list, and its WHEN comparison went astray the same way (review of session 36's diff).
+        try connection.execute(
+            """
+            CREATE FUNCTION app_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN NEW.has_introduction := true; RETURN NEW; END $$;
+            CREATE TRIGGER app_touch BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION app_touch();
+            """)
+        #expect(try ChangeCapture.install(on: connection) != nil)
+        try connection.execute(
+            """
+            BEGIN;
+            ALTER TABLE profiles ADD COLUMN drinking_new integer;
+            UPDATE profiles SET drinking_new = drinking;
+            ALTER TABLE profiles RENAME COLUMN drinking TO drinking_old;
+            ALTER TABLE profiles RENAME COLUMN drinking_new TO drinking;
+            COMMIT;
+            """)
+        let everyUpdate = refusal { try ChangeCapture.verifyCapturing(connection) }
+        #expect(everyUpdate.contains("(watches drinking_old, not drinking)"), "\(everyUpdate)")
+        #expect(try ChangeCapture.install(on: connection) != nil)
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        try connection.execute("DELETE FROM matcher_profile_changes")
+        try connection.execute("UPDATE profiles SET drinking = 2 WHERE id = 5")
+        let recordedAgain = try connection.query("SELECT profile_id FROM matcher_profile_changes").rows.map {
+            try $0.int64(0)
+        }
+        #expect(recordedAgain == [5])
     }
 
     /// A declaratively partitioned `profiles`: the capture's row triggers are cloned onto each partition, where one

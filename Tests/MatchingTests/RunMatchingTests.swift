@@ -663,9 +663,20 @@ import Testing
     /// a digest dated before it existed, and the new run a second one a moment later). From the new run on it
     /// takes part like any filter: what a run that was never interrupted leaves, row for row.
     @Test func aFilterCreatedAfterAnInterruptedRunStartedTakesNoPartInItsCompletion() throws {
+        // A filter there when the run started, stamped by an app server whose clock runs five minutes ahead: the
+        // completion evaluates it, as the first process would have (the review of the change: left out, its first
+        // window was never evaluated).
+        let skewed = World.filter(201, owner: 2, #"{"gender": {"anyOf": [1]}}"#)
+        let stampedAhead = SavedFilter(
+            id: skewed.id, ownerId: skewed.ownerId, name: skewed.name, conditionsJSON: skewed.conditionsJSON,
+            createdAt: World.day1.adding(microseconds: 300_000_000),
+            updatedAt: World.day1.adding(microseconds: 300_000_000))
         let clean = manyFilters()
+        clean.save([stampedAhead])
         _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(clean.allMatches.contains { $0.filterId == 201 })
         let store = manyFilters()
+        store.save([stampedAhead])
         store.conflictCommits(after: 1, times: 3)
         #expect(throws: InMemoryWriteConflict.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
         let later = World.day1.adding(microseconds: 2 * 3_600_000_000)
@@ -678,9 +689,17 @@ import Testing
             world.setClock(later)
             world.save([createdLater])
         }
-        let resumed = try World.run(store, now: later, maxPerFilter: 3, unitFilterLimit: 4)
+        let output = RecordingRunOutput()
+        let resumed = try RunMatching(
+            MatchingRepositories(store: store), output: output, options: PassOptions(unitFilterLimit: 4)
+        ).execute(.init(now: later, maxPerFilter: 3))
         _ = try World.run(clean, now: later, maxPerFilter: 3, unitFilterLimit: 4)
         #expect(resumed.resumedRunId == store.allRuns.first?.id)
+        let leftOut = output.events.compactMap { event -> Int? in
+            if case .filtersCreatedSinceLeftOut(_, let count) = event { return count }
+            return nil
+        }
+        #expect(leftOut == [1])
         #expect(!store.allMatches.contains { $0.filterId == 200 })
         #expect(!store.allNotifications.contains { $0.filterId == 200 })
         #expect(World.rows(store).matches == World.rows(clean).matches)

@@ -37,6 +37,12 @@ struct MatchingPass {
         /// again by the new run a moment later). A created time the worker cannot read counts as long ago.
         var filtersCreatedBy: Timestamp? = nil
 
+        /// How far ahead of the database's clock an app's `created_at` may run and its filter still count as read
+        /// by the first process: a filter stamped by an app server whose clock is ahead was read, and left out of
+        /// the completion its first window was never evaluated (the review of the change). Ten minutes: more than
+        /// any clock an NTP-kept server keeps, less than the time a completion comes after its run.
+        static let appClockAllowance: Int64 = 10 * 60 * 1_000_000
+
         /// The plan `run` was started with, to complete it: its clock in its own zone (`zone` when it kept none),
         /// its cap, whether it notifies and its retention (`retentionDays` when it kept none), after the last
         /// filter it committed; what it does not keep (its shard, selection and windows) as given.
@@ -52,7 +58,7 @@ struct MatchingPass {
                 writesNotifications: run.writesNotifications, resumeAfterFilter: run.resumeAfterFilter,
                 windows: windows, retentionDays: run.retentionDays ?? retentionDays,
                 // The first process read the filters at its start: its clock, or later when `--now` was earlier.
-                filtersCreatedBy: max(run.clock, run.upToTakenAt ?? run.clock))
+                filtersCreatedBy: max(run.clock, run.upToTakenAt ?? run.clock).adding(microseconds: appClockAllowance))
         }
 
         /// The clock minus the retention (`Retention.cutoff`).
@@ -72,8 +78,11 @@ struct MatchingPass {
     func execute(_ plan: Plan, candidates: CandidateProfiles, timings: inout PhaseTimer) throws -> Outcome {
         // Read: the shard's filters, their owners and the blocks.
         timings.begin(.read, output)
-        let chosen = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)
-            .filter { filter in plan.filtersCreatedBy.map { filter.createdAt <= $0 } ?? true }
+        let read = try filters.filters(plan.selection, shard: plan.shard, afterId: plan.resumeAfterFilter)
+        let chosen = read.filter { filter in plan.filtersCreatedBy.map { filter.createdAt <= $0 } ?? true }
+        if chosen.count < read.count, let run = plan.run {
+            output.handle(.filtersCreatedSinceLeftOut(runId: run.id, count: read.count - chosen.count))
+        }
         let owners = try profiles.owners(ids: Array(Set(chosen.map(\.ownerId))))
         // The blocks with a candidate on one side: every pair the run evaluates has one (the waiting
         // matches' profiles are added for the digests, `DigestFindings`).

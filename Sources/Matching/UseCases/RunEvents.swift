@@ -32,6 +32,9 @@ public enum RunEvent: Sendable {
     case unlistedMatchesListed(filters: Int, matches: Int)
     /// `--retention-days` was given and differs from the service's latest run's or backfill's (`Retention.days`).
     case retentionChanged(from: Int, to: Int)
+    /// Completing an interrupted run, filters the app created after it started were left to the new run
+    /// (`MatchingPass.Plan.filtersCreatedBy`).
+    case filtersCreatedSinceLeftOut(runId: Int64, count: Int)
     case finished(RunSummary)
 }
 
