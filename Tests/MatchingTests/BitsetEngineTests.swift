@@ -357,6 +357,50 @@ struct BitsetTestWorld {
         #expect(results == [FilterResult(filterId: 7, profileIds: [5, 6, 7])])
     }
 
+    /// An engine with only the single limit: the protocol's per-filter path (one call per distinct limit).
+    struct SingleLimitEngine: MatchEngine {
+        let base: BitsetMatchEngine
+        func evaluate(
+            _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int, clock: EvaluationClock,
+            exclusions: MatchExclusions
+        ) -> [FilterResult] {
+            base.evaluate(filters, against: batch, limit: limit, clock: clock, exclusions: exclusions)
+        }
+    }
+
+    /// A limit per filter answers, for each filter, what the single-limit path answers at its limit: the bitset
+    /// engine in every configuration, the reference engine and the protocol's default, with limits 0 to
+    /// `Int.max` mixed within blocks, and all-equal limits.
+    @Test(arguments: [UInt64(11), 12])
+    func perFilterLimitsAnswerAsEachLimitAlone(seed: UInt64) {
+        var world = BitsetTestWorld(seed: seed)
+        let profiles = world.profiles(5_000)
+        let batch = CandidateBatch(profiles)
+        let filters = world.filters(300, owners: profiles.map(\.id))
+        let exclusions = world.exclusions(filters: filters, profiles: profiles)
+        let choices = [0, 1, 2, 5, 100, 101, 3_000, Int.max]
+        let mixed = filters.map { _ in world.random.pick(choices) }
+        let clock = BitsetTestWorld.clock
+        for limits in [mixed, Array(repeating: 7, count: filters.count)] {
+            var expected = [FilterResult?](repeating: nil, count: filters.count)
+            for limit in Set(limits) {
+                let answers = BitsetMatchEngine().evaluate(
+                    filters, against: batch, limit: limit, clock: clock, exclusions: exclusions)
+                for (index, answer) in answers.enumerated() where limits[index] == limit { expected[index] = answer }
+            }
+            if limits == mixed { #expect(expected.contains { ($0?.profileIds.count ?? 0) > 101 }) }
+            let engines: [(String, any MatchEngine)] =
+                Self.engineVariants.enumerated().map { ("variant \($0.offset)", $0.element) } + [
+                    ("reference", ReferenceMatchEngine()), ("default", SingleLimitEngine(base: BitsetMatchEngine())),
+                ]
+            for (label, engine) in engines {
+                let results = engine.evaluate(
+                    filters, against: batch, limits: limits, clock: clock, exclusions: exclusions)
+                #expect(results == expected.map { $0! }, "seed \(seed) \(label)")
+            }
+        }
+    }
+
     @Test func noFiltersOrNoCandidates() {
         var world = BitsetTestWorld(seed: 9)
         let profiles = world.profiles(10)

@@ -73,6 +73,34 @@ public protocol MatchEngine: Sendable {
         _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
         clock: EvaluationClock, exclusions: MatchExclusions
     ) -> [FilterResult]
+
+    /// Each filter's own limit: `filters[i]`'s first `limits[i]` new candidates (`limits` as long as
+    /// `filters`), exactly what `evaluate(limit:)` answers for that filter at that limit. A filter evaluated
+    /// again past recorded pairs asks for as many more as it lost (`NewPairSelection`).
+    func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limits: [Int],
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult]
+}
+
+extension MatchEngine {
+    /// One `evaluate(limit:)` per distinct limit, the answers put back in the filters' order: correct for any
+    /// engine; the engines here answer every limit in one pass.
+    public func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limits: [Int],
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
+        precondition(limits.count == filters.count, "one limit per filter")
+        var byLimit: [Int: [Int]] = [:]
+        for (index, limit) in limits.enumerated() { byLimit[limit, default: []].append(index) }
+        var results = [FilterResult?](repeating: nil, count: filters.count)
+        for (limit, indices) in byLimit {
+            let answers = evaluate(
+                indices.map { filters[$0] }, against: batch, limit: limit, clock: clock, exclusions: exclusions)
+            for (index, answer) in zip(indices, answers) { results[index] = answer }
+        }
+        return results.map { $0! }
+    }
 }
 
 /// The plainly correct engine: the reference evaluator over every (filter, candidate) pair, filters
@@ -84,11 +112,27 @@ public struct ReferenceMatchEngine: MatchEngine {
         _ filters: [PreparedFilter], against batch: CandidateBatch, limit: Int,
         clock: EvaluationClock, exclusions: MatchExclusions
     ) -> [FilterResult] {
+        evaluate(filters, against: batch, limitOf: { _ in limit }, clock: clock, exclusions: exclusions)
+    }
+
+    public func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limits: [Int],
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
+        precondition(limits.count == filters.count, "one limit per filter")
+        return evaluate(filters, against: batch, limitOf: { limits[$0] }, clock: clock, exclusions: exclusions)
+    }
+
+    private func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limitOf: @Sendable (Int) -> Int,
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
         let results = ResultSlots<FilterResult>(count: filters.count)
         // Each candidate rebuilt once from the columns, shared by every filter.
-        let profiles = filters.isEmpty || limit <= 0 ? [] : batch.profiles
+        let profiles = filters.indices.contains(where: { limitOf($0) > 0 }) ? batch.profiles : []
         DispatchQueue.concurrentPerform(iterations: filters.count) { index in
             let prepared = filters[index]
+            let limit = limitOf(index)
             var found: [Int64] = []
             if limit > 0 {
                 for profile in profiles

@@ -9,13 +9,21 @@ struct WindowedEvaluation {
     let limit: Int
     let blocks: BlockSet
 
-    /// Each filter's first `limit` candidates of its window in the cap's order, leaving out `recorded`.
-    func evaluate(_ byWindow: [Int: [PreparedFilter]], recorded: Set<MatchPair> = []) -> [Int64: [Int64]] {
+    /// Each filter's first `limit` candidates of its window in the cap's order (`limits[filterId]` for those it
+    /// names), leaving out `recorded`.
+    func evaluate(
+        _ byWindow: [Int: [PreparedFilter]], recorded: Set<MatchPair> = [], limits: [Int64: Int] = [:]
+    ) -> [Int64: [Int64]] {
         var found: [Int64: [Int64]] = [:]
+        let exclusions = MatchExclusions(existing: recorded, blocks: blocks)
         for (window, filters) in byWindow.sorted(by: { $0.key < $1.key }) where !filters.isEmpty {
-            let results = engine.evaluate(
-                filters, against: candidates.batch(forWindow: window), limit: limit,
-                clock: clock, exclusions: MatchExclusions(existing: recorded, blocks: blocks))
+            let batch = candidates.batch(forWindow: window)
+            let results =
+                limits.isEmpty
+                ? engine.evaluate(filters, against: batch, limit: limit, clock: clock, exclusions: exclusions)
+                : engine.evaluate(
+                    filters, against: batch, limits: filters.map { limits[$0.filter.id] ?? limit }, clock: clock,
+                    exclusions: exclusions)
             for result in results { found[result.filterId] = result.profileIds }
         }
         return found
@@ -25,7 +33,10 @@ struct WindowedEvaluation {
 /// Keeps, for each filter, its first `limit` candidates whose pair is not recorded yet (runs.md: "a pair not
 /// already in filter_matches"). Only the pairs the engine chose are probed, so the cost follows the day's
 /// work, never the history; a filter that loses chosen pairs to the probe while more candidates qualify is
-/// evaluated again without them, until its answer holds only new pairs. A pair recorded before the retention's
+/// evaluated again without them, until its answer holds `limit` new pairs (or every candidate). Evaluated again,
+/// a filter asks for `limit` plus as many as it has lost so far: one that lost a few asks for a few more, one
+/// whose answers were all recorded doubles its reach each pass (a few passes for thousands of recorded pairs,
+/// where asking for `limit` each time took one pass per `limit` of them). A pair recorded before the retention's
 /// cutoff (`forgottenBefore`) and not waiting for a digest is forgotten at the run's clock, whether a sweep has
 /// deleted it yet or not: it is new, and listed in `Selection.expired` for the units to forget first.
 struct NewPairSelection {
@@ -45,10 +56,13 @@ struct NewPairSelection {
     }
 
     func select(_ prepared: PreparedFilters) throws -> Selection {
+        let cap = evaluation.limit
         var results = evaluation.evaluate(prepared.byWindow)
         var recorded = Set<MatchPair>()  // found recorded so far: the day's re-matches, few
         var expired = Set<MatchPair>()  // found recorded but forgotten at the clock: new, fewer still
         var probed: [Int64: [Int64]] = [:]  // for filters evaluated again: what was probed already, ascending
+        var lost: [Int64: Int] = [:]  // per filter evaluated again: its pairs found recorded so far
+        var asked: [Int64: Int] = [:]  // per filter evaluated again: the limit its last answer was asked at
         var toCheck = results.keys.sorted()
         while !toCheck.isEmpty {
             let answer = try probe(toCheck, results, probed)
@@ -57,21 +71,36 @@ struct NewPairSelection {
             guard !found.isEmpty else { break }
             recorded.formUnion(found)
             var again: [Int: [PreparedFilter]] = [:]
-            for filterId in Set(found.map(\.filterId)) {
+            var foundBy: [Int64: Int] = [:]
+            for pair in found { foundBy[pair.filterId, default: 0] += 1 }
+            for (filterId, count) in foundBy {
                 let ids = results[filterId] ?? []
-                if ids.count >= evaluation.limit, let (window, filter) = prepared.placed(filterId) {
-                    // More may qualify beyond the cap: evaluate again without the recorded pairs.
+                // Every pair of the answer is probed now, and the recorded ones before it are left out: its pairs
+                // not found recorded are the filter's first new ones.
+                let new = ids.filter { !found.contains(MatchPair(filterId: filterId, profileId: $0)) }
+                let filled = ids.count < asked[filterId, default: cap] || new.count >= cap
+                if !filled, let (window, filter) = prepared.placed(filterId) {
+                    // More may qualify beyond the answer: evaluate again without the recorded pairs, asking for
+                    // as many more than the cap as the filter has lost so far.
                     probed[filterId] = Self.ascendingUnion(probed[filterId] ?? [], ids)
+                    lost[filterId, default: 0] += count
+                    asked[filterId] = cap + lost[filterId, default: 0]
                     again[window, default: []].append(filter)
                 } else {
-                    results[filterId] = ids.filter { !found.contains(MatchPair(filterId: filterId, profileId: $0)) }
+                    results[filterId] = Array(new.prefix(cap))
                 }
             }
-            let refilled = evaluation.evaluate(again, recorded: recorded)
+            let refilled = evaluation.evaluate(again, recorded: recorded, limits: asked)
             results.merge(refilled) { _, new in new }
             toCheck = refilled.keys.sorted()
         }
-        return Selection(results: results, expired: expired)
+        // An answer asked past the cap keeps its first `cap` (all new: the last probe found none recorded).
+        for (filterId, _) in asked where (results[filterId]?.count ?? 0) > cap {
+            results[filterId] = Array(results[filterId]!.prefix(cap))
+        }
+        // The forgotten pairs that stay in the answers (one probed past the cap may have been trimmed).
+        let kept = expired.filter { pair in results[pair.filterId]?.contains(pair.profileId) ?? false }
+        return Selection(results: results, expired: kept)
     }
 
     /// `probed` (ascending) with `ids` added, ascending, each once. A sorted array, not a `Set`: a filter

@@ -67,6 +67,22 @@ public struct BitsetMatchEngine: MatchEngine {
         run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false).results
     }
 
+    /// Each filter's own limit, in the same pass: the scan stops each filter at its own `limits[i]`-th
+    /// candidate. Equal limits take the single limit's path (the same scan, no per-filter lookup).
+    public func evaluate(
+        _ filters: [PreparedFilter], against batch: CandidateBatch, limits: [Int],
+        clock: EvaluationClock, exclusions: MatchExclusions
+    ) -> [FilterResult] {
+        precondition(limits.count == filters.count, "one limit per filter")
+        if let first = limits.first, limits.allSatisfy({ $0 == first }) {
+            return evaluate(filters, against: batch, limit: first, clock: clock, exclusions: exclusions)
+        }
+        return run(
+            filters, batch: batch, limit: limits.max() ?? 0, limits: limits.map { max($0, 0) }, clock: clock,
+            exclusions: exclusions, counting: false
+        ).results
+    }
+
     /// `evaluate`, and also counts every candidate satisfying each filter's conditions (the scan then
     /// never stops early).
     public func evaluateCounting(
@@ -84,9 +100,10 @@ public struct BitsetMatchEngine: MatchEngine {
         run(filters, batch: batch, limit: limit, clock: clock, exclusions: exclusions, counting: false)
     }
 
+    /// With `limits` (one per filter, none negative), each filter stops at its own; `limit` is then their largest.
     private func run(
-        _ filters: [PreparedFilter], batch: CandidateBatch, limit: Int, clock: EvaluationClock,
-        exclusions: MatchExclusions, counting: Bool
+        _ filters: [PreparedFilter], batch: CandidateBatch, limit: Int, limits: [Int]? = nil,
+        clock: EvaluationClock, exclusions: MatchExclusions, counting: Bool
     ) -> CountingEvaluation {
         var statistics = Statistics()
         let limit = max(limit, 0)
@@ -130,11 +147,17 @@ public struct BitsetMatchEngine: MatchEngine {
         let ownerIds = filters.map(\.owner.id)
         DispatchQueue.concurrentPerform(iterations: blockCount) { block in
             let range = block * blockSize..<min(filters.count, block * blockSize + blockSize)
-            blocks.set(
-                block,
-                Self.scanBlock(
-                    range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
-                    ownerIds: ownerIds, limit: limit, counting: counting, skip: skip))
+            let outcome =
+                if let limits {
+                    Self.scanBlock(
+                        range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
+                        ownerIds: ownerIds, limit: EachLimit(Array(limits[range])), counting: counting, skip: skip)
+                } else {
+                    Self.scanBlock(
+                        range, plans: plans, index: index, logins: logins, ids: ids, filterIds: filterIds,
+                        ownerIds: ownerIds, limit: SameLimit(limit), counting: counting, skip: skip)
+                }
+            blocks.set(block, outcome)
         }
         var results: [FilterResult] = []
         var counts: [Int] = []
@@ -159,9 +182,9 @@ public struct BitsetMatchEngine: MatchEngine {
 
     /// The block's filters resolved to what the scan reads (`ScanFilter`, `ScanGroup`), then the
     /// chunk-major scan.
-    private static func scanBlock(
+    private static func scanBlock<Limit: ScanLimit>(
         _ range: Range<Int>, plans: CompiledPlans, index: BitsetIndex, logins: [Int64],
-        ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Int, counting: Bool,
+        ids: [Int64], filterIds: [Int64], ownerIds: [Int64], limit: Limit, counting: Bool,
         skip: ExclusionIndex
     ) -> BlockOutcome {
         let rowCount = index.rowCount
@@ -275,6 +298,26 @@ public struct BitsetMatchEngine: MatchEngine {
     }
 }
 
+/// Where a block's scan stops each filter (by its index in the block): a generic parameter, so that the scan
+/// of one limit for all (`SameLimit`) is compiled as before, without a lookup per filter.
+private protocol ScanLimit {
+    subscript(filter: Int) -> Int { get }
+}
+
+/// Every filter's limit the same.
+private struct SameLimit: ScanLimit {
+    let value: Int
+    init(_ value: Int) { self.value = value }
+    @inline(__always) subscript(filter: Int) -> Int { value }
+}
+
+/// A limit per filter of the block.
+private struct EachLimit: ScanLimit {
+    let values: [Int]
+    init(_ values: [Int]) { self.values = values }
+    @inline(__always) subscript(filter: Int) -> Int { values[filter] }
+}
+
 /// One filter of a block's scan: its OR-groups, `Kernel.groups[groups]` (most selective first; none: every
 /// candidate), and the prefix of the candidates it scans (its `last_login` cut) in words and in rows.
 private struct ScanFilter {
@@ -325,7 +368,9 @@ private struct Kernel {
     }
 
     /// `accept(filter, row)` records the row unless excluded and returns the filter's found count.
-    mutating func scan(live: [Int], limit: Int, counting: Bool, counts: inout [Int], accept: (Int, Int) -> Int) {
+    mutating func scan<Limit: ScanLimit>(
+        live: [Int], limit limits: Limit, counting: Bool, counts: inout [Int], accept: (Int, Int) -> Int
+    ) {
         var live = live
         var maxWords = 0
         for filter in live { maxWords = max(maxWords, filters[filter].words) }
@@ -338,6 +383,7 @@ private struct Kernel {
             while position < live.count {
                 let filter = live[position]
                 let prefixWords = filters[filter].words
+                let limit = limits[filter]
                 if chunk >= prefixWords || (!counting && foundCount[filter] >= limit) {
                     live.swapAt(position, live.count - 1)
                     live.removeLast()
