@@ -126,6 +126,43 @@ import Testing
         #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
     }
 
+    /// Partitioned `profiles` and the capture that compares every update (the app's trigger may set a watched
+    /// value): the clones on partitions record no column dependency for their `WHEN` clause, which the column check
+    /// read as watching nothing and refused every run (the last review of session 36). Runs go; a swap on the
+    /// parent is still refused.
+    @Test func aPartitionedTableWithTheEveryUpdateCaptureIsNotRefused() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        defer { connection.close() }
+        try connection.execute(
+            """
+            ALTER TABLE profiles RENAME TO profiles_plain;
+            CREATE TABLE profiles (LIKE profiles_plain INCLUDING DEFAULTS) PARTITION BY RANGE (id);
+            ALTER TABLE profiles ADD PRIMARY KEY (id);
+            CREATE TABLE profiles_low PARTITION OF profiles FOR VALUES FROM (MINVALUE) TO (1000);
+            CREATE TABLE profiles_high PARTITION OF profiles FOR VALUES FROM (1000) TO (MAXVALUE);
+            CREATE FUNCTION app_touch() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN NEW.has_introduction := true; RETURN NEW; END $$;
+            CREATE TRIGGER app_touch BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION app_touch();
+            """)
+        try ChangeCapture.install(on: connection)
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+        #expect(try ChangeCapture.install(on: connection) == nil)
+        try connection.execute(
+            """
+            BEGIN;
+            ALTER TABLE profiles ADD COLUMN smoking_new integer;
+            UPDATE profiles SET smoking_new = smoking;
+            ALTER TABLE profiles RENAME COLUMN smoking TO smoking_old;
+            ALTER TABLE profiles RENAME COLUMN smoking_new TO smoking;
+            COMMIT;
+            """)
+        let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
+        #expect(refused.contains("matcher_profiles_changed (watches smoking_old, not smoking)"), "\(refused)")
+        #expect(try ChangeCapture.install(on: connection) != nil)
+        #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
+    }
+
     /// An app that retypes a watched column by adding a new one and swapping the names (`ALTER COLUMN … TYPE` is
     /// refused on a trigger's column) left `UPDATE OF` watching the old column under its new name: every run
     /// succeeded without the new column's changes (review of session 36). Runs refuse; `migrate` mends it.
