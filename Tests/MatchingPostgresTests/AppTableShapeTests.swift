@@ -10,6 +10,20 @@ import Testing
 /// The app's tables as real applications have them (review of session 33): partitioned, inherited, in another
 /// schema. The worker either reads them whole and records every change, or refuses, naming the table.
 @Suite struct AppTableShapeTests {
+    /// An app's retype of `column` the usual way around `ALTER COLUMN … TYPE`: a new column, copied, and the names
+    /// swapped, in one transaction.
+    private func retypeBySwapping(_ column: String, _ connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            BEGIN;
+            ALTER TABLE profiles ADD COLUMN \(column)_new integer;
+            UPDATE profiles SET \(column)_new = \(column);
+            ALTER TABLE profiles RENAME COLUMN \(column) TO \(column)_old;
+            ALTER TABLE profiles RENAME COLUMN \(column)_new TO \(column);
+            COMMIT;
+            """)
+    }
+
     private func refusal(_ body: () throws -> Void) -> String {
         do {
             try body()
@@ -148,15 +162,7 @@ import Testing
         try ChangeCapture.install(on: connection)
         #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
         #expect(try ChangeCapture.install(on: connection) == nil)
-        try connection.execute(
-            """
-            BEGIN;
-            ALTER TABLE profiles ADD COLUMN smoking_new integer;
-            UPDATE profiles SET smoking_new = smoking;
-            ALTER TABLE profiles RENAME COLUMN smoking TO smoking_old;
-            ALTER TABLE profiles RENAME COLUMN smoking_new TO smoking;
-            COMMIT;
-            """)
+        try retypeBySwapping("smoking", connection)
         let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
         #expect(refused.contains("matcher_profiles_changed (watches smoking_old, not smoking)"), "\(refused)")
         #expect(try ChangeCapture.install(on: connection) != nil)
@@ -172,15 +178,7 @@ import Testing
         defer { connection.close() }
         try AppTableWriter(connection: connection).upsertProfiles([World.profile(5)], updatedAt: ScenarioWorld.day1)
         #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
-        try connection.execute(
-            """
-            BEGIN;
-            ALTER TABLE profiles ADD COLUMN smoking_new integer;
-            UPDATE profiles SET smoking_new = smoking;
-            ALTER TABLE profiles RENAME COLUMN smoking TO smoking_old;
-            ALTER TABLE profiles RENAME COLUMN smoking_new TO smoking;
-            COMMIT;
-            """)
+        try retypeBySwapping("smoking", connection)
         let refused = refusal { try ChangeCapture.verifyCapturing(connection) }
         #expect(
             refused.contains(
@@ -205,15 +203,7 @@ import Testing
             CREATE TRIGGER app_touch BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION app_touch();
             """)
         #expect(try ChangeCapture.install(on: connection) != nil)
-        try connection.execute(
-            """
-            BEGIN;
-            ALTER TABLE profiles ADD COLUMN drinking_new integer;
-            UPDATE profiles SET drinking_new = drinking;
-            ALTER TABLE profiles RENAME COLUMN drinking TO drinking_old;
-            ALTER TABLE profiles RENAME COLUMN drinking_new TO drinking;
-            COMMIT;
-            """)
+        try retypeBySwapping("drinking", connection)
         let everyUpdate = refusal { try ChangeCapture.verifyCapturing(connection) }
         #expect(everyUpdate.contains("(watches drinking_old, not drinking)"), "\(everyUpdate)")
         #expect(try ChangeCapture.install(on: connection) != nil)
