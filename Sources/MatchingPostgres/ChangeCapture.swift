@@ -318,8 +318,7 @@ public enum ChangeCapture {
         var astray: [String] = []
         for row in try connection.query(
             """
-            SELECT t.tgrelid::regclass::text, t.tgrelid = to_regclass(format('%I.profiles', $1::text)),
-                   ARRAY(SELECT DISTINCT a.attname::text FROM pg_depend d
+            SELECT ARRAY(SELECT DISTINCT a.attname::text FROM pg_depend d
                          JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
                          WHERE d.classid = 'pg_trigger'::regclass AND d.objid = t.oid
                            AND d.refclassid = 'pg_class'::regclass AND d.refobjid = t.tgrelid AND d.refobjsubid > 0),
@@ -327,20 +326,18 @@ public enum ChangeCapture {
                          WHERE a.attrelid = t.tgrelid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1)
             FROM pg_trigger t
             WHERE t.tgname = 'matcher_profiles_changed' AND t.tgrelid = to_regclass(format('%I.profiles', $1::text))
-            ORDER BY 1
             """, [.text(schema)]
         ).rows {
-            let listed = Set(try row.stringArray(2))
-            let present = Set(try row.stringArray(3))
+            let listed = Set(try row.stringArray(0))
+            let present = Set(try row.stringArray(1))
             let strays = listed.subtracting(watched).sorted()
             let unwatched = watched.intersection(present).subtracting(listed).sorted()
             guard !strays.isEmpty || !unwatched.isEmpty else { continue }
-            let name = try row.bool(1) ? "matcher_profiles_changed" : "matcher_profiles_changed on \(try row.string(0))"
             let parts = [
                 strays.isEmpty ? nil : "watches \(strays.joined(separator: ", "))",
                 unwatched.isEmpty ? nil : "not \(unwatched.joined(separator: ", "))",
             ].compactMap { $0 }.joined(separator: ", ")
-            astray.append("\(name) (\(parts))")
+            astray.append("matcher_profiles_changed (\(parts))")
         }
         return (missing, silent, astray)
     }
