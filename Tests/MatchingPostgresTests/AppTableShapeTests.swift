@@ -10,6 +10,18 @@ import Testing
 /// The app's tables as real applications have them (review of session 33): partitioned, inherited, in another
 /// schema. The worker either reads them whole and records every change, or refuses, naming the table.
 @Suite struct AppTableShapeTests {
+    /// `profiles` made a declaratively partitioned table (ids below 1000 and the rest), as an app may.
+    private func partitionProfiles(_ connection: PostgresConnection) throws {
+        try connection.execute(
+            """
+            ALTER TABLE profiles RENAME TO profiles_plain;
+            CREATE TABLE profiles (LIKE profiles_plain INCLUDING DEFAULTS) PARTITION BY RANGE (id);
+            ALTER TABLE profiles ADD PRIMARY KEY (id);
+            CREATE TABLE profiles_low PARTITION OF profiles FOR VALUES FROM (MINVALUE) TO (1000);
+            CREATE TABLE profiles_high PARTITION OF profiles FOR VALUES FROM (1000) TO (MAXVALUE);
+            """)
+    }
+
     /// An app's retype of `column` the usual way around `ALTER COLUMN … TYPE`: a new column, copied, and the names
     /// swapped, in one transaction.
     private func retypeBySwapping(_ column: String, _ connection: PostgresConnection) throws {
@@ -148,13 +160,9 @@ import Testing
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         defer { connection.close() }
+        try partitionProfiles(connection)
         try connection.execute(
             """
-            ALTER TABLE profiles RENAME TO profiles_plain;
-            CREATE TABLE profiles (LIKE profiles_plain INCLUDING DEFAULTS) PARTITION BY RANGE (id);
-            ALTER TABLE profiles ADD PRIMARY KEY (id);
-            CREATE TABLE profiles_low PARTITION OF profiles FOR VALUES FROM (MINVALUE) TO (1000);
-            CREATE TABLE profiles_high PARTITION OF profiles FOR VALUES FROM (1000) TO (MAXVALUE);
             CREATE FUNCTION app_touch() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN NEW.has_introduction := true; RETURN NEW; END $$;
             CREATE TRIGGER app_touch BEFORE UPDATE ON profiles FOR EACH ROW EXECUTE FUNCTION app_touch();
@@ -222,14 +230,7 @@ import Testing
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         defer { connection.close() }
-        try connection.execute(
-            """
-            ALTER TABLE profiles RENAME TO profiles_plain;
-            CREATE TABLE profiles (LIKE profiles_plain INCLUDING DEFAULTS) PARTITION BY RANGE (id);
-            ALTER TABLE profiles ADD PRIMARY KEY (id);
-            CREATE TABLE profiles_low PARTITION OF profiles FOR VALUES FROM (MINVALUE) TO (1000);
-            CREATE TABLE profiles_high PARTITION OF profiles FOR VALUES FROM (1000) TO (MAXVALUE);
-            """)
+        try partitionProfiles(connection)
         try ChangeCapture.install(on: connection)
         #expect(refusal { try ChangeCapture.verifyCapturing(connection) } == "")
         #expect(refusal { try AppSchema.verifyBeforeReading(connection) } == "")
