@@ -47,10 +47,9 @@ import Testing
     }
 
     /// A history of fixed recorded pairs (kept, or forgotten at the clock), noting every pair probed.
-    final class FixedHistory: MatchRepository, @unchecked Sendable {
+    final class FixedHistory: RecordedPairLookup, @unchecked Sendable {
         let kept: Set<MatchPair>
         let forgotten: Set<MatchPair>
-        private let base = InMemoryStore(now: World.day1)
         private let lock = NSLock()
         private var asked: [MatchPair: Int] = [:]
 
@@ -75,29 +74,6 @@ import Testing
                 kept: Set(recorded.filter { forgottenBefore == nil || !forgotten.contains($0) }),
                 expired: Set(recorded.filter { forgottenBefore != nil && forgotten.contains($0) }))
         }
-        func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] { [:] }
-        func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
-            try base.waitingProfiles(filterIds: filterIds, forgetting: forgetting)
-        }
-        func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
-            try base.withUnitTransaction(body)
-        }
-        func forgetExpired(
-            before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
-        ) throws -> RetentionOutcome? {
-            try base.forgetExpired(
-                before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
-                stop: stop)
-        }
-        func listUnlistedMatches(
-            ofNotifying filterIds: [Int64], recordedFrom: Timestamp
-        ) throws -> (
-            filters: Int, matches: Int
-        ) {
-            try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
-        }
-        func matches(filterId: Int64) throws -> [FilterMatch] { [] }
-        func notifications(filterId: Int64) throws -> [MatchNotification] { [] }
     }
 
     static let owner: Int64 = 1_000_000

@@ -349,10 +349,14 @@ public struct RecordedPairs: Sendable, Equatable {
     }
 }
 
-public protocol MatchRepository: Sendable {
+/// What the selection of new pairs asks of a store (`NewPairSelection`): which chosen pairs are recorded.
+public protocol RecordedPairLookup: Sendable {
     /// Among `pairs`, those already recorded, as kept or expired at `forgottenBefore` (the run's clock minus its
     /// retention; nil: every recorded pair is kept). Costs what `pairs` costs, whatever the history holds.
     func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs
+}
+
+public protocol MatchRepository: RecordedPairLookup {
     /// The waiting matches (recorded, unnotified, not silent) of `filterIds`, with the current columns of
     /// their profiles (a profile without a row is absent), leaving out the entries forgotten at the clock as
     /// `UnitTransaction.waitingMatches` does. Costs what the waiting matches cost.

@@ -127,7 +127,7 @@ struct MatchingPass {
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
         let selection = try NewPairSelection(
-            evaluation: evaluation, probers: connections, forgottenBefore: plan.forgottenBefore
+            evaluation: evaluation, probers: connections.map { $0 }, forgottenBefore: plan.forgottenBefore
         ).select(prepared)
         let results = selection.results
         timings.end(.evaluate, output)

@@ -42,7 +42,7 @@ struct WindowedEvaluation {
 struct NewPairSelection {
     let evaluation: WindowedEvaluation
     /// The connections the probe asks on at once (`MatchRepository.withUnitWriters`).
-    let probers: [any MatchRepository]
+    let probers: [any RecordedPairLookup]
     /// The run's clock minus its retention (nil: nothing recorded is forgotten).
     let forgottenBefore: Timestamp?
     /// Pairs per probe: memory stays small however many pairs a run chooses.
