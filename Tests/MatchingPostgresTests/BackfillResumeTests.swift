@@ -2,55 +2,29 @@ import Chronology
 import Foundation
 import Matching
 import MatchingPostgres
+import MatchingTestSupport
 import PostgresClient
 import PostgresTestSupport
 import Testing
 
-/// Forwards to the PostgreSQL store, and fails the unit of work after `commitsBeforeFailure` commits.
-final class FailingMatches: MatchRepository, @unchecked Sendable {
+/// The PostgreSQL store, failing the unit of work after `commitsBeforeFailure` commits.
+final class FailingMatches: ForwardingMatches, @unchecked Sendable {
     struct InjectedFailure: Error, CustomStringConvertible {
         var description: String { "injected unit-of-work failure" }
     }
 
-    let base: PostgresMatchingStore
     private var commitsLeft: Int
 
     init(_ base: PostgresMatchingStore, commitsBeforeFailure: Int) {
-        self.base = base
         self.commitsLeft = commitsBeforeFailure
+        super.init(base)
     }
 
-    func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
-        try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
-    }
-    func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] { try base.lastNotified(filterIds: filterIds) }
-    func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
-        try base.waitingProfiles(filterIds: filterIds, forgetting: forgetting)
-    }
-
-    func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
+    override func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
         guard commitsLeft > 0 else { throw InjectedFailure() }
         commitsLeft -= 1
         return try base.withUnitTransaction(body)
     }
-
-    func forgetExpired(
-        before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
-    ) throws -> RetentionOutcome? {
-        try base.forgetExpired(
-            before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
-            stop: stop)
-    }
-
-    func listUnlistedMatches(
-        ofNotifying filterIds: [Int64], recordedFrom: Timestamp
-    ) throws -> (
-        filters: Int, matches: Int
-    ) {
-        try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
-    }
-    func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
-    func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }
 }
 
 /// Issue 14, item 5: a backfill interrupted on PostgreSQL is resumed by the same backfill, although

@@ -722,9 +722,10 @@ import Testing
         let twin = try Twin()
         let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
         func profile(_ id: Int64, gender: Int16, born: String, at clock: Timestamp) throws -> Profile {
-            Profile.make(
+            let birthDate: CalendarDate = try #require(CalendarDate(iso8601: born))
+            return Profile.make(
                 id: id, lastLoginAt: clock, createdAt: clock.adding(days: -30),
-                ["gender": .code(gender), "age": .date(try #require(CalendarDate(iso8601: born)))])
+                ["gender": .code(gender), "age": .date(birthDate)])
         }
         try twin.saveProfiles(
             [

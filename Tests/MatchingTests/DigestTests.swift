@@ -200,12 +200,11 @@ import Testing
     }
 
     /// The in-memory store, noting whose waiting lists a run reads.
-    final class WaitingReads: MatchRepository, @unchecked Sendable {
-        let base: InMemoryStore
+    final class WaitingReads: ForwardingMatches, @unchecked Sendable {
         private let lock = NSLock()
         private var asked: Set<Int64> = []
 
-        init(_ base: InMemoryStore) { self.base = base }
+        init(_ base: InMemoryStore) { super.init(base) }
 
         /// The filters whose waiting lists were read since the last call.
         func taken() -> Set<Int64> {
@@ -215,37 +214,12 @@ import Testing
             return asked
         }
 
-        func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
+        override func waitingProfiles(filterIds: [Int64], forgetting: PassedOverCutoffs) throws -> WaitingProfiles {
             lock.lock()
             asked.formUnion(filterIds)
             lock.unlock()
             return try base.waitingProfiles(filterIds: filterIds, forgetting: forgetting)
         }
-        func lastNotified(filterIds: [Int64]) throws -> [Int64: Timestamp] {
-            try base.lastNotified(filterIds: filterIds)
-        }
-        func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
-            try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
-        }
-        func withUnitTransaction<T>(_ body: (any UnitTransaction) throws -> T) throws -> T {
-            try base.withUnitTransaction(body)
-        }
-        func forgetExpired(
-            before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
-        ) throws -> RetentionOutcome? {
-            try base.forgetExpired(
-                before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
-                stop: stop)
-        }
-        func listUnlistedMatches(
-            ofNotifying filterIds: [Int64], recordedFrom: Timestamp
-        ) throws -> (
-            filters: Int, matches: Int
-        ) {
-            try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
-        }
-        func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
-        func notifications(filterId: Int64) throws -> [MatchNotification] { try base.notifications(filterId: filterId) }
     }
 
     /// A run reads the waiting lists only of filters a digest may be due for: a weekly filter's list on its
