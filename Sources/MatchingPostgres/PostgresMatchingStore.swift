@@ -682,15 +682,19 @@ extension PostgresMatchingStore: MatchRepository {
     /// snapshot, taken after the lock, sees its match (one statement would list from a snapshot taken before the
     /// wait, and clear a note whose match it never saw; review of session 30). A unit setting the filter's first
     /// note, which the unlocked read could not see yet, is not waited for: its note stays, and the next run lists
-    /// its match. The pairs listed are locked (`FOR KEY SHARE`, which the marks' updates do not wait for): a
-    /// sweep of another run, whose cutoff is later than this one's (a run resumed at its old clock), may have
-    /// deleted one and not yet committed; the listing waits for it and leaves the pair out, where it had listed
-    /// an entry the sweep's next statement could not see, left without its pair and in the way of the pair's next
-    /// listing (review of session 32). The sweep and a unit forgetting expired pairs delete in their own order, so
-    /// the two can deadlock over two pairs: the loser is retried (`WriteConflictRetry`). The locks are written to
-    /// the pairs' tuples (a page dirtied a pair listed): listings come after a filter's notify is turned on, rare.
+    /// its match. The pairs listed may be past the retention (a match no run forgot while notify was off waits
+    /// for its digest now, review of session 37), which a sweep forgets: a sweep's statement that read the
+    /// waiting list before the listing committed would delete the pair and leave its new entry, counted by the
+    /// next digest without its pair. So the transaction first takes the sweeper lock shared (`sweeperLock`),
+    /// before any row lock: it waits for a sweep in progress, and a sweep starting meanwhile is left to the next
+    /// run. The pairs listed are locked too (`FOR KEY SHARE`, which the marks' updates do not wait for): another
+    /// writer (a unit forgetting an expired pair before recording it again) may have deleted one and not yet
+    /// committed; the listing waits for it and leaves the pair out (review of session 32). Such a unit deletes in
+    /// its own order, so the two can deadlock over two pairs: the loser is retried (`WriteConflictRetry`). The
+    /// locks are written to the pairs' tuples (a page dirtied a pair listed): listings come after a filter's
+    /// notify is turned on, rare.
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     ) {
@@ -701,6 +705,7 @@ extension PostgresMatchingStore: MatchRepository {
         ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
         guard !noted.isEmpty else { return (0, 0) }
         return try connection.transaction { tx in
+            try tx.query("SELECT pg_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)
             let locked = try tx.query(
                 """
                 SELECT filter_id FROM matcher_filter_state
@@ -716,7 +721,7 @@ extension PostgresMatchingStore: MatchRepository {
                     SELECT m.filter_id, m.profile_id, m.matched_at
                     FROM matcher_filter_state s JOIN filter_matches m ON m.filter_id = s.filter_id
                     WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
-                      AND m.matched_at >= greatest(s.unlisted_from, $2)
+                      AND m.matched_at >= s.unlisted_from
                     ORDER BY m.filter_id, m.profile_id
                     FOR KEY SHARE OF m
                     ON CONFLICT (filter_id, profile_id) DO NOTHING
@@ -725,7 +730,7 @@ extension PostgresMatchingStore: MatchRepository {
                     UPDATE matcher_filter_state SET unlisted_from = NULL WHERE filter_id = ANY($1)
                 )
                 SELECT count(*) FROM listed
-                """, [.int8Array(locked), .timestamptz(cutoff)]
+                """, [.int8Array(locked)]
             ).rows[0].int64(0)
             return (locked.count, Int(listed))
         }
@@ -835,6 +840,10 @@ extension PostgresMatchingStore: MatchRepository {
         max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
+    /// The service-wide sweeper lock: the sweep holds it for its session; a listing of matches recorded while notify
+    /// was off holds it shared for its transaction (`listUnlistedMatches`).
+    package static let sweeperLock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(3)]
+
     /// The sweepers' session settings.
     /// - JIT off: a batch's estimate is large (an expired day is a million rows) and its work is small; JIT
     ///   would compile for 300 ms per batch (RetentionSQL).
@@ -861,7 +870,7 @@ extension PostgresMatchingStore: MatchRepository {
                 forgotten: 0, backlog: true, notStartedBecause: "no connection for the sweep: \(error)")
         }
         defer { sweeper.close() }
-        let lock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(3)]
+        let lock = Self.sweeperLock
         guard try sweeper.query("SELECT pg_try_advisory_lock($1, $2)", lock).rows[0].bool(0) else { return nil }
         // Released before the session closes: its backend may outlive the close by a moment, and a sweep
         // started right after this one must not find the lock still held.

@@ -325,7 +325,7 @@ import Testing
             Issue.record("the unit never noted the filter")
             return
         }
-        let listing = Self.listInBackground(store, since: day1.adding(days: -180))
+        let listing = Self.listInBackground(store)
         // The listing's backend waits for the unit's (the note's row lock), seen from a third session, before the
         // unit may commit; a listing that ended without waiting fails the test at once.
         let blocked = try Self.sawWait(
@@ -348,9 +348,8 @@ import Testing
         #expect(note == [true])
     }
 
-    /// Review of session 32: a listing read its pairs without locking them, so a pair another run's sweep had
-    /// deleted and not yet committed (a later cutoff than this run's, as for a run resumed at its old clock) was
-    /// listed, and the sweep's next statement, which forgets the entries of the pairs it deleted, could not see the
+    /// Review of session 32: a listing read its pairs without locking them, so a pair another writer had
+    /// deleted and not yet committed (here statements as a sweep's, without the sweeper lock) was listed, and the sweep's next statement, which forgets the entries of the pairs it deleted, could not see the
     /// uncommitted entry: it stayed without its pair, counted by the next digest and in the way of the pair's
     /// next listing (a unique violation every run). The listing now waits for the sweep and leaves the pair out.
     @Test func aListingWaitsForASweepThatDeletedOneOfItsPairs() throws {
@@ -368,7 +367,7 @@ import Testing
         let sweep = try database.connect()
         defer { sweep.close() }
         try sweep.execute("BEGIN; DELETE FROM filter_matches WHERE filter_id = 100 AND profile_id = 10")
-        let listing = Self.listInBackground(store, since: day1.adding(days: -180))
+        let listing = Self.listInBackground(store)
         let blocked = try Self.sawWait(
             in: database, of: store.connection, behind: sweep, until: { listing.value != nil })
         #expect(blocked, "the listing never waited for the sweep")
@@ -420,11 +419,11 @@ import Testing
 
     /// Filter 100's unlisted matches listed on a thread of its own; the result once it ends.
     static func listInBackground(
-        _ store: PostgresMatchingStore, since cutoff: Timestamp
+        _ store: PostgresMatchingStore
     ) -> Locked<Result<(filters: Int, matches: Int), any Error>?> {
         let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
         Thread.detachNewThread {
-            let result = Result { try store.listUnlistedMatches(ofNotifying: [100], recordedFrom: cutoff) }
+            let result = Result { try store.listUnlistedMatches(ofNotifying: [100]) }
             listing.update { $0 = result }
         }
         return listing
@@ -449,17 +448,40 @@ import Testing
         return false
     }
 
-    /// A match recorded while notify was off and past the retention when notify is turned on is not listed, in
-    /// both stores (`DigestTests.aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed`).
-    @Test func aMatchRecordedWhileNotifyWasOffAndPastTheRetentionIsNotListed() throws {
+    /// A match recorded while notify was off is listed past the retention when no run forgot it while notify
+    /// was off, and gone when one did, in both stores (`DigestTests.aMatchRecordedWhileNotifyWasOffIsListed…`,
+    /// `…ForgottenByARunWhileNotifyWasOff…`; review of session 37).
+    @Test func aMatchRecordedWhileNotifyWasOffIsListedPastTheRetentionUnlessARunForgotIt() throws {
         let twin = try Twin()
         let day1 = ScenarioWorld.day1
-        try twin.saveProfiles([World.profile(1, gender: 1), World.profile(10)], at: day1)
-        try twin.saveFilters([World.filter(100, owner: 1, notify: false)])
+        try twin.saveProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1), World.profile(10), World.profile(11)], at: day1)
+        let tokyoWomen = #"{"gender": {"anyOf": [2]}, "residence": {"anyOf": [13]}}"#
+        try twin.saveFilters([
+            World.filter(100, owner: 1, tokyoWomen, notify: false), World.filter(200, owner: 2, notify: false),
+        ])
         try runBoth(twin, at: day1)
-        try twin.saveFilters([World.filter(100, owner: 1)])
-        let (pg, _) = try runBoth(twin, at: day1.adding(days: 3), retentionDays: 2)
-        #expect(pg.counters.notificationsWritten == 0)
+        // Filter 200's owner turns notify on before the next run; 100's stays off through it. Profile 10 moves out
+        // of Tokyo: still 200's candidate, no longer 100's.
+        try twin.saveFilters([World.filter(200, owner: 2)])
+        let day4 = day1.adding(days: 3)
+        try twin.saveProfiles([World.profile(10, residence: 14, at: day4)], at: day4)
+        let (pg, mem) = try runBoth(twin, at: day4, retentionDays: 2)
+        for summary in [pg, mem] {
+            #expect(summary.counters.matchesWritten == 0, "200's match of 10 is listed, not new")
+            #expect(summary.counters.notificationsWritten == 1)
+        }
+        let digests = try twin.connection.query("SELECT filter_id, profile_ids FROM notifications").rows.map {
+            "\(try $0.int64(0)) \(try $0.int64Array(1))"
+        }
+        #expect(digests == ["200 [10, 11]"])
+        // 100's pairs (notify off) and 200's (notified) are past the retention: the run's sweep forgot them.
+        #expect(try twin.connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 0)
+        try expectSameRows(twin, "day 4")
+        // 100's owner turns notify on: nothing is left to list.
+        try twin.saveFilters([World.filter(100, owner: 1, tokyoWomen)])
+        let (pg5, _) = try runBoth(twin, at: day1.adding(days: 4), retentionDays: 2)
+        #expect(pg5.counters.notificationsWritten == 0)
         let state = try twin.connection.query(
             """
             SELECT (SELECT count(*) FROM matcher_waiting_matches),
@@ -469,7 +491,34 @@ import Testing
         #expect(try state.int64(0) == 0)
         #expect(try state.int64(1) == 0)
         #expect(twin.memory.waitingPairs.isEmpty)
-        try expectSameRows(twin, "past the retention")
+        try expectSameRows(twin, "day 5")
+    }
+
+    /// A listing of matches that may be past the retention waits for a sweep in progress (the sweeper lock,
+    /// held here by another session as `forgetExpired` holds it), so that no sweep statement that read the
+    /// waiting list before the listing deletes a pair just listed (review of session 37).
+    @Test func aListingWaitsForASweepInProgress() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        let day1 = ScenarioWorld.day1
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        #expect(
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
+        let sweeper = try database.connect()
+        defer { sweeper.close() }
+        _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
+        let listing = Self.listInBackground(store)
+        let blocked = try Self.sawWait(
+            in: database, of: store.connection, behind: sweeper, until: { listing.value != nil })
+        #expect(blocked, "the listing never waited for the sweep")
+        _ = try sweeper.query("SELECT pg_advisory_unlock($1, $2)", PostgresMatchingStore.sweeperLock)
+        let finishBy = Date().addingTimeInterval(60)
+        while listing.value == nil, Date() < finishBy { Thread.sleep(forTimeInterval: 0.01) }
+        let listed = try #require(listing.value, "the listing did not end").get()
+        #expect(listed.filters == 1 && listed.matches == 1, "\(listed)")
     }
 
     @Test func aSeededWorldOverThreeDaysGivesTheSameDigestsMutualFlagsAndCounters() throws {

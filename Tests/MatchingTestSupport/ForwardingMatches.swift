@@ -31,9 +31,9 @@ open class ForwardingMatches: MatchRepository, @unchecked Sendable {
             stop: stop)
     }
     open func listUnlistedMatches(
-        ofNotifying filterIds: [Int64], recordedFrom: Timestamp
+        ofNotifying filterIds: [Int64]
     ) throws -> (filters: Int, matches: Int) {
-        try base.listUnlistedMatches(ofNotifying: filterIds, recordedFrom: recordedFrom)
+        try base.listUnlistedMatches(ofNotifying: filterIds)
     }
     open func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }
     open func notifications(filterId: Int64) throws -> [MatchNotification] {

@@ -384,11 +384,13 @@ public protocol MatchRepository: RecordedPairLookup {
     ) throws -> RetentionOutcome?
     /// Of `filterIds` (filters with `notify` on), those noted as having recorded matches while `notify` was off
     /// (`UnitTransaction.markUnlisted`): lists as waiting for a digest their unnotified, non-silent matches
-    /// recorded since the note and not before `recordedFrom` (the run's retention cutoff), unless listed already,
-    /// and clears the notes, together. Returns how many filters and matches. runs.md: a filter with notify on and
-    /// unnotified matches gets a digest when due, those recorded while notify was off included.
+    /// recorded since the note, unless listed already, and clears the notes, together. Returns how many filters
+    /// and matches. runs.md: a filter with notify on and unnotified matches gets a digest when due, those
+    /// recorded while notify was off included, and forgetting never drops a match that waits for its digest: a
+    /// match still recorded is listed even when it is past the retention now (no run forgot it while notify was
+    /// off; review of session 37).
     func listUnlistedMatches(
-        ofNotifying filterIds: [Int64], recordedFrom: Timestamp
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     )

@@ -123,6 +123,16 @@ struct MatchingPass {
             .filtersLoaded(
                 total: chosen.count, invalid: prepared.invalid.count,
                 paidIgnored: prepared.paidIgnored, ownerInactive: prepared.ownerInactive))
+        // The matches a filter recorded while its `notify` was off wait for its digests from the run that finds
+        // it notifying (runs.md: a filter with notify on and unnotified matches gets a digest when due). Listed
+        // before the new pairs are chosen: one past the retention then waits, and is recorded, not new.
+        if plan.run != nil, plan.writesNotifications {
+            let notifying = chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id)
+            let listed = try WriteConflictRetry.run { try matches.listUnlistedMatches(ofNotifying: notifying) }
+            if listed.filters > 0 {
+                output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
+            }
+        }
         let evaluation = WindowedEvaluation(
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
@@ -138,20 +148,9 @@ struct MatchingPass {
                 counters: prepared.counted.values.reduce(.zero, +) + readIssues.counters, matchesFound: found)
         }
 
-        // What the digests need: the waiting matches that still qualify, and which pairs are mutual. First, the
-        // matches a filter recorded while its `notify` was off wait for its digests from the run that finds it
-        // notifying (runs.md: a filter with notify on and unnotified matches gets a digest when due).
+        // What the digests need: the waiting matches that still qualify, and which pairs are mutual.
         try stopIfRequested(plan)
         timings.begin(.evaluate, output)
-        if plan.writesNotifications {
-            let notifying = chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id)
-            let listed = try WriteConflictRetry.run {
-                try matches.listUnlistedMatches(ofNotifying: notifying, recordedFrom: plan.forgottenBefore)
-            }
-            if listed.filters > 0 {
-                output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
-            }
-        }
         let findings = try DigestFindings.gather(
             prepared: prepared, chosen: chosen, found: results, plan: plan, blocks: blockSet,
             repositories: repositories, engine: engine, candidates: candidates.columns)

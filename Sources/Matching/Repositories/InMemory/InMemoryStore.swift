@@ -420,7 +420,7 @@ extension InMemoryStore: MatchRepository {
     }
 
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64], recordedFrom cutoff: Timestamp
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     ) {
@@ -430,7 +430,7 @@ extension InMemoryStore: MatchRepository {
             var listed = 0
             for (pair, row) in written.matchRows where noted.contains(pair.filterId) {
                 guard let from = written.unlistedFrom[pair.filterId], row.notificationId == nil,
-                    !written.silentPairs.contains(pair), row.matchedAt >= max(from, cutoff),
+                    !written.silentPairs.contains(pair), row.matchedAt >= from,
                     written.waiting[pair] == nil
                 else { continue }
                 written.waiting[pair] = row.matchedAt
