@@ -60,7 +60,8 @@ struct Notifications: ParsableCommand {
                             "reason": "\(lifted.reason)",
                         ])
                 }
-                Notifications.print(lifted, verb: lifted == nil ? "were not paused" : "resumed", format: format)
+                Notifications.print(
+                    lifted, verb: lifted == nil ? "were not paused" : "resumed", format: format, lifting: true)
             }
         }
     }
@@ -88,10 +89,11 @@ struct Notifications: ParsableCommand {
         return "unknown"
     }
 
-    static func print(_ pause: NotificationPause?, verb: String, format: ReportFormat) {
+    /// `pause` as the command's answer; `lifting`: it is the pause `resume` just lifted, not the state now.
+    static func print(_ pause: NotificationPause?, verb: String, format: ReportFormat, lifting: Bool = false) {
         switch format {
         case .json:
-            Swift.print(JSONText.encode(PauseJSON(pause)))
+            Swift.print(JSONText.encode(lifting ? PauseJSON(nil, lifted: pause) : PauseJSON(pause)))
         case .text:
             if let pause {
                 Swift.print(
@@ -104,14 +106,28 @@ struct Notifications: ParsableCommand {
     }
 }
 
-/// `matcher notifications … --format json`: `paused`, and when paused since when, by whom and why (null when not).
+/// `matcher notifications … --format json`: the state after the command, `paused`, and when paused since when, by
+/// whom and why (null when not); and `lifted`, the pause `resume` just lifted (null from the other commands, and
+/// when there was none). A script reads `paused` the same way after each command (review of session 37: `resume`
+/// printed the pause it lifted as `"paused": true`).
 struct PauseJSON: Encodable {
     let pause: NotificationPause?
+    let lifted: NotificationPause?
 
-    init(_ pause: NotificationPause?) { self.pause = pause }
+    init(_ pause: NotificationPause?, lifted: NotificationPause? = nil) {
+        self.pause = pause
+        self.lifted = lifted
+    }
 
     enum CodingKeys: String, CodingKey {
         case paused
+        case pausedAt = "paused_at"
+        case pausedBy = "paused_by"
+        case reason
+        case lifted
+    }
+
+    enum LiftedKeys: String, CodingKey {
         case pausedAt = "paused_at"
         case pausedBy = "paused_by"
         case reason
@@ -123,6 +139,14 @@ struct PauseJSON: Encodable {
         try container.encode(pause?.pausedAt.iso8601, forKey: .pausedAt)
         try container.encode(pause?.pausedBy, forKey: .pausedBy)
         try container.encode(pause?.reason, forKey: .reason)
+        if let lifted {
+            var nested = container.nestedContainer(keyedBy: LiftedKeys.self, forKey: .lifted)
+            try nested.encode(lifted.pausedAt.iso8601, forKey: .pausedAt)
+            try nested.encode(lifted.pausedBy, forKey: .pausedBy)
+            try nested.encode(lifted.reason, forKey: .reason)
+        } else {
+            try container.encodeNil(forKey: .lifted)
+        }
     }
 }
 

@@ -221,9 +221,16 @@ import Testing
         #expect(key["rebuilt"] as? Bool == true)
         #expect(key["before_bytes"] as? Int == Int(3 * packed))
         #expect(key["packed_bytes"] as? Int == Int(packed))
-        #expect(key["ratio_before"] as? String == "3.00x")
-        #expect(key["ratio_after"] as? String == "1.20x")
-        #expect(key["leftovers_dropped"] as? String == "filter_matches_pkey_ccnew")
-        #expect(ReportRenderer.render(.primaryKeyRebuild(rebuilt), as: .text).contains("filter_matches_pkey rebuilt"))
+        // Ratios as numbers and the leftovers as an array (review of session 37: "3.00x", "none").
+        #expect(key["ratio_before"] as? Double == 3)
+        #expect(key["ratio_after"] as? Double == 1.2)
+        #expect(key["min_ratio"] as? Double == 2)
+        #expect(key["leftovers_dropped"] as? [String] == ["filter_matches_pkey_ccnew"])
+        let leftAloneJSON = ReportRenderer.render(.primaryKeyRebuild(leftAlone), as: .json)
+        #expect(leftAloneJSON.contains(#""leftovers_dropped":[]"#))
+        let rebuiltText = ReportRenderer.render(.primaryKeyRebuild(rebuilt), as: .text)
+        #expect(rebuiltText.contains("filter_matches_pkey rebuilt"))
+        #expect(rebuiltText.contains("3.00x") && rebuiltText.contains("1.20x"))
+        #expect(text.contains("none"))
     }
 }

@@ -82,7 +82,7 @@ extension Report {
     /// What `matcher reindex` did.
     public static func primaryKeyRebuild(_ outcome: PrimaryKeyRebuild) -> Report {
         func bytes(_ count: Int64) -> ReportValue { .integer(Int(count)) }
-        func ratio(_ size: PrimaryKeySize) -> ReportValue { .text(String(format: "%.2fx", size.ratio)) }
+        func ratio(_ size: PrimaryKeySize) -> ReportValue { .ratio(size.ratio) }
         let before = outcome.before
         let title =
             outcome.after == nil
@@ -107,10 +107,9 @@ extension Report {
         }
         fields += [
             ReportField("rebuilt", "Rebuilt", .flag(outcome.after != nil)),
-            ReportField("min_ratio", "Rebuilds from", .text(String(format: "%.2fx", outcome.minimumRatio))),
+            ReportField("min_ratio", "Rebuilds from", .ratio(outcome.minimumRatio)),
             ReportField(
-                "leftovers_dropped", "Dropped (left by an interrupted rebuild)",
-                .text(outcome.droppedLeftovers.isEmpty ? "none" : outcome.droppedLeftovers.joined(separator: ", "))),
+                "leftovers_dropped", "Dropped (left by an interrupted rebuild)", .names(outcome.droppedLeftovers)),
             ReportField("seconds", "Took", .seconds(outcome.seconds)),
         ]
         return Report(title: title, sections: [.fields("primary_key", "Primary key of filter_matches", fields)])

@@ -81,7 +81,11 @@ public enum ReportValue: Sendable, Hashable, CustomStringConvertible, Expressibl
     case text(String)
     case integer(Int)
     case seconds(Double)
+    /// A size against another: "2.00x" in text, 2.0 in JSON.
+    case ratio(Double)
     case flag(Bool)
+    /// Names: joined by commas in text ("none" when empty), an array in JSON.
+    case names([String])
     case none
 
     public init(stringLiteral value: String) { self = .text(value) }
@@ -91,7 +95,9 @@ public enum ReportValue: Sendable, Hashable, CustomStringConvertible, Expressibl
         case .text(let s): return s
         case .integer(let n): return String(n)
         case .seconds(let s): return String(format: "%.3f s", s)
+        case .ratio(let r): return String(format: "%.2fx", r)
         case .flag(let b): return b ? "yes" : "no"
+        case .names(let names): return names.isEmpty ? "none" : names.joined(separator: ", ")
         case .none: return "-"
         }
     }
@@ -211,14 +217,17 @@ extension Report: Encodable {
 }
 
 extension ReportValue: Encodable {
-    /// Text a string, integers and flags as such, seconds a number to the microsecond, none null.
+    /// Text a string, integers and flags as such, seconds a number to the microsecond, a ratio a number to the
+    /// hundredth, names an array of strings, none null.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .text(let s): try container.encode(s)
         case .integer(let n): try container.encode(n)
         case .seconds(let s): try container.encode(s.isFinite ? (s * 1e6).rounded() / 1e6 : 0)
+        case .ratio(let r): try container.encode(r.isFinite ? (r * 100).rounded() / 100 : 0)
         case .flag(let b): try container.encode(b)
+        case .names(let names): try container.encode(names)
         case .none: try container.encodeNil()
         }
     }
