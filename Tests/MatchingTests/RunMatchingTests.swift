@@ -1044,6 +1044,57 @@ import Testing
             "\(dry)")
     }
 
+    /// Review of session 37: the run summary's JSON keys came and went with the run's state (a dry run's counts,
+    /// a completion's keys and section, the retention sweep's backlog absent altogether), so a script met a
+    /// missing key. Every state now has the same keys, null where they do not apply; the text shows only values.
+    @Test func everyRunSummaryHasTheSameKeysAndTheTextShowsOnlyValues() throws {
+        func summary(
+            dryRun: Bool = false, resumed: Int64? = nil, retention: RetentionOutcome? = nil,
+            completed: CompletedRun? = nil
+        ) -> RunSummary {
+            RunSummary(
+                runId: dryRun ? nil : 8, kind: .run, shard: .all, clock: World.day1, dryRun: dryRun,
+                resumedRunId: resumed, counters: RunCounters(matchesWritten: 4), matchesFound: 4,
+                phaseSeconds: [:], totalSeconds: 1, retention: retention, completedRun: completed)
+        }
+        func keys(_ summary: RunSummary) throws -> [String] {
+            let json = ReportRenderer.render(.runSummary(summary), as: .json)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+            return try object.keys.sorted().flatMap { key -> [String] in
+                guard key != "title" else { return [key] }
+                let section = try #require(object[key] as? [String: Any], "\(key)")
+                return section.keys.sorted().map { "\(key).\($0)" }
+            }
+        }
+        let plain = summary()
+        let states = [
+            summary(dryRun: true), summary(resumed: 8),
+            summary(
+                resumed: 5, retention: RetentionOutcome(forgotten: 3, backlog: true, stoppedByRequest: "SIGTERM"),
+                completed: CompletedRun(runId: 5, counters: RunCounters(matchesWritten: 2), totalSeconds: 0.5)),
+        ]
+        let expected = try keys(plain)
+        #expect(expected.contains("counts.retention_backlog") && expected.contains("completed_run.run_id"))
+        for state in states { #expect(try keys(state) == expected) }
+
+        let dryJSON = ReportRenderer.render(.runSummary(states[0]), as: .json)
+        #expect(dryJSON.contains(#""matches_found":4"#) && dryJSON.contains(#""matches_written":null"#))
+        let swept = ReportRenderer.render(.runSummary(states[2]), as: .json)
+        #expect(swept.contains(#""retention_backlog":true"#) && swept.contains(#""retention_stopped":"SIGTERM""#))
+        #expect(swept.contains(#""completed_interrupted_run":5"#) && swept.contains(#""resumed":null"#))
+
+        // The text: a plain run shows neither a completion nor a sweep it did not have, nor found matches.
+        let plainText = ReportRenderer.render(.runSummary(plain), as: .text)
+        for absent in ["Completed interrupted run", "Resumed", "Retention", "Matches found", " -"] {
+            #expect(!plainText.contains(absent), "\(absent)")
+        }
+        let sweptText = ReportRenderer.render(.runSummary(states[2]), as: .text)
+        #expect(sweptText.contains("Completed interrupted run #5"))
+        #expect(sweptText.contains("Retention backlog") && sweptText.contains("SIGTERM"))
+        let dryText = ReportRenderer.render(.runSummary(states[0]), as: .text)
+        #expect(dryText.contains("Matches found") && !dryText.contains("Matches written"))
+    }
+
     @Test func tablesAlignJapaneseByDisplayWidth() {
         let report = Report(
             title: "t",

@@ -23,12 +23,28 @@ public struct ReportField: Sendable, Hashable {
     public let key: String
     public let label: String
     public let value: ReportValue
+    /// The text leaves the field out when it has no value (`.none`); the JSON always has its key, null then,
+    /// so that a script finds the same keys in every state (review of session 37).
+    public let textOnlyWithValue: Bool
 
     public init(_ key: String, _ label: String, _ value: ReportValue) {
+        self.init(key, label, value, textOnlyWithValue: false)
+    }
+
+    private init(_ key: String, _ label: String, _ value: ReportValue, textOnlyWithValue: Bool) {
         self.key = key
         self.label = label
         self.value = value
+        self.textOnlyWithValue = textOnlyWithValue
     }
+
+    /// A field that only some states have a value for: shown in text when it has one, null in JSON otherwise.
+    public static func ifAny(_ key: String, _ label: String, _ value: ReportValue) -> ReportField {
+        ReportField(key, label, value, textOnlyWithValue: true)
+    }
+
+    /// Whether the text shows it.
+    var isShownInText: Bool { !(textOnlyWithValue && value == .none) }
 }
 
 /// A table's column: its stable key and its heading.
@@ -119,10 +135,16 @@ public enum ReportRenderer {
     static func text(_ report: Report) -> String {
         var lines = [report.title]
         for section in report.sections {
+            // A section of fields none of which the text shows (a run that completed no interrupted run) is left
+            // out; its keys are still in the JSON.
+            if case .fields(let fields) = section.layout, !fields.isEmpty, !fields.contains(where: \.isShownInText) {
+                continue
+            }
             lines.append("")
             lines.append(section.title)
             switch section.layout {
-            case .fields(let fields):
+            case .fields(let all):
+                let fields = all.filter(\.isShownInText)
                 let width = fields.map { displayWidth($0.label) }.max() ?? 0
                 for field in fields {
                     lines.append("  " + pad(field.label, to: width) + "  " + printable(field.value.description))

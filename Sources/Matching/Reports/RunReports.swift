@@ -16,11 +16,15 @@ extension Report {
             ReportField("shard", "Shard", .text(summary.shard.description)),
             ReportField("clock", "Clock", .text(summary.clock.iso8601)),
         ]
-        if let resumed = summary.resumedRunId, resumed != summary.runId {
-            run.append(ReportField("completed_interrupted_run", "Completed interrupted run", .integer(Int(resumed))))
-        } else if let resumed = summary.resumedRunId {
-            run.append(ReportField("resumed", "Resumed", .integer(Int(resumed))))
-        }
+        // Every key in every state, null where it does not apply (review of session 37: a script met keys that came
+        // and went with the run's state); the text shows only those with a value.
+        let completed = summary.resumedRunId.flatMap { $0 != summary.runId ? $0 : nil }
+        let resumed = summary.resumedRunId.flatMap { $0 == summary.runId ? $0 : nil }
+        run += [
+            .ifAny(
+                "completed_interrupted_run", "Completed interrupted run", completed.map { .integer(Int($0)) } ?? .none),
+            .ifAny("resumed", "Resumed", resumed.map { .integer(Int($0)) } ?? .none),
+        ]
         var counts: [ReportField] = [
             ReportField("candidates", "Candidates", .integer(c.candidates)),
             ReportField("filters_evaluated", "Filters evaluated", .integer(c.filtersEvaluated)),
@@ -33,17 +37,28 @@ extension Report {
             ReportField("filters_quarantined", "Filters quarantined", .integer(c.filtersQuarantined)),
             ReportField("rows_with_odd_values", "Rows with odd values", .integer(c.oddValues)),
         ]
-        if summary.dryRun {
-            counts.append(ReportField("matches_found", "Matches found", .integer(summary.matchesFound)))
-        } else {
-            counts += [
-                ReportField("matches_written", "Matches written", .integer(c.matchesWritten)),
-                ReportField("mutual_matches_written", "Mutual matches written", .integer(c.matchesMutual)),
-                ReportField("notifications_written", "Notifications written", .integer(c.notificationsWritten)),
-                ReportField("digests_held_back", "Digests held back", .integer(c.digestsHeldBack)),
-                ReportField("matches_forgotten", "Matches forgotten", .integer(c.matchesForgotten)),
-            ]
-        }
+        // A dry run writes nothing: in it, what a run writes is null; in a run, what a dry run finds is null.
+        func written(_ count: Int) -> ReportValue { summary.dryRun ? .none : .integer(count) }
+        counts += [
+            summary.dryRun
+                ? ReportField("matches_found", "Matches found", .integer(summary.matchesFound))
+                : .ifAny("matches_found", "Matches found", .none),
+            .ifAny("matches_written", "Matches written", written(c.matchesWritten)),
+            .ifAny("mutual_matches_written", "Mutual matches written", written(c.matchesMutual)),
+            .ifAny("notifications_written", "Notifications written", written(c.notificationsWritten)),
+            .ifAny("digests_held_back", "Digests held back", written(c.digestsHeldBack)),
+            .ifAny("matches_forgotten", "Matches forgotten", written(c.matchesForgotten)),
+        ]
+        // The run's retention sweep, when one ran: whether forgetting is behind (the metrics' backlog gauge), and
+        // why it ended early or did not start.
+        let sweep = summary.retention
+        counts += [
+            .ifAny("retention_backlog", "Retention backlog", sweep.map { .flag($0.backlog) } ?? .none),
+            .ifAny(
+                "retention_stopped", "Retention sweep stopped",
+                (sweep?.notStartedBecause ?? sweep?.stoppedByRequest ?? sweep?.stoppedByConflict).map { .text($0) }
+                    ?? .none),
+        ]
         let phases =
             RunPhase.allCases.map { phase in
                 ReportField(phase.rawValue, phase.rawValue.capitalized, .seconds(summary.phaseSeconds[phase] ?? 0))
@@ -53,23 +68,28 @@ extension Report {
             .fields("counts", "Counts", counts),
             .fields("time", "Time", phases),
         ]
-        if let done = summary.completedRun {
-            // Completing the interrupted run came first, in the same process; the counts above are this run's.
-            sections.append(
-                .fields(
-                    "completed_run",
-                    "Completed interrupted run #\(done.runId) (its counts over all its attempts; not in the counts above)",
-                    [
-                        ReportField("run_id", "Run", .integer(Int(done.runId))),
-                        ReportField("matches_written", "Matches written", .integer(done.counters.matchesWritten)),
-                        ReportField(
-                            "notifications_written", "Notifications written",
-                            .integer(done.counters.notificationsWritten)),
-                        ReportField("matches_forgotten", "Matches forgotten", .integer(done.counters.matchesForgotten)),
-                        // This process's time completing it, not its earlier attempts' (review of session 29).
-                        ReportField("total", "Completing it took", .seconds(done.totalSeconds)),
-                    ]))
-        }
+        // Completing the interrupted run came first, in the same process; the counts above are this run's. Null
+        // fields, and no text, when there was none.
+        let done = summary.completedRun
+        sections.append(
+            .fields(
+                "completed_run",
+                "Completed interrupted run #\(done.map { "\($0.runId)" } ?? "-") (its counts over all its attempts; not in "
+                    + "the counts above)",
+                [
+                    .ifAny("run_id", "Run", done.map { .integer(Int($0.runId)) } ?? .none),
+                    .ifAny(
+                        "matches_written", "Matches written", done.map { .integer($0.counters.matchesWritten) } ?? .none
+                    ),
+                    .ifAny(
+                        "notifications_written", "Notifications written",
+                        done.map { .integer($0.counters.notificationsWritten) } ?? .none),
+                    .ifAny(
+                        "matches_forgotten", "Matches forgotten",
+                        done.map { .integer($0.counters.matchesForgotten) } ?? .none),
+                    // This process's time completing it, not its earlier attempts' (review of session 29).
+                    .ifAny("total", "Completing it took", done.map { .seconds($0.totalSeconds) } ?? .none),
+                ]))
         return Report(title: title, sections: sections)
     }
 
