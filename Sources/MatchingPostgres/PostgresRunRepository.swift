@@ -242,7 +242,8 @@ extension PostgresMatchingStore: RunRepository {
     public func claim(runId: Int64) throws -> RunRecord? {
         try connection.query(
             """
-            UPDATE matcher_runs SET owner = $2::uuid WHERE id = $1 AND status IN ('running', 'failed')
+            UPDATE matcher_runs SET owner = $2::uuid, status = 'running', finished_at = NULL, error = NULL
+            WHERE id = $1 AND status IN ('running', 'failed')
             RETURNING \(Self.runColumns)
             """, [.int8(runId), .text(Self.newOwner())]
         ).rows.first.map(Self.run(from:))

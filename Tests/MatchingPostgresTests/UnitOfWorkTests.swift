@@ -298,6 +298,39 @@ import Testing
         #expect(predicates == ["(NOT bulk)"])
     }
 
+    /// Review of session 37: a failed run being completed by a live process was shown "failed" (its shard
+    /// "failing") by `matcher status` for the whole completion. A claim makes it running again, its error and end
+    /// cleared, in both stores; the status then shows the shard running.
+    @Test(arguments: [true, false]) func aClaimedFailedRunIsRunningAgain(postgres: Bool) throws {
+        let (twin, pgRun, _) = try setUp()
+        let store: any MatchRepository & RunRepository = postgres ? twin.postgres : twin.memory
+        let statuses: any StatusRepository =
+            postgres ? PostgresStatusRepository(connection: twin.connection) : twin.memory
+        let run =
+            postgres
+            ? pgRun
+            : try twin.memory.start(
+                NewRun(
+                    kind: .run, shard: .all, clock: ScenarioWorld.day1, maxPerFilter: 100, writesNotifications: true,
+                    coverage: nil, upTo: nil, upToTakenAt: nil, timeZone: "Asia/Tokyo", retentionDays: 180,
+                    parameters: "{}", candidates: 3))
+        try store.fail(runId: run.id, owner: run.owner, error: "statement timeout")
+        #expect(try store.run(id: run.id)?.status == .failed)
+        let failing = try statuses.serviceStatus(retention: false, digestsOf: .all)
+        let before = try #require(failing.shard(.all))
+        #expect(failing.state(of: before) == .failing)
+        // The completing process holds the shard's run lock, as `RunMatching` takes it before it claims.
+        let lock = try #require(try store.tryLock(kind: .run, shard: .all))
+        defer { lock.release() }
+        _ = try #require(try store.claim(runId: run.id))
+        #expect(try store.run(id: run.id)?.status == .running)
+        let status = try statuses.serviceStatus(retention: false, digestsOf: .all)
+        let shard = try #require(status.shard(.all))
+        let brief = try #require(shard.runsSince.first { $0.id == run.id })
+        #expect(brief.status == .running && brief.error == nil && brief.finishedAt == nil)
+        #expect(status.state(of: shard) == .running)
+    }
+
     /// Found by review in session 28: a process whose run lock was lost (its session ended from outside: an
     /// idle-session killer, `pg_terminate_backend`) went on writing units while the next process completed the
     /// same run. A run is now written only by its owner: a claim moves it, the former owner's next unit rolls

@@ -111,6 +111,15 @@ import Testing
         let status = try store.serviceStatus()
         let shard = try #require(status.shard(.all))
         #expect(status.state(of: shard) == .stopped)
+        // Its run, too, reads as stopped (review of session 37: listed "failed", which a script counted as a
+        // failure): `stopped` in the JSON beside the stored status, and the text's state.
+        let brief = try #require(shard.runsSince.last)
+        #expect(brief.status == .failed && brief.isStopped)
+        #expect(status.json.contains(#""status": "failed""#) && status.json.contains(#""stopped": true"#))
+        let text = ReportRenderer.render(.serviceStatus(status), as: .text)
+        let runLine = try #require(
+            text.split(separator: "\n").first { $0.contains("#\(brief.id)") && $0.contains("SIGTERM") })
+        #expect(runLine.contains("stopped") && !runLine.contains("failed"), "\(runLine)")
         _ = try World.run(store)
         let after = try store.serviceStatus()
         #expect(after.state(of: try #require(after.shard(.all))) == .ok)

@@ -73,7 +73,7 @@ public struct ServiceStatus: Sendable, Hashable {
         }
         if let latest = shard.runsSince.last {
             switch latest.status {
-            case .failed where latest.error.map(RunStopped.isStopped) == true: return routine(.stopped)
+            case .failed where latest.isStopped: return routine(.stopped)
             case .failed: return .failing
             case .running where latest.lockHeld != true: return routine(.interrupted)
             default: break
@@ -212,6 +212,9 @@ public struct RunBrief: Sendable, Hashable {
         self.error = error
         self.lockHeld = lockHeld
     }
+
+    /// Whether it was stopped on request (SIGTERM, SIGINT): stored as failed, with the stop as its error.
+    public var isStopped: Bool { status == .failed && error.map(RunStopped.isStopped) == true }
 }
 
 /// Matches recorded and waiting for a digest (`matcher_waiting_matches`). A listed match waits for a digest

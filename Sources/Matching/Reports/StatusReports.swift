@@ -23,7 +23,9 @@ extension Report {
         }
         let since = status.shards.flatMap { shard in
             shard.runsSince.map { run -> [ReportValue] in
-                var state = run.status.rawValue
+                // A run stopped on request is stored as failed (with the stop as its error): shown as stopped, as
+                // its shard is (review of session 37).
+                var state = run.isStopped ? "stopped" : run.status.rawValue
                 if run.status == .running {
                     state += run.lockHeld == true ? " (lock held)" : " (no process: interrupted)"
                 }
@@ -204,6 +206,9 @@ extension ServiceStatus {
                 ("run_id", .integer(r.id)), ("status", .string(r.status.rawValue)), ("clock", time(r.clock)),
                 ("started_at", time(r.startedAt)), ("finished_at", time(r.finishedAt)),
                 ("error", r.error.map { .string($0) } ?? .null), ("lock_held", r.lockHeld.map { .bool($0) } ?? .null),
+                // `status` as stored (a stop is stored as failed); `stopped`: it was stopped on request (SIGTERM,
+                // SIGINT), not a failure (review of session 37: a script counting failures counted shutdowns).
+                ("stopped", .bool(r.isStopped)),
             ])
         }
         let shards = shards.map { shard -> JSONOutput in

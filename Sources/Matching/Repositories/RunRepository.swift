@@ -82,8 +82,9 @@ public protocol RunRepository: Sendable {
     func start(_ run: NewRun) throws -> RunRecord
     /// Makes the caller the owner of an interrupted run it is about to complete, and returns the run as it then
     /// stands (its cursor after any unit its former owner committed meanwhile: a unit of the former owner either
-    /// committed before the claim or, at its cursor's move, finds another owner and rolls back). Nil when the run
-    /// is no longer running or failed.
+    /// committed before the claim or, at its cursor's move, finds another owner and rolls back). A failed run is
+    /// running again, its error cleared (`matcher status` shows it running, its lock held, while it is completed;
+    /// review of session 37: "failed", its shard "failing"). Nil when the run is no longer running or failed.
     func claim(runId: Int64) throws -> RunRecord?
     /// Marks the run succeeded with its phase timings (added to those of earlier attempts); for an incremental
     /// run also records its coverage (`Coverage.recording`: its shard up to its mark), in the same transaction.

@@ -70,7 +70,8 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
             }
         }
 
-        // A stop asked for while the interrupted run was completed ends here, before the new run reads.
+        // A stop asked for during the completion ended it at a unit boundary (143; the next run completes it); one
+        // asked for after its last unit ends here, before the new run reads.
         try pass.options.stop.throwIfRequested(runId: nil)
 
         var timer = PhaseTimer()

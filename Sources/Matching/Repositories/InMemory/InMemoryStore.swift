@@ -728,8 +728,9 @@ extension InMemoryStore: RunRepository {
     public func claim(runId: Int64) throws -> RunRecord? {
         locked {
             guard let run = written.runRows[runId], run.status.isUnfinished else { return nil }
-            let claimed = run.updating(owner: UUID().uuidString.lowercased())
+            let claimed = run.updating(status: .running, owner: UUID().uuidString.lowercased())
             written.runRows[runId] = claimed
+            runTimes[runId] = (runTimes[runId]?.started ?? clock, nil, nil)
             return claimed
         }
     }
