@@ -536,6 +536,10 @@ struct LoggingRunOutput: RunOutputHandler {
             log.notice(
                 "filters created after the interrupted run started are left to the new run",
                 metadata: ["run_id": .stringConvertible(runId), "filters": .stringConvertible(count)])
+        case .resumedWithItsOwnSettings(let runId, let notUsed):
+            log.warning(
+                "the interrupted backfill is resumed with its own settings; those given that differ are not used (to start afresh with them instead: matcher runs abandon --run ID, then the backfill again)",
+                metadata: ["run_id": .stringConvertible(runId), "not_used": "\(notUsed.joined(separator: "; "))"])
         case .interruptedBackfillAbandoned(let runId):
             log.notice(
                 "interrupted backfill of another selection abandoned (a backfill resumes only the shard's latest)",

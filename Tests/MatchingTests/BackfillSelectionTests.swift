@@ -1,8 +1,9 @@
 import Chronology
 import Foundation
-import Matching
 import MatchingTestSupport
 import Testing
+
+@testable import Matching
 
 /// A backfill's selection names what is there (review of session 29): a filter id no filter has, an owner id
 /// no profile has, a list that leaves the shard nothing to do, or a window of changes that starts after the
@@ -132,5 +133,35 @@ import Testing
         let window = try backfill(store, .init(profiles: .changed(from: nil, to: World.day2), now: World.day2))
         #expect(window.counters.candidates == 6)  // the store's six, saved at its clock's day; not 13 nor 14
         #expect(store.allMatches.map(\.pair.profileId).allSatisfy { $0 != 13 && $0 != 14 })
+    }
+
+    /// Review of session 37: an interrupted backfill resumed by one given another `--now` and `--max-per-filter`
+    /// kept its own, as decided, and said only "resuming": the operator was not told the flags were not used.
+    /// Now a warning names each with what the backfill keeps; the same flags say nothing.
+    @Test func aResumedBackfillSaysWhichGivenSettingsItDoesNotUse() throws {
+        let store = store()
+        store.failCommit(after: 0)
+        let first = Matching.Backfill.Input(now: World.day1, maxPerFilter: 2, retentionDays: 30)
+        #expect(throws: InMemoryCommitFailure.self) { try backfill(store, first) }
+        func notUsed(_ input: Matching.Backfill.Input) throws -> [[String]] {
+            let output = RecordingRunOutput()
+            let summary = try backfill(store, input, output: output)
+            #expect(summary.resumedRunId != nil)
+            return output.events.compactMap { event in
+                if case .resumedWithItsOwnSettings(_, let notUsed) = event { return notUsed }
+                return nil
+            }
+        }
+        let later = World.day1.adding(days: 1)
+        let interrupted = try #require(store.allRuns.last)
+        let given = Matching.Backfill.Input(now: later, maxPerFilter: 50, retentionDays: 7)
+        #expect(
+            Matching.Backfill.settingsNotUsed(given, resuming: interrupted) == [
+                "--now \(later.iso8601) (it keeps \(World.day1.iso8601))", "--max-per-filter 50 (it keeps 2)",
+                "--retention-days 7 (it keeps 30)",
+            ])
+        #expect(Matching.Backfill.settingsNotUsed(first, resuming: interrupted).isEmpty)
+        #expect(try notUsed(given).count == 1)
+        #expect(try #require(store.allRuns.last).status == .succeeded)
     }
 }

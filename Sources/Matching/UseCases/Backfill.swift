@@ -163,6 +163,25 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
+    /// The settings `input` gives that differ from those `interrupted` keeps when it is resumed, each with the
+    /// kept one.
+    static func settingsNotUsed(_ input: Input, resuming interrupted: RunRecord) -> [String] {
+        var notUsed: [String] = []
+        if let now = input.now, now != interrupted.clock {
+            notUsed.append("--now \(now.iso8601) (it keeps \(interrupted.clock.iso8601))")
+        }
+        if input.maxPerFilter != interrupted.maxPerFilter {
+            notUsed.append("--max-per-filter \(input.maxPerFilter) (it keeps \(interrupted.maxPerFilter))")
+        }
+        if let days = input.retentionDays, let kept = interrupted.retentionDays, days != kept {
+            notUsed.append("--retention-days \(days) (it keeps \(kept))")
+        }
+        if let kept = interrupted.timeZone, kept != input.timeZone.identifier {
+            notUsed.append("--time-zone \(input.timeZone.identifier) (it keeps \(kept))")
+        }
+        return notUsed
+    }
+
     public func execute(_ input: Input) throws -> RunSummary {
         let lock = try runs.lock(.backfill, input.shard, dryRun: input.dryRun)
         defer { lock?.release() }
@@ -199,6 +218,8 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         output.handle(.candidatesLoaded(candidates.count))
 
         if let interrupted {
+            let notUsed = Self.settingsNotUsed(input, resuming: interrupted)
+            if !notUsed.isEmpty { output.handle(.resumedWithItsOwnSettings(runId: interrupted.id, notUsed: notUsed)) }
             output.handle(
                 .started(
                     kind: .backfill, shard: input.shard, clock: interrupted.clock, runId: interrupted.id,

@@ -27,14 +27,18 @@ public enum RunEvent: Sendable {
     /// Listed filters or owners a backfill skips (a deleted filter, another shard's, an owner without filters),
     /// each with why (`Backfill.SelectionRefused`).
     case selectionSkipped([String])
-    /// Filters found notifying that had recorded matches while their `notify` was off: those matches (within the
-    /// retention, not notified, not silent) were listed as waiting for the filters' digests.
+    /// Filters found notifying that had recorded matches while their `notify` was off: those matches (still
+    /// recorded, not notified, not silent) were listed as waiting for the filters' digests.
     case unlistedMatchesListed(filters: Int, matches: Int)
     /// `--retention-days` was given and differs from the service's latest run's or backfill's (`Retention.days`).
     case retentionChanged(from: Int, to: Int)
     /// Completing an interrupted run, filters the app created after it started were left to the new run
     /// (`MatchingPass.Plan.filtersCreatedBy`).
     case filtersCreatedSinceLeftOut(runId: Int64, count: Int)
+    /// An interrupted backfill resumed with its own clock, cap, retention and zone: the settings given that differ
+    /// from them, each with what the backfill keeps, are not used (review of session 37: only "resuming" was
+    /// logged).
+    case resumedWithItsOwnSettings(runId: Int64, notUsed: [String])
     case finished(RunSummary)
 }
 
