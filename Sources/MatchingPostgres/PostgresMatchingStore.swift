@@ -694,15 +694,26 @@ extension PostgresMatchingStore: MatchRepository {
     /// locks are written to the pairs' tuples (a page dirtied a pair listed): listings come after a filter's
     /// notify is turned on, rare.
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
+        ofNotifying filterIds: [Int64]?
     ) throws -> (
         filters: Int, matches: Int
     ) {
-        guard !filterIds.isEmpty else { return (0, 0) }
-        let notifying = Set(filterIds)
-        let noted = try connection.query(
-            "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
-        ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
+        let noted: [Int64]
+        if let filterIds {
+            guard !filterIds.isEmpty else { return (0, 0) }
+            let notifying = Set(filterIds)
+            noted = try connection.query(
+                "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
+            ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
+        } else {
+            noted = try connection.query(
+                """
+                SELECT s.filter_id FROM matcher_filter_state s JOIN saved_filters f ON f.id = s.filter_id
+                WHERE s.unlisted_from IS NOT NULL AND f.deleted_at IS NULL AND \(RetentionSQL.filterNotifies)
+                ORDER BY 1
+                """
+            ).rows.map { try $0.int64(0) }
+        }
         guard !noted.isEmpty else { return (0, 0) }
         return try connection.transaction { tx in
             try tx.query("SELECT pg_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)

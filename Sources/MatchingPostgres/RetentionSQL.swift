@@ -47,11 +47,13 @@ package enum RetentionSQL {
         SELECT t FROM clocks WHERE t IS NOT NULL LIMIT $3
         """
 
+    /// Whether filter `f` (a `saved_filters` row) has `notify` on: whatever type the app gave the column; NULL is
+    /// on, as the run reads it.
+    static let filterNotifies = "coalesce(f.notify::text, 'true') IN ('true', 't')"
+
     /// The joins of a waiting-list entry `w` that `stillWaits` reads: its filter, and the filter's owner.
     private static let waitingJoins = """
-        JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL
-                             -- whatever type the app gave it; NULL is on, as the run reads it
-                             AND coalesce(f.notify::text, 'true') IN ('true', 't')
+        JOIN saved_filters f ON f.id = w.filter_id AND f.deleted_at IS NULL AND \(filterNotifies)
         JOIN profiles o ON o.id = f.owner_id AND o.status IS DISTINCT FROM 4
         """
 

@@ -538,7 +538,7 @@ struct LoggingRunOutput: RunOutputHandler {
                 metadata: ["run_id": .stringConvertible(runId), "filters": .stringConvertible(count)])
         case .resumedWithItsOwnSettings(let runId, let notUsed):
             log.warning(
-                "the interrupted backfill is resumed with its own settings; those given that differ are not used (to start afresh with them instead: matcher runs abandon --run ID, then the backfill again)",
+                "the interrupted backfill of this selection is resumed with its own settings, which differ from this backfill's (given or by default); to use this backfill's instead: matcher runs abandon --run ID, then the backfill again",
                 metadata: ["run_id": .stringConvertible(runId), "not_used": "\(notUsed.joined(separator: "; "))"])
         case .interruptedBackfillAbandoned(let runId):
             log.notice(

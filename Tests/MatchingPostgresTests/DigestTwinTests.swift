@@ -494,6 +494,42 @@ import Testing
         try expectSameRows(twin, "day 5")
     }
 
+    /// Review of session 37: a run of shard 0/2 swept the matches filter 100 (owner 1, shard 1/2) recorded while
+    /// its notify was off, after notify was turned on, and so did a backfill of another filter; shard 1/2's digest
+    /// then had none. Every sweep lists the notifying filters' such matches first, in both stores.
+    @Test func anotherShardsSweepKeepsANotifyingFiltersMatchesRecordedWhileNotifyWasOff() throws {
+        let twin = try Twin()
+        let day1 = ScenarioWorld.day1
+        try twin.saveProfiles(
+            [World.profile(1, gender: 1), World.profile(2, gender: 1), World.profile(3, gender: 1), World.profile(10)],
+            at: day1)
+        try twin.saveFilters([
+            World.filter(100, owner: 1, notify: false), World.filter(200, owner: 2, notify: false),
+            World.filter(300, owner: 3, notify: false),
+        ])
+        try runBoth(twin, at: day1)
+        try twin.saveFilters([World.filter(100, owner: 1), World.filter(200, owner: 2), World.filter(300, owner: 3)])
+        let day4 = day1.adding(days: 3)
+        twin.memory.setClock(day4)
+        for repositories in [MatchingRepositories(store: twin.postgres), MatchingRepositories(store: twin.memory)] {
+            // A backfill of filter 200 alone, then shard 0/2 (owner 2's), then shard 1/2 (owners 1 and 3).
+            let backfill = try Backfill(repositories).execute(.init(filters: .ids([200]), now: day4, retentionDays: 2))
+            #expect(backfill.counters.matchesWritten == 0)
+            let shard0 = try RunMatching(repositories)
+                .execute(.init(now: day4, shard: try Shard(index: 0, count: 2), retentionDays: 2))
+            #expect(shard0.counters.notificationsWritten == 1)
+            let shard1 = try RunMatching(repositories)
+                .execute(.init(now: day4, shard: try Shard(index: 1, count: 2), retentionDays: 2))
+            #expect(shard1.counters.notificationsWritten == 2)
+        }
+        let digests = try twin.connection.query("SELECT filter_id, profile_ids FROM notifications ORDER BY 1").rows.map
+        {
+            "\(try $0.int64(0)) \(try $0.int64Array(1))"
+        }
+        #expect(digests == ["100 [10]", "200 [10]", "300 [10]"])
+        try expectSameRows(twin, "day 4")
+    }
+
     /// A listing of matches that may be past the retention waits for a sweep in progress (the sweeper lock,
     /// held here by another session as `forgetExpired` holds it), so that no sweep statement that read the
     /// waiting list before the listing deletes a pair just listed (review of session 37).

@@ -137,7 +137,8 @@ import Testing
 
     /// Review of session 37: an interrupted backfill resumed by one given another `--now` and `--max-per-filter`
     /// kept its own, as decided, and said only "resuming": the operator was not told the flags were not used.
-    /// Now a warning names each with what the backfill keeps; the same flags say nothing.
+    /// Now a warning names each with what the backfill keeps; the same settings say nothing. (A default, such as
+    /// `--max-per-filter`'s 100, cannot be told from a value given: the warning says "this backfill's".)
     @Test func aResumedBackfillSaysWhichGivenSettingsItDoesNotUse() throws {
         let store = store()
         store.failCommit(after: 0)
@@ -157,8 +158,9 @@ import Testing
         let given = Matching.Backfill.Input(now: later, maxPerFilter: 50, retentionDays: 7)
         #expect(
             Matching.Backfill.settingsNotUsed(given, resuming: interrupted) == [
-                "--now \(later.iso8601) (it keeps \(World.day1.iso8601))", "--max-per-filter 50 (it keeps 2)",
-                "--retention-days 7 (it keeps 30)",
+                "--now: it keeps \(World.day1.iso8601), not this backfill's \(later.iso8601)",
+                "--max-per-filter: it keeps 2, not this backfill's 50",
+                "--retention-days: it keeps 30, not this backfill's 7",
             ])
         #expect(Matching.Backfill.settingsNotUsed(first, resuming: interrupted).isEmpty)
         #expect(try notUsed(given).count == 1)

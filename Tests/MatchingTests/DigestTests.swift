@@ -139,6 +139,47 @@ import Testing
         #expect(listed == [[1, 0]])
     }
 
+    /// Review of session 37: the sweep is service-wide, and the listing was only of the running shard's filters,
+    /// so a run of shard 0/2 forgot the matches filter 100 (owner 1, shard 1/2) recorded while its notify was
+    /// off, after notify was turned on; shard 1/2's digest then had none. Every sweep now lists first.
+    @Test func anotherShardsSweepKeepsANotifyingFiltersMatchesRecordedWhileNotifyWasOff() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(2, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, notify: false), World.filter(200, owner: 2, notify: false)])
+        #expect(try run(store, World.day1).counters.matchesWritten == 2)
+        store.save([World.filter(100, owner: 1), World.filter(200, owner: 2)])
+        let day4 = World.day1.adding(days: 3)
+        store.setClock(day4)
+        func runShard(_ shard: Shard) throws -> RunSummary {
+            try RunMatching(MatchingRepositories(store: store))
+                .execute(.init(now: day4, shard: shard, retentionDays: 2))
+        }
+        let shard0 = try runShard(try Shard(index: 0, count: 2))
+        #expect(shard0.counters.notificationsWritten == 1)  // filter 200's, its own
+        let shard1 = try runShard(try Shard(index: 1, count: 2))
+        #expect(shard1.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10]])
+    }
+
+    /// Review of session 37: a backfill without --notify of a filter whose notify was turned on found its match
+    /// recorded while notify was off, past the retention, expired, and recorded it again, silent: never in a
+    /// digest. A backfill lists such matches first too: the match waits, and the next run's digest counts it.
+    @Test func aBackfillWithoutNotifyKeepsANotifyingFiltersMatchWaiting() throws {
+        let store = InMemoryStore(now: World.day1)
+        store.save([World.profile(1, gender: 1), World.profile(10)])
+        store.save([World.filter(100, owner: 1, notify: false)])
+        #expect(try run(store, World.day1).counters.matchesWritten == 1)
+        store.save([World.filter(100, owner: 1)])
+        let day4 = World.day1.adding(days: 3)
+        store.setClock(day4)
+        let backfill = try World.backfill(store, .init(filters: .ids([100]), now: day4, retentionDays: 2))
+        #expect(backfill.counters.matchesWritten == 0)
+        #expect(store.waitingPairs == [MatchPair(filterId: 100, profileId: 10)])
+        let next = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day4, retentionDays: 2))
+        #expect(next.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10]])
+    }
+
     // MARK: 1. The due rule's tolerance
 
     @Test func dailyDigestsAtFourOhSevenThenFourOhThreeAreBothSent() throws {

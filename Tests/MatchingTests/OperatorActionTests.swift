@@ -228,6 +228,9 @@ import Testing
         #expect(key["leftovers_dropped"] as? [String] == ["filter_matches_pkey_ccnew"])
         let leftAloneJSON = ReportRenderer.render(.primaryKeyRebuild(leftAlone), as: .json)
         #expect(leftAloneJSON.contains(#""leftovers_dropped":[]"#))
+        // The same keys whether it rebuilt or not (null when not).
+        #expect(leftAloneJSON.contains(#""after_bytes":null"#) && leftAloneJSON.contains(#""ratio_after":null"#))
+        #expect(!text.contains("After"))
         let rebuiltText = ReportRenderer.render(.primaryKeyRebuild(rebuilt), as: .text)
         #expect(rebuiltText.contains("filter_matches_pkey rebuilt"))
         #expect(rebuiltText.contains("3.00x") && rebuiltText.contains("1.20x"))

@@ -507,6 +507,51 @@ import Testing
         return store
     }
 
+    /// The in-memory store's profiles, whose read of changed profiles fails (a statement timeout, a lost
+    /// connection).
+    struct FailingChangeReads: ProfileRepository {
+        struct ReadFailure: Error, CustomStringConvertible {
+            var description: String { "injected failure reading changed profiles" }
+        }
+        let base: InMemoryStore
+        func changedProfiles(windows: [ChangeMark?], upTo: ChangeMark?) throws -> ChangedProfiles {
+            throw ReadFailure()
+        }
+        func marksAhead(_ marks: [ChangeMark]) throws -> [ChangeMark] { try base.marksAhead(marks) }
+        func settleChangesAhead() throws -> Int { try base.settleChangesAhead() }
+        func profiles(_ selection: ProfileSelection) throws -> ProfileColumns { try base.profiles(selection) }
+        func profile(id: Int64) throws -> Profile? { try base.profile(id: id) }
+        func profileColumns(ids: [Int64]) throws -> ProfileColumns { try base.profileColumns(ids: ids) }
+        func owners(ids: [Int64]) throws -> [Int64: FilterOwner] { try base.owners(ids: ids) }
+        func currentTime() throws -> Timestamp { try base.currentTime() }
+    }
+
+    /// Review of session 37: a claim makes a failed run running again, its error cleared; a completion that
+    /// failed before its pass (its read of changed profiles) left it so, shown interrupted, without an error.
+    /// It is recorded failed with the completion's error, and the next run completes it.
+    @Test func aCompletionThatFailsBeforeItsPassLeavesTheRunFailedWithItsError() throws {
+        let store = manyFilters()
+        store.failCommit(after: 1)
+        #expect(throws: InMemoryCommitFailure.self) { try World.run(store, maxPerFilter: 3, unitFilterLimit: 4) }
+        let interrupted = try #require(store.allRuns.first)
+        #expect(interrupted.status == .failed)
+        var repositories = MatchingRepositories(store: store)
+        repositories.profiles = FailingChangeReads(base: store)
+        #expect(throws: FailingChangeReads.ReadFailure.self) {
+            try RunMatching(repositories, options: PassOptions(unitFilterLimit: 4))
+                .execute(.init(now: World.day1, maxPerFilter: 3))
+        }
+        #expect(try store.run(id: interrupted.id)?.status == .failed)
+        let status = try store.serviceStatus()
+        let shard = try #require(status.shard(.all))
+        #expect(status.state(of: shard) == .failing)
+        let brief = try #require(shard.runsSince.first { $0.id == interrupted.id })
+        #expect(brief.error == "injected failure reading changed profiles")
+        let completed = try World.run(store, maxPerFilter: 3, unitFilterLimit: 4)
+        #expect(completed.resumedRunId == interrupted.id)
+        #expect(try store.run(id: interrupted.id)?.status == .succeeded)
+    }
+
     @Test func crashBetweenUnitsThenRerunEqualsOneCleanRun() throws {
         let clean = manyFilters()
         _ = try World.run(clean, maxPerFilter: 3, unitFilterLimit: 4)

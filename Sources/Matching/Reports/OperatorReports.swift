@@ -99,12 +99,11 @@ extension Report {
             ReportField("before_bytes", "Before, bytes", bytes(before.bytes)),
             ReportField("ratio_before", "Before / packed", ratio(before)),
         ]
-        if let after = outcome.after {
-            fields += [
-                ReportField("after_bytes", "After, bytes", bytes(after.bytes)),
-                ReportField("ratio_after", "After / packed", ratio(after)),
-            ]
-        }
+        // Null when nothing was rebuilt: the same keys either way (review of session 37).
+        fields += [
+            .ifAny("after_bytes", "After, bytes", outcome.after.map { bytes($0.bytes) } ?? .none),
+            .ifAny("ratio_after", "After / packed", outcome.after.map(ratio) ?? .none),
+        ]
         fields += [
             ReportField("rebuilt", "Rebuilt", .flag(outcome.after != nil)),
             ReportField("min_ratio", "Rebuilds from", .ratio(outcome.minimumRatio)),

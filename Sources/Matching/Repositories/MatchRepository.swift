@@ -382,7 +382,8 @@ public protocol MatchRepository: RecordedPairLookup {
     func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome?
-    /// Of `filterIds` (filters with `notify` on), those noted as having recorded matches while `notify` was off
+    /// Of `filterIds` (filters with `notify` on; nil: every filter the app's table shows not deleted with `notify`
+    /// on, for the sweep, which is service-wide), those noted as having recorded matches while `notify` was off
     /// (`UnitTransaction.markUnlisted`): lists as waiting for a digest their unnotified, non-silent matches
     /// recorded since the note, unless listed already, and clears the notes, together. Returns how many filters
     /// and matches. runs.md: a filter with notify on and unnotified matches gets a digest when due, those
@@ -390,7 +391,7 @@ public protocol MatchRepository: RecordedPairLookup {
     /// match still recorded is listed even when it is past the retention now (no run forgot it while notify was
     /// off; review of session 37).
     func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
+        ofNotifying filterIds: [Int64]?
     ) throws -> (
         filters: Int, matches: Int
     )

@@ -111,6 +111,19 @@ extension RunRepository {
 }
 
 extension RunRepository {
+    /// Runs `body`, the steps of completing `claimed` (an interrupted run this process claimed) before its pass;
+    /// when one fails, the run is recorded failed with the error, as a failure in its pass is
+    /// (`MatchingPass.finishing`): the claim made it running, its error cleared, and without this it stayed so,
+    /// shown interrupted and without its error (review of session 37). Nil: nothing was claimed.
+    func failingClaimed<T>(_ claimed: RunRecord?, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            if let claimed { try? fail(runId: claimed.id, owner: claimed.owner, error: String(describing: error)) }
+            throw error
+        }
+    }
+
     /// The run lock of `kind` for `shard`, or none for a dry run: a dry run writes nothing and takes no lock,
     /// so it never blocks, delays or fails a real run beside it. Throws `RunLocked` when another holds it.
     ///

@@ -163,21 +163,22 @@ public struct Backfill: Sendable, MatchingPassUseCase {
         pass = MatchingPass(repositories: repositories, engine: engine, output: output, options: options)
     }
 
-    /// The settings `input` gives that differ from those `interrupted` keeps when it is resumed, each with the
-    /// kept one.
+    /// The settings of `input` (given or by default: a default cannot be told from a value given) that differ
+    /// from those `interrupted` keeps when it is resumed, each as what it keeps and what `input` has.
     static func settingsNotUsed(_ input: Input, resuming interrupted: RunRecord) -> [String] {
         var notUsed: [String] = []
         if let now = input.now, now != interrupted.clock {
-            notUsed.append("--now \(now.iso8601) (it keeps \(interrupted.clock.iso8601))")
+            notUsed.append("--now: it keeps \(interrupted.clock.iso8601), not this backfill's \(now.iso8601)")
         }
         if input.maxPerFilter != interrupted.maxPerFilter {
-            notUsed.append("--max-per-filter \(input.maxPerFilter) (it keeps \(interrupted.maxPerFilter))")
+            notUsed.append(
+                "--max-per-filter: it keeps \(interrupted.maxPerFilter), not this backfill's \(input.maxPerFilter)")
         }
         if let days = input.retentionDays, let kept = interrupted.retentionDays, days != kept {
-            notUsed.append("--retention-days \(days) (it keeps \(kept))")
+            notUsed.append("--retention-days: it keeps \(kept), not this backfill's \(days)")
         }
         if let kept = interrupted.timeZone, kept != input.timeZone.identifier {
-            notUsed.append("--time-zone \(input.timeZone.identifier) (it keeps \(kept))")
+            notUsed.append("--time-zone: it keeps \(kept), not this backfill's \(input.timeZone.identifier)")
         }
         return notUsed
     }
@@ -213,7 +214,9 @@ public struct Backfill: Sendable, MatchingPassUseCase {
                 ])
         }
         timer.begin(.read, output)
-        let candidates = CandidateProfiles(try profiles.profiles(input.profiles.upTo(now)))
+        let candidates = try runs.failingClaimed(interrupted) {
+            CandidateProfiles(try profiles.profiles(input.profiles.upTo(now)))
+        }
         timer.end(.read, output)
         output.handle(.candidatesLoaded(candidates.count))
 

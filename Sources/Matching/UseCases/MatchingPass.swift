@@ -125,8 +125,9 @@ struct MatchingPass {
                 paidIgnored: prepared.paidIgnored, ownerInactive: prepared.ownerInactive))
         // The matches a filter recorded while its `notify` was off wait for its digests from the run that finds
         // it notifying (runs.md: a filter with notify on and unnotified matches gets a digest when due). Listed
-        // before the new pairs are chosen: one past the retention then waits, and is recorded, not new.
-        if plan.run != nil, plan.writesNotifications {
+        // before the new pairs are chosen: one past the retention then waits, and is recorded, not new (by a
+        // backfill without --notify too, which would otherwise record it again, silent: review of session 37).
+        if plan.run != nil {
             let notifying = chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id)
             let listed = try WriteConflictRetry.run { try matches.listUnlistedMatches(ofNotifying: notifying) }
             if listed.filters > 0 {
@@ -261,6 +262,13 @@ extension MatchingPass {
             .adding(microseconds: -Retention.sweepLagMicroseconds)
         let passedOverCutoff = Retention.comebackCutoff(clock: clock)
             .adding(microseconds: -Retention.sweepLagMicroseconds)
+        // The sweep is service-wide: first, every notifying filter's matches recorded while its notify was off are
+        // listed, so that it forgets none that waits for a digest of a filter another shard's run, or no backfill,
+        // has listed yet (review of session 37: a run of shard 0/2, or a backfill of other filters, forgot them).
+        let listed = try WriteConflictRetry.run { try matches.listUnlistedMatches(ofNotifying: nil) }
+        if listed.filters > 0 {
+            output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
+        }
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
         let recorded = max(recorded, day)

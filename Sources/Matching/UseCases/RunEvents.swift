@@ -35,9 +35,9 @@ public enum RunEvent: Sendable {
     /// Completing an interrupted run, filters the app created after it started were left to the new run
     /// (`MatchingPass.Plan.filtersCreatedBy`).
     case filtersCreatedSinceLeftOut(runId: Int64, count: Int)
-    /// An interrupted backfill resumed with its own clock, cap, retention and zone: the settings given that differ
-    /// from them, each with what the backfill keeps, are not used (review of session 37: only "resuming" was
-    /// logged).
+    /// An interrupted backfill resumed with its own clock, cap, retention and zone: this backfill's settings (given
+    /// or by default) that differ from them, each with what the backfill keeps, are not used (review of session
+    /// 37: only "resuming" was logged).
     case resumedWithItsOwnSettings(runId: Int64, notUsed: [String])
     case finished(RunSummary)
 }

@@ -126,12 +126,14 @@ public struct RunMatching: Sendable, MatchingPassUseCase {
         // Its marks are checked as the new run's are, before it reads: after a restore, completing it would read
         // with the old server's snapshot (every change settled by another shard's reset counts as seen) and then
         // record that snapshot as the shard's progress. The shard's reset abandons it.
-        try checkNotAhead(run.coverage ?? .none, upTo: run.upTo, shard: run.shard)
         var timer = PhaseTimer()
-        timer.begin(.read, output)
-        let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
-            .leavingOut(ownersOf: try newerCoverage(than: run))
-        let changed = try profiles.changedProfiles(windows: windows.marks, upTo: run.upTo)
+        let (windows, changed) = try runs.failingClaimed(run) {
+            try checkNotAhead(run.coverage ?? .none, upTo: run.upTo, shard: run.shard)
+            timer.begin(.read, output)
+            let windows = ChangeWindows(coverage: run.coverage ?? .none, shard: run.shard)
+                .leavingOut(ownersOf: try newerCoverage(than: run))
+            return (windows, try profiles.changedProfiles(windows: windows.marks, upTo: run.upTo))
+        }
         timer.end(.read, output)
         output.handle(
             .started(kind: .run, shard: run.shard, clock: run.clock, runId: run.id, resumed: true, dryRun: false))

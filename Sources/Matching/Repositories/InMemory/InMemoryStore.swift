@@ -420,12 +420,15 @@ extension InMemoryStore: MatchRepository {
     }
 
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
+        ofNotifying filterIds: [Int64]?
     ) throws -> (
         filters: Int, matches: Int
     ) {
         locked {
-            let noted = Set(filterIds).filter { written.unlistedFrom[$0] != nil }
+            let notifying =
+                filterIds.map(Set.init)
+                ?? Set(filterRows.values.filter { $0.notify && $0.deletedAt == nil }.map(\.id))
+            let noted = notifying.filter { written.unlistedFrom[$0] != nil }
             guard !noted.isEmpty else { return (0, 0) }
             var listed = 0
             for (pair, row) in written.matchRows where noted.contains(pair.filterId) {
