@@ -275,7 +275,11 @@ import Testing
 
         let refused = try MatcherProcess.run(day2, database: restored.database.conninfo)
         OperationsTests.expectOneLine(refused, status: 78, containing: "matcher progress reset --shard 0/1 --to")
-        #expect(try FaultScenarioTests.statuses(restored) == ["succeeded", "running"], "not completed")
+        // Not completed: recorded failed with the refusal (the claim made it running; session 37).
+        #expect(try FaultScenarioTests.statuses(restored) == ["succeeded", "failed"], "not completed")
+        let error = try restored.connection.query("SELECT error FROM matcher_runs WHERE status = 'failed'").rows
+            .map { try $0.optionalString(0) ?? "" }
+        #expect(error.count == 1 && error[0].contains("ahead"), "\(error)")
         #expect(try Rows.of(restored.connection).matches == matchesBefore)
 
         let reset = try MatcherProcess.run(
