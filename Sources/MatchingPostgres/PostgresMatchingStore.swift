@@ -706,10 +706,14 @@ extension PostgresMatchingStore: MatchRepository {
                 "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
             ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
         } else {
+            // The noted filters by their partial index, then each probed by its key: a cost of the notes, not of
+            // every filter (the planner hashed a join over all of `saved_filters`). On the soak's day-30 world
+            // (20,641 filters, 3,110 noted): 13-26 ms either way; the difference grows with the filters.
             noted = try connection.query(
                 """
-                SELECT s.filter_id FROM matcher_filter_state s JOIN saved_filters f ON f.id = s.filter_id
-                WHERE s.unlisted_from IS NOT NULL AND f.deleted_at IS NULL AND \(RetentionSQL.filterNotifies)
+                SELECT f.id FROM saved_filters f
+                WHERE f.id = ANY (ARRAY(SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL))
+                  AND f.deleted_at IS NULL AND \(RetentionSQL.filterNotifies)
                 ORDER BY 1
                 """
             ).rows.map { try $0.int64(0) }
