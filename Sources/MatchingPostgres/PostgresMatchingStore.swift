@@ -676,79 +676,89 @@ extension PostgresMatchingStore: MatchRepository {
 
     /// The noted filters are read first, unlocked, by their partial index (the notify-off filters that recorded
     /// matches: about an eighth of the filters in the seeded worlds); on most days none of them has notify on,
-    /// and nothing else is read. Those that do are listed in a transaction of two statements: the notes locked in
-    /// id order, then the matches listed and the notes cleared. A unit that records a match of the filter holds
-    /// its note's row from `markUnlisted` to its commit, so the lock waits for it, and the second statement's
-    /// snapshot, taken after the lock, sees its match (one statement would list from a snapshot taken before the
-    /// wait, and clear a note whose match it never saw; review of session 30). A unit setting the filter's first
-    /// note, which the unlocked read could not see yet, is not waited for: its note stays, and the next run lists
-    /// its match. The pairs listed may be past the retention (a match no run forgot while notify was off waits
-    /// for its digest now, review of session 37), which a sweep forgets: a sweep's statement that read the
-    /// waiting list before the listing committed would delete the pair and leave its new entry, counted by the
-    /// next digest without its pair. So the transaction first takes the sweeper lock shared (`sweeperLock`),
-    /// before any row lock: it waits for a sweep in progress, and a sweep starting meanwhile is left to the next
-    /// run. The pairs listed are locked too (`FOR KEY SHARE`, which the marks' updates do not wait for): another
-    /// writer (a unit forgetting an expired pair before recording it again) may have deleted one and not yet
-    /// committed; the listing waits for it and leaves the pair out (review of session 32). Such a unit deletes in
-    /// its own order, so the two can deadlock over two pairs: the loser is retried (`WriteConflictRetry`). The
-    /// locks are written to the pairs' tuples (a page dirtied a pair listed): listings come after a filter's
-    /// notify is turned on, rare.
+    /// and nothing else is read. Those that do are listed in a transaction of two statements (`listNoted`): the
+    /// notes locked in id order, then the matches listed and the notes cleared. A unit that records a match of
+    /// the filter holds its note's row from `markUnlisted` to its commit, so the lock waits for it, and the second
+    /// statement's snapshot, taken after the lock, sees its match (one statement would list from a snapshot
+    /// taken before the wait, and clear a note whose match it never saw; review of session 30). A unit setting the
+    /// filter's first note, which the unlocked read could not see yet, is not waited for: its note stays, and the
+    /// next run lists its match.
+    ///
+    /// The pairs listed may be past the retention (a match no run forgot while notify was off waits for its
+    /// digest now, review of session 37), which a sweep forgets: a sweep's statement that read the waiting list
+    /// before the listing committed would delete the pair and keep its new entry, counted by the next digest
+    /// without its pair. So the transaction first tries the sweeper lock, shared (`sweeperLock`), before any row
+    /// lock: while another process sweeps, the listing is left to the next run (that sweep listed every noted
+    /// notifying filter when it started, `forgetExpired`), and it never waits for a sweep (the review of the
+    /// change: a run waited for another's whole sweep, past its statement timeout, deaf to SIGTERM). A sweep
+    /// starting while a listing holds the lock is left to the next run.
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]?
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     ) {
-        let noted: [Int64]
-        if let filterIds {
-            guard !filterIds.isEmpty else { return (0, 0) }
-            let notifying = Set(filterIds)
-            noted = try connection.query(
-                "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
-            ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
-        } else {
-            // The noted filters by their partial index, then each probed by its key: a cost of the notes, not of
-            // every filter (the planner hashed a join over all of `saved_filters`). On the soak's day-30 world
-            // (20,641 filters, 3,110 noted): 13-26 ms either way; the difference grows with the filters.
-            noted = try connection.query(
-                """
-                SELECT f.id FROM saved_filters f
-                WHERE f.id = ANY (ARRAY(SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL))
-                  AND f.deleted_at IS NULL AND \(RetentionSQL.filterNotifies)
-                ORDER BY 1
-                """
-            ).rows.map { try $0.int64(0) }
-        }
+        guard !filterIds.isEmpty else { return (0, 0) }
+        let notifying = Set(filterIds)
+        let noted = try connection.query(
+            "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
+        ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
         guard !noted.isEmpty else { return (0, 0) }
         return try connection.transaction { tx in
-            try tx.query("SELECT pg_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)
-            let locked = try tx.query(
-                """
-                SELECT filter_id FROM matcher_filter_state
-                WHERE filter_id = ANY($1) AND unlisted_from IS NOT NULL
-                ORDER BY filter_id FOR UPDATE
-                """, [.int8Array(noted)]
-            ).rows.map { try $0.int64(0) }
-            guard !locked.isEmpty else { return (0, 0) }
-            let listed = try tx.query(
-                """
-                WITH listed AS (
-                    INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
-                    SELECT m.filter_id, m.profile_id, m.matched_at
-                    FROM matcher_filter_state s JOIN filter_matches m ON m.filter_id = s.filter_id
-                    WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
-                      AND m.matched_at >= s.unlisted_from
-                    ORDER BY m.filter_id, m.profile_id
-                    FOR KEY SHARE OF m
-                    ON CONFLICT (filter_id, profile_id) DO NOTHING
-                    RETURNING 1
-                ), cleared AS (
-                    UPDATE matcher_filter_state SET unlisted_from = NULL WHERE filter_id = ANY($1)
-                )
-                SELECT count(*) FROM listed
-                """, [.int8Array(locked)]
-            ).rows[0].int64(0)
-            return (locked.count, Int(listed))
+            let locked = try tx.query("SELECT pg_try_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)
+            guard try locked.rows[0].bool(0) else { return (0, 0) }
+            return try Self.listNoted(noted, on: tx)
         }
+    }
+
+    /// The noted filters (`UnitTransaction.markUnlisted`) that the app's table shows not deleted with notify on,
+    /// as a sweep lists them first: the notes by their partial index, then each filter probed by its key, a cost
+    /// of the notes, not of every filter (a join hashed all of `saved_filters`; on the soak's day-30 world,
+    /// 20,641 filters and 3,110 noted, 13-26 ms either way, and the difference grows with the filters).
+    static func notedNotifying(on connection: PostgresConnection) throws -> [Int64] {
+        try connection.query(
+            """
+            SELECT f.id FROM saved_filters f
+            WHERE f.id = ANY (ARRAY(SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL))
+              AND f.deleted_at IS NULL AND \(RetentionSQL.filterNotifies)
+            ORDER BY 1
+            """
+        ).rows.map { try $0.int64(0) }
+    }
+
+    /// Lists the unnotified, non-silent matches of `noted` recorded since their notes, and clears the notes, in
+    /// the open transaction `tx`: the notes locked in id order first, then the pairs listed (`FOR KEY SHARE`,
+    /// which the marks' updates do not wait for: another writer, a unit forgetting an expired pair before
+    /// recording it again, may have deleted one and not yet committed; the listing waits for it and leaves the
+    /// pair out, review of session 32). The locks are written to the pairs' tuples (a page dirtied a pair
+    /// listed): listings come after a filter's notify is turned on, rare.
+    static func listNoted(_ noted: [Int64], on tx: PostgresConnection) throws -> (filters: Int, matches: Int) {
+        let locked = try tx.query(
+            """
+            SELECT filter_id FROM matcher_filter_state
+            WHERE filter_id = ANY($1) AND unlisted_from IS NOT NULL
+            ORDER BY filter_id FOR UPDATE
+            """, [.int8Array(noted)]
+        ).rows.map { try $0.int64(0) }
+        guard !locked.isEmpty else { return (0, 0) }
+        let listed = try tx.query(
+            """
+            WITH listed AS (
+                INSERT INTO matcher_waiting_matches (filter_id, profile_id, matched_at)
+                SELECT m.filter_id, m.profile_id, m.matched_at
+                FROM matcher_filter_state s JOIN filter_matches m ON m.filter_id = s.filter_id
+                WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
+                  AND m.matched_at >= s.unlisted_from
+                ORDER BY m.filter_id, m.profile_id
+                FOR KEY SHARE OF m
+                ON CONFLICT (filter_id, profile_id) DO NOTHING
+                RETURNING 1
+            ), cleared AS (
+                UPDATE matcher_filter_state SET unlisted_from = NULL WHERE filter_id = ANY($1)
+            )
+            SELECT count(*) FROM listed
+            """, [.int8Array(locked)]
+        ).rows[0].int64(0)
+        return (locked.count, Int(listed))
     }
 
     /// The unit's unlocked reading (`UnitTransaction.notificationStates`), outside a unit's transaction.
@@ -891,6 +901,25 @@ extension PostgresMatchingStore: MatchRepository {
         // started right after this one must not find the lock still held.
         defer { _ = try? sweeper.query("SELECT pg_advisory_unlock($1, $2)", lock) }
         try sweeper.execute(Self.sweeperSession)
+        // The sweep is service-wide: first, every notifying filter's matches recorded while its notify was off are
+        // listed, whichever shard's, so that it forgets none that waits for a digest (review of session 37: a run
+        // of shard 0/2, or a backfill of other filters, forgot them before their own runs listed them). Under
+        // this lock, as a batch is (`BatchConflicts`: a short lock timeout, tried again): another shard's unit
+        // may hold a note or a pair, in the other order (it forgets an expired pair, then notes its filter), and
+        // where the listing kept losing a deadlock to one it failed a run that had written everything (the
+        // review of the change). A listing that cannot be done leaves the whole sweep to the next run.
+        let noted = try Self.notedNotifying(on: sweeper)
+        var listedFirst = (filters: 0, matches: 0)
+        if !noted.isEmpty {
+            let listing = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
+            guard let listed = try listing.batch(on: sweeper, { tx in try Self.listNoted(noted, on: tx) }) else {
+                return RetentionOutcome(
+                    forgotten: 0, backlog: true, conflictsRolledBack: listing.seen.rolledBack,
+                    notStartedBecause: "the matches notifying filters recorded while their notify was off could not "
+                        + "be listed first (\(listing.seen.stoppedBy ?? "a conflict with another writer"))")
+            }
+            listedFirst = listed
+        }
         // The pairs on as many connections as units are written on (`RetentionSweep`); one is enough to go on.
         let pairs = try RetentionSweep(
             lead: sweeper,
@@ -945,7 +974,7 @@ extension PostgresMatchingStore: MatchRepository {
                 bookkeepingForgotten: entries.deleted,
                 conflictsRolledBack: pairs.conflicts.rolledBack + conflicts.seen.rolledBack,
                 stoppedByConflict: pairs.conflicts.stoppedBy ?? conflicts.seen.stoppedBy,
-                stoppedByRequest: stoppedByRequest)
+                stoppedByRequest: stoppedByRequest, listed: listedFirst)
         }
         // Only once no expired pair is left: then no pair still names a notification older than the cutoff.
         let notifications = try sweep(RetentionSQL.forgetNotificationsBatch, before: cutoff, batches: maxBatches)
@@ -960,7 +989,8 @@ extension PostgresMatchingStore: MatchRepository {
             backlog: notifications.backlog || entries.backlog || seen.stoppedBy != nil || stopped != nil,
             notificationsForgotten: notifications.deleted, bookkeepingForgotten: bookkeeping,
             conflictsRolledBack: pairs.conflicts.rolledBack + seen.rolledBack,
-            stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy, stoppedByRequest: stopped)
+            stoppedByConflict: pairs.conflicts.stoppedBy ?? seen.stoppedBy, stoppedByRequest: stopped,
+            listed: listedFirst)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {

@@ -530,10 +530,11 @@ import Testing
         try expectSameRows(twin, "day 4")
     }
 
-    /// A listing of matches that may be past the retention waits for a sweep in progress (the sweeper lock,
-    /// held here by another session as `forgetExpired` holds it), so that no sweep statement that read the
-    /// waiting list before the listing deletes a pair just listed (review of session 37).
-    @Test func aListingWaitsForASweepInProgress() throws {
+    /// A run's listing of matches that may be past the retention never overlaps a sweep (the sweeper lock, held
+    /// here by another session as `forgetExpired` holds it): while one is in progress it is left to the next run,
+    /// its note kept (that sweep listed every notifying filter when it started), and it does not wait (review of
+    /// session 37: it waited for the whole sweep, past its statement timeout, deaf to SIGTERM).
+    @Test func aRunsListingIsLeftToTheNextRunWhileASweepIsInProgress() throws {
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
         let writer = AppTableWriter(connection: connection)
@@ -546,15 +547,56 @@ import Testing
         let sweeper = try database.connect()
         defer { sweeper.close() }
         _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
-        let listing = Self.listInBackground(store)
-        let blocked = try Self.sawWait(
-            in: database, of: store.connection, behind: sweeper, until: { listing.value != nil })
-        #expect(blocked, "the listing never waited for the sweep")
+        let started = Date()
+        let skipped = try store.listUnlistedMatches(ofNotifying: [100])
+        #expect(skipped.filters == 0 && skipped.matches == 0)
+        #expect(Date().timeIntervalSince(started) < 5, "it did not wait for the sweep")
+        let noted = try connection.query("SELECT count(*) FROM matcher_filter_state WHERE unlisted_from IS NOT NULL")
+        #expect(try noted.rows[0].int64(0) == 1, "the note stays")
         _ = try sweeper.query("SELECT pg_advisory_unlock($1, $2)", PostgresMatchingStore.sweeperLock)
-        let finishBy = Date().addingTimeInterval(60)
-        while listing.value == nil, Date() < finishBy { Thread.sleep(forTimeInterval: 0.01) }
-        let listed = try #require(listing.value, "the listing did not end").get()
+        let listed = try store.listUnlistedMatches(ofNotifying: [100])
         #expect(listed.filters == 1 && listed.matches == 1, "\(listed)")
+    }
+
+    /// The sweep's first listing meets a note another writer holds (a unit of another shard noting the filter,
+    /// which locks pairs first and the note second: the review of the change found the two deadlocking, and the
+    /// run that had written everything failing). It gives up as a sweep's batch does, and the whole sweep is left
+    /// to the next run, which lists and then forgets: the run succeeds, with a backlog, and forgets nothing it
+    /// should keep.
+    @Test func aSweepWhoseListingMeetsAHeldNoteIsLeftToTheNextRun() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        let day1 = ScenarioWorld.day1
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+        let store = PostgresMatchingStore(connection: connection, sweepLockTimeout: .milliseconds(200)) {
+            try database.connect()
+        }
+        #expect(
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        let holder = try database.connect()
+        defer { holder.close() }
+        try holder.execute("BEGIN; SELECT 1 FROM matcher_filter_state WHERE filter_id = 100 FOR UPDATE")
+        // A run of shard 0/2 (filter 100's owner is in 1/2): its own listing has nothing, its sweep's listing waits.
+        let day4 = day1.adding(days: 3)
+        let shard0 = try Shard(index: 0, count: 2)
+        let held = try RunMatching(MatchingRepositories(store: store))
+            .execute(.init(now: day4, shard: shard0, retentionDays: 2))
+        let outcome = try #require(held.retention)
+        #expect(outcome.backlog && outcome.forgotten == 0, "\(outcome)")
+        #expect(outcome.notStartedBecause?.contains("could not be listed first") == true, "\(outcome)")
+        #expect(try connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 1, "kept")
+        try holder.execute("ROLLBACK")
+        let next = try RunMatching(MatchingRepositories(store: store))
+            .execute(.init(now: day4.adding(microseconds: 60_000_000), shard: shard0, retentionDays: 2))
+        let after = try #require(next.retention)
+        #expect(after.listedFilters == 1 && after.listedMatches == 1 && !after.backlog, "\(after)")
+        let waiting = try connection.query("SELECT filter_id, profile_id FROM matcher_waiting_matches").rows.map {
+            [try $0.int64(0), try $0.int64(1)]
+        }
+        #expect(waiting == [[100, 10]])
     }
 
     @Test func aSeededWorldOverThreeDaysGivesTheSameDigestsMutualFlagsAndCounters() throws {

@@ -31,7 +31,7 @@ open class ForwardingMatches: MatchRepository, @unchecked Sendable {
             stop: stop)
     }
     open func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]?
+        ofNotifying filterIds: [Int64]
     ) throws -> (filters: Int, matches: Int) {
         try base.listUnlistedMatches(ofNotifying: filterIds)
     }

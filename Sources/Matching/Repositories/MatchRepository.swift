@@ -304,14 +304,22 @@ public struct RetentionOutcome: Sendable, Hashable {
     public let stoppedByRequest: String?
 
     /// Why the sweep could not start (no connection for it: the database's or the role's connection slots
-    /// full). The run's units are committed by then, and the run does not fail for it; the next runs forget.
+    /// full; the matches of notifying filters recorded while notify was off could not be listed first). The
+    /// run's units are committed by then, and the run does not fail for it; the next runs forget.
     public let notStartedBecause: String?
+
+    /// The filters and matches the sweep listed first: matches recorded while a filter's notify was off, the
+    /// filter notifying now (`MatchRepository.forgetExpired`).
+    public let listedFilters: Int
+    public let listedMatches: Int
 
     public init(
         forgotten: Int, backlog: Bool, notificationsForgotten: Int = 0, bookkeepingForgotten: Int = 0,
         conflictsRolledBack: Int = 0, stoppedByConflict: String? = nil, stoppedByRequest: String? = nil,
-        notStartedBecause: String? = nil
+        notStartedBecause: String? = nil, listed: (filters: Int, matches: Int) = (0, 0)
     ) {
+        self.listedFilters = listed.filters
+        self.listedMatches = listed.matches
         self.notStartedBecause = notStartedBecause
         self.stoppedByRequest = stoppedByRequest
         self.forgotten = forgotten
@@ -375,15 +383,16 @@ public protocol MatchRepository: RecordedPairLookup {
         shortfall: (UnitWriterShortfall) -> Void, _ body: ([any MatchRepository]) throws -> T
     ) throws -> T
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest, in
-    /// bounded batches; once none is left, also sent notifications created before it (and, in PostgreSQL, the
+    /// bounded batches, after listing as waiting the matches that every filter notifying now (by the app's table:
+    /// not deleted, notify on) recorded while its notify was off (`listUnlistedMatches`, for every shard's
+    /// filters: the sweep is service-wide; when that cannot be done, nothing is forgotten, with a backlog); once none is left, also sent notifications created before it (and, in PostgreSQL, the
     /// bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process is sweeping.
     /// When `stop` is requested (SIGTERM), it ends after the batches in progress and leaves the rest for the
     /// next runs (`RetentionOutcome.stoppedByRequest`).
     func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome?
-    /// Of `filterIds` (filters with `notify` on; nil: every filter the app's table shows not deleted with `notify`
-    /// on, for the sweep, which is service-wide), those noted as having recorded matches while `notify` was off
+    /// Of `filterIds` (filters with `notify` on), those noted as having recorded matches while `notify` was off
     /// (`UnitTransaction.markUnlisted`): lists as waiting for a digest their unnotified, non-silent matches
     /// recorded since the note, unless listed already, and clears the notes, together. Returns how many filters
     /// and matches. runs.md: a filter with notify on and unnotified matches gets a digest when due, those
@@ -391,7 +400,7 @@ public protocol MatchRepository: RecordedPairLookup {
     /// match still recorded is listed even when it is past the retention now (no run forgot it while notify was
     /// off; review of session 37).
     func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]?
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     )

@@ -262,13 +262,6 @@ extension MatchingPass {
             .adding(microseconds: -Retention.sweepLagMicroseconds)
         let passedOverCutoff = Retention.comebackCutoff(clock: clock)
             .adding(microseconds: -Retention.sweepLagMicroseconds)
-        // The sweep is service-wide: first, every notifying filter's matches recorded while its notify was off are
-        // listed, so that it forgets none that waits for a digest of a filter another shard's run, or no backfill,
-        // has listed yet (review of session 37: a run of shard 0/2, or a backfill of other filters, forgot them).
-        let listed = try WriteConflictRetry.run { try matches.listUnlistedMatches(ofNotifying: nil) }
-        if listed.filters > 0 {
-            output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
-        }
         // The day's count is only a budget: if it cannot be read, this run's own count stands in.
         let day = (try? runs.matchesRecorded(clockAfter: clock.adding(days: -1), through: clock)) ?? 0
         let recorded = max(recorded, day)
@@ -277,6 +270,10 @@ extension MatchingPass {
             maxBatches: Retention.sweepBatches(
                 recorded: recorded, batchSize: options.retentionBatchSize, minimum: options.retentionMinimumBatches),
             stop: options.stop)
+        // The sweep lists first, service-wide, the matches notifying filters recorded while notify was off.
+        if let outcome, outcome.listedFilters > 0 {
+            output.handle(.unlistedMatchesListed(filters: outcome.listedFilters, matches: outcome.listedMatches))
+        }
         if let outcome { output.handle(.forgotten(outcome)) }
         return outcome
     }

@@ -373,12 +373,14 @@ extension InMemoryStore: MatchRepository {
     public func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
-        // All at once: a stop can only come before it starts.
-        if let reason = stop.requestedReason {
-            let expired = locked { written.matchRows.values.contains { $0.matchedAt < cutoff } }
-            return RetentionOutcome(forgotten: 0, backlog: expired, stoppedByRequest: reason)
-        }
-        return locked {
+        locked {
+            // First, as PostgreSQL's sweep: the matches every filter notifying now recorded while notify was off.
+            let listed = listUnlisted(Set(filterRows.values.filter { $0.notify && $0.deletedAt == nil }.map(\.id)))
+            // All at once: a stop can only come before it starts.
+            if let reason = stop.requestedReason {
+                let expired = written.matchRows.values.contains { $0.matchedAt < cutoff }
+                return RetentionOutcome(forgotten: 0, backlog: expired, stoppedByRequest: reason, listed: listed)
+            }
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             var backlog = false
@@ -401,7 +403,10 @@ extension InMemoryStore: MatchRepository {
                     entries += 1
                 }
             }
-            if backlog { return RetentionOutcome(forgotten: forgotten, backlog: true, bookkeepingForgotten: entries) }
+            if backlog {
+                return RetentionOutcome(
+                    forgotten: forgotten, backlog: true, bookkeepingForgotten: entries, listed: listed)
+            }
             // Then sent notifications older than the cutoff (`RetentionSQL.forgetNotificationsBatch`).
             let before = written.notificationRows.count
             written.notificationRows.removeAll { $0.sentAt != nil && $0.createdAt < cutoff }
@@ -415,33 +420,34 @@ extension InMemoryStore: MatchRepository {
             for id in written.unlistedFrom.keys where stateGoes(id) { written.unlistedFrom[id] = nil }
             return RetentionOutcome(
                 forgotten: forgotten, backlog: false,
-                notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries)
+                notificationsForgotten: before - written.notificationRows.count, bookkeepingForgotten: entries,
+                listed: listed)
         }
     }
 
     public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]?
+        ofNotifying filterIds: [Int64]
     ) throws -> (
         filters: Int, matches: Int
     ) {
-        locked {
-            let notifying =
-                filterIds.map(Set.init)
-                ?? Set(filterRows.values.filter { $0.notify && $0.deletedAt == nil }.map(\.id))
-            let noted = notifying.filter { written.unlistedFrom[$0] != nil }
-            guard !noted.isEmpty else { return (0, 0) }
-            var listed = 0
-            for (pair, row) in written.matchRows where noted.contains(pair.filterId) {
-                guard let from = written.unlistedFrom[pair.filterId], row.notificationId == nil,
-                    !written.silentPairs.contains(pair), row.matchedAt >= from,
-                    written.waiting[pair] == nil
-                else { continue }
-                written.waiting[pair] = row.matchedAt
-                listed += 1
-            }
-            for id in noted { written.unlistedFrom[id] = nil }
-            return (noted.count, listed)
+        locked { listUnlisted(Set(filterIds)) }
+    }
+
+    /// The listing of `listUnlistedMatches` for `notifying`; called under the store's lock.
+    private func listUnlisted(_ notifying: Set<Int64>) -> (filters: Int, matches: Int) {
+        let noted = notifying.filter { written.unlistedFrom[$0] != nil }
+        guard !noted.isEmpty else { return (0, 0) }
+        var listed = 0
+        for (pair, row) in written.matchRows where noted.contains(pair.filterId) {
+            guard let from = written.unlistedFrom[pair.filterId], row.notificationId == nil,
+                !written.silentPairs.contains(pair), row.matchedAt >= from,
+                written.waiting[pair] == nil
+            else { continue }
+            written.waiting[pair] = row.matchedAt
+            listed += 1
         }
+        for id in noted { written.unlistedFrom[id] = nil }
+        return (noted.count, listed)
     }
 
     public func matches(filterId: Int64) throws -> [FilterMatch] {
