@@ -865,6 +865,10 @@ extension PostgresMatchingStore: MatchRepository {
         max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
+    /// The lock timeout of a sweep's first listing (`forgetExpired`), in milliseconds: shorter than a batch's, so
+    /// that three tries keep a process a few seconds at most (a stop request waits for them).
+    static let listingLockTimeoutMilliseconds: Int64 = 1_000
+
     /// The service-wide sweeper lock: the sweep holds it for its session; a listing of matches recorded while notify
     /// was off holds it shared for its transaction (`listUnlistedMatches`).
     package static let sweeperLock: [PostgresValue] = [.int4(MigrationRunner.lockNamespace), .int4(3)]
@@ -904,19 +908,25 @@ extension PostgresMatchingStore: MatchRepository {
         // The sweep is service-wide: first, every notifying filter's matches recorded while its notify was off are
         // listed, whichever shard's, so that it forgets none that waits for a digest (review of session 37: a run
         // of shard 0/2, or a backfill of other filters, forgot them before their own runs listed them). Under
-        // this lock, as a batch is (`BatchConflicts`: a short lock timeout, tried again): another shard's unit
-        // may hold a note or a pair, in the other order (it forgets an expired pair, then notes its filter), and
-        // where the listing kept losing a deadlock to one it failed a run that had written everything (the
-        // review of the change). A listing that cannot be done leaves the whole sweep to the next run.
+        // this lock, as a batch is (`BatchConflicts`, tried again), with a lock timeout of its own, a second at
+        // most: another shard's unit may hold a note or a pair, in the other order (it forgets an expired pair, then
+        // notes its filter), and where the listing kept losing a deadlock to one it failed a run that had written
+        // everything (the review of the change); waiting the batches' 10 s, three times, it kept a process 30 s
+        // past a SIGTERM (the review of the fix). A listing that cannot be done leaves the whole sweep to the next
+        // run, as a batch that keeps conflicting stops it (`stoppedByConflict`: the backlog's metrics and runbook).
+        if let reason = stop.requestedReason {
+            return RetentionOutcome(forgotten: 0, backlog: true, stoppedByRequest: reason)
+        }
         let noted = try Self.notedNotifying(on: sweeper)
         var listedFirst = (filters: 0, matches: 0)
         if !noted.isEmpty {
-            let listing = BatchConflicts(lockTimeoutMilliseconds: Self.milliseconds(sweepLockTimeout))
+            let listing = BatchConflicts(
+                lockTimeoutMilliseconds: min(Self.milliseconds(sweepLockTimeout), Self.listingLockTimeoutMilliseconds))
             guard let listed = try listing.batch(on: sweeper, { tx in try Self.listNoted(noted, on: tx) }) else {
                 return RetentionOutcome(
                     forgotten: 0, backlog: true, conflictsRolledBack: listing.seen.rolledBack,
-                    notStartedBecause: "the matches notifying filters recorded while their notify was off could not "
-                        + "be listed first (\(listing.seen.stoppedBy ?? "a conflict with another writer"))")
+                    stoppedByConflict: "listing first the matches notifying filters recorded while their notify was "
+                        + "off: \(listing.seen.stoppedBy ?? "a conflict with another writer")")
             }
             listedFirst = listed
         }

@@ -561,8 +561,9 @@ import Testing
     /// The sweep's first listing meets a note another writer holds (a unit of another shard noting the filter,
     /// which locks pairs first and the note second: the review of the change found the two deadlocking, and the
     /// run that had written everything failing). It gives up as a sweep's batch does, and the whole sweep is left
-    /// to the next run, which lists and then forgets: the run succeeds, with a backlog, and forgets nothing it
-    /// should keep.
+    /// to the next run, which lists and then forgets: the run succeeds, with a backlog (reported as a sweep stopped
+    /// by a conflict: the metrics' stopped-early gauge and the runbook's advice), and forgets nothing it should
+    /// keep.
     @Test func aSweepWhoseListingMeetsAHeldNoteIsLeftToTheNextRun() throws {
         let database = try MigratedDatabase.create()
         let connection = try database.connect()
@@ -570,9 +571,7 @@ import Testing
         let day1 = ScenarioWorld.day1
         try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
         try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
-        let store = PostgresMatchingStore(connection: connection, sweepLockTimeout: .milliseconds(200)) {
-            try database.connect()
-        }
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
         #expect(
             try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
         try writer.upsertFilters([World.filter(100, owner: 1)])
@@ -582,11 +581,15 @@ import Testing
         // A run of shard 0/2 (filter 100's owner is in 1/2): its own listing has nothing, its sweep's listing waits.
         let day4 = day1.adding(days: 3)
         let shard0 = try Shard(index: 0, count: 2)
+        let started = Date()
         let held = try RunMatching(MatchingRepositories(store: store))
             .execute(.init(now: day4, shard: shard0, retentionDays: 2))
+        // Its own lock timeout, a second, three tries: not the batches' 10 s each (the review of the fix: 30 s).
+        #expect(Date().timeIntervalSince(started) < 15)
         let outcome = try #require(held.retention)
         #expect(outcome.backlog && outcome.forgotten == 0, "\(outcome)")
-        #expect(outcome.notStartedBecause?.contains("could not be listed first") == true, "\(outcome)")
+        #expect(outcome.stoppedByConflict?.contains("listing first") == true, "\(outcome)")
+        #expect(outcome.notStartedBecause == nil)
         #expect(try connection.query("SELECT count(*) FROM filter_matches").rows[0].int64(0) == 1, "kept")
         try holder.execute("ROLLBACK")
         let next = try RunMatching(MatchingRepositories(store: store))
