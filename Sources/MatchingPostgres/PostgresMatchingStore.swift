@@ -688,25 +688,25 @@ extension PostgresMatchingStore: MatchRepository {
     /// digest now, review of session 37), which a sweep forgets: a sweep's statement that read the waiting list
     /// before the listing committed would delete the pair and keep its new entry, counted by the next digest
     /// without its pair. So the transaction first tries the sweeper lock, shared (`sweeperLock`), before any row
-    /// lock: while another process sweeps, the listing is left to the next run (that sweep listed every noted
-    /// notifying filter when it started, `forgetExpired`), and it never waits for a sweep (the review of the
-    /// change: a run waited for another's whole sweep, past its statement timeout, deaf to SIGTERM). A sweep
-    /// starting while a listing holds the lock is left to the next run.
-    public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
-    ) throws -> (
-        filters: Int, matches: Int
-    ) {
-        guard !filterIds.isEmpty else { return (0, 0) }
+    /// lock: while another process sweeps, the listing is left to the next run, the notes kept and the filters
+    /// returned as `deferred`, whose matches the pass then keeps as recorded (that sweep may not have listed them:
+    /// its own listing may have failed, or come before the notify was turned on; the review of the last commits
+    /// found a backfill without --notify then recording them again as silent). It never waits for a sweep (the
+    /// review of the change: a run waited for another's whole sweep, past its statement timeout, deaf to
+    /// SIGTERM). A sweep starting while a listing holds the lock is left to the next run.
+    public func listUnlistedMatches(ofNotifying filterIds: [Int64]) throws -> UnlistedListing {
+        guard !filterIds.isEmpty else { return .none }
         let notifying = Set(filterIds)
         let noted = try connection.query(
             "SELECT filter_id FROM matcher_filter_state WHERE unlisted_from IS NOT NULL"
         ).rows.map { try $0.int64(0) }.filter { notifying.contains($0) }.sorted()
-        guard !noted.isEmpty else { return (0, 0) }
+        guard !noted.isEmpty else { return .none }
         return try connection.transaction { tx in
             let locked = try tx.query("SELECT pg_try_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)
-            guard try locked.rows[0].bool(0) else { return (0, 0) }
-            return try Self.listNoted(noted, on: tx)
+            // A sweep in progress: listed later; meanwhile the pass keeps their matches (`UnlistedListing.deferred`).
+            guard try locked.rows[0].bool(0) else { return UnlistedListing(filters: 0, matches: 0, deferred: noted) }
+            let listed = try Self.listNoted(noted, on: tx)
+            return UnlistedListing(filters: listed.filters, matches: listed.matches)
         }
     }
 
@@ -923,6 +923,11 @@ extension PostgresMatchingStore: MatchRepository {
             let listing = BatchConflicts(
                 lockTimeoutMilliseconds: min(Self.milliseconds(sweepLockTimeout), Self.listingLockTimeoutMilliseconds))
             guard let listed = try listing.batch(on: sweeper, { tx in try Self.listNoted(noted, on: tx) }) else {
+                if let reason = stop.requestedReason {  // asked for during the tries: a stop, as the runbook says
+                    return RetentionOutcome(
+                        forgotten: 0, backlog: true, conflictsRolledBack: listing.seen.rolledBack,
+                        stoppedByRequest: reason)
+                }
                 return RetentionOutcome(
                     forgotten: 0, backlog: true, conflictsRolledBack: listing.seen.rolledBack,
                     stoppedByConflict: "listing first the matches notifying filters recorded while their notify was "

@@ -420,8 +420,8 @@ import Testing
     /// Filter 100's unlisted matches listed on a thread of its own; the result once it ends.
     static func listInBackground(
         _ store: PostgresMatchingStore
-    ) -> Locked<Result<(filters: Int, matches: Int), any Error>?> {
-        let listing = Locked<Result<(filters: Int, matches: Int), any Error>?>(nil)
+    ) -> Locked<Result<UnlistedListing, any Error>?> {
+        let listing = Locked<Result<UnlistedListing, any Error>?>(nil)
         Thread.detachNewThread {
             let result = Result { try store.listUnlistedMatches(ofNotifying: [100]) }
             listing.update { $0 = result }
@@ -549,13 +549,46 @@ import Testing
         _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
         let started = Date()
         let skipped = try store.listUnlistedMatches(ofNotifying: [100])
-        #expect(skipped.filters == 0 && skipped.matches == 0)
+        #expect(skipped == UnlistedListing(filters: 0, matches: 0, deferred: [100]))
         #expect(Date().timeIntervalSince(started) < 5, "it did not wait for the sweep")
         let noted = try connection.query("SELECT count(*) FROM matcher_filter_state WHERE unlisted_from IS NOT NULL")
         #expect(try noted.rows[0].int64(0) == 1, "the note stays")
         _ = try sweeper.query("SELECT pg_advisory_unlock($1, $2)", PostgresMatchingStore.sweeperLock)
         let listed = try store.listUnlistedMatches(ofNotifying: [100])
         #expect(listed.filters == 1 && listed.matches == 1, "\(listed)")
+    }
+
+    /// Review of the last commits of session 37: a backfill without --notify whose own listing was left for later
+    /// (another process sweeping, whose listing had failed or come before notify was turned on) found a
+    /// notifying filter's match recorded while notify was off, past the retention, expired, and recorded it
+    /// again, silent: never in a digest. The listing now returns the filters it left (`deferred`), and the pass
+    /// keeps their expired pairs as recorded; the next run lists and notifies the match.
+    @Test func aPassWhoseListingIsDeferredKeepsThoseMatchesRecorded() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        let day1 = ScenarioWorld.day1
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        #expect(
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        let day4 = day1.adding(days: 3)
+        try writer.upsertProfiles([World.profile(10, residence: 14, at: day4)], updatedAt: day4)
+        let sweeper = try database.connect()
+        defer { sweeper.close() }
+        _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
+        let backfill = try Backfill(MatchingRepositories(store: store))
+            .execute(.init(filters: .ids([100]), now: day4, retentionDays: 2))
+        #expect(backfill.counters.matchesWritten == 0, "not recorded again, silent")
+        let row = try connection.query("SELECT matched_at = $1, silent FROM filter_matches", [.timestamptz(day1)])
+            .rows.map { [try $0.bool(0), try $0.bool(1)] }
+        #expect(row == [[true, false]])
+        _ = try sweeper.query("SELECT pg_advisory_unlock($1, $2)", PostgresMatchingStore.sweeperLock)
+        let next = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day4, retentionDays: 2))
+        #expect(next.counters.notificationsWritten == 1)
+        #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10]])
     }
 
     /// The sweep's first listing meets a note another writer holds (a unit of another shard noting the filter,

@@ -30,9 +30,7 @@ open class ForwardingMatches: MatchRepository, @unchecked Sendable {
             before: cutoff, passedOverBefore: passedOverBefore, batchSize: batchSize, maxBatches: maxBatches,
             stop: stop)
     }
-    open func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
-    ) throws -> (filters: Int, matches: Int) {
+    open func listUnlistedMatches(ofNotifying filterIds: [Int64]) throws -> UnlistedListing {
         try base.listUnlistedMatches(ofNotifying: filterIds)
     }
     open func matches(filterId: Int64) throws -> [FilterMatch] { try base.matches(filterId: filterId) }

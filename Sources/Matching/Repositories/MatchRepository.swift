@@ -357,6 +357,44 @@ public struct RecordedPairs: Sendable, Equatable {
     }
 }
 
+/// What `MatchRepository.listUnlistedMatches` did: the noted filters it listed and their matches now waiting, and
+/// the noted filters it left for later (`deferred`: a sweep in progress; their notes stay).
+public struct UnlistedListing: Sendable, Equatable {
+    public let filters: Int
+    public let matches: Int
+    /// Noted filters not listed now. Their matches recorded while notify was off still wait for a digest: the pass
+    /// must not take those past the retention for expired (`ExpiredKeptLookup`).
+    public let deferred: [Int64]
+
+    public init(filters: Int, matches: Int, deferred: [Int64] = []) {
+        self.filters = filters
+        self.matches = matches
+        self.deferred = deferred
+    }
+
+    public static let none = UnlistedListing(filters: 0, matches: 0)
+}
+
+/// A lookup that counts the expired pairs of `filters` as kept: a pass whose listing of matches recorded while
+/// notify was off was deferred (`UnlistedListing.deferred`) neither records them again as new (a backfill
+/// without --notify: as silent, never in a digest; review of session 37) nor forgets them before recording.
+public struct ExpiredKeptLookup: RecordedPairLookup {
+    let filters: Set<Int64>
+    let base: any RecordedPairLookup
+
+    public init(filters: Set<Int64>, base: any RecordedPairLookup) {
+        self.filters = filters
+        self.base = base
+    }
+
+    public func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
+        let found = try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
+        let waiting = found.expired.filter { filters.contains($0.filterId) }
+        guard !waiting.isEmpty else { return found }
+        return RecordedPairs(kept: found.kept.union(waiting), expired: found.expired.subtracting(waiting))
+    }
+}
+
 /// What the selection of new pairs asks of a store (`NewPairSelection`): which chosen pairs are recorded.
 public protocol RecordedPairLookup: Sendable {
     /// Among `pairs`, those already recorded, as kept or expired at `forgottenBefore` (the run's clock minus its
@@ -399,11 +437,7 @@ public protocol MatchRepository: RecordedPairLookup {
     /// recorded while notify was off included, and forgetting never drops a match that waits for its digest: a
     /// match still recorded is listed even when it is past the retention now (no run forgot it while notify was
     /// off; review of session 37).
-    func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
-    ) throws -> (
-        filters: Int, matches: Int
-    )
+    func listUnlistedMatches(ofNotifying filterIds: [Int64]) throws -> UnlistedListing
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
 }

@@ -374,13 +374,14 @@ extension InMemoryStore: MatchRepository {
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome? {
         locked {
-            // First, as PostgreSQL's sweep: the matches every filter notifying now recorded while notify was off.
-            let listed = listUnlisted(Set(filterRows.values.filter { $0.notify && $0.deletedAt == nil }.map(\.id)))
-            // All at once: a stop can only come before it starts.
+            // All at once: a stop can only come before it starts, and then nothing is listed either (as in
+            // PostgreSQL's sweep).
             if let reason = stop.requestedReason {
                 let expired = written.matchRows.values.contains { $0.matchedAt < cutoff }
-                return RetentionOutcome(forgotten: 0, backlog: expired, stoppedByRequest: reason, listed: listed)
+                return RetentionOutcome(forgotten: 0, backlog: expired, stoppedByRequest: reason)
             }
+            // First, as PostgreSQL's sweep: the matches every filter notifying now recorded while notify was off.
+            let listed = listUnlisted(Set(filterRows.values.filter { $0.notify && $0.deletedAt == nil }.map(\.id)))
             let limit = max(1, batchSize) * max(1, maxBatches)
             var forgotten = 0
             var backlog = false
@@ -425,12 +426,9 @@ extension InMemoryStore: MatchRepository {
         }
     }
 
-    public func listUnlistedMatches(
-        ofNotifying filterIds: [Int64]
-    ) throws -> (
-        filters: Int, matches: Int
-    ) {
-        locked { listUnlisted(Set(filterIds)) }
+    public func listUnlistedMatches(ofNotifying filterIds: [Int64]) throws -> UnlistedListing {
+        let listed = locked { listUnlisted(Set(filterIds)) }
+        return UnlistedListing(filters: listed.filters, matches: listed.matches)
     }
 
     /// The listing of `listUnlistedMatches` for `notifying`; called under the store's lock.
