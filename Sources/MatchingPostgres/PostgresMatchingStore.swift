@@ -729,8 +729,10 @@ extension PostgresMatchingStore: MatchRepository {
     /// the open transaction `tx`: the notes locked in id order first, then the pairs listed (`FOR KEY SHARE`,
     /// which the marks' updates do not wait for: another writer, a unit forgetting an expired pair before
     /// recording it again, may have deleted one and not yet committed; the listing waits for it and leaves the
-    /// pair out, review of session 32). The locks are written to the pairs' tuples (a page dirtied a pair
-    /// listed): listings come after a filter's notify is turned on, rare.
+    /// pair out, review of session 32; such a unit deletes in its own order, so the two can deadlock over two
+    /// pairs: the loser is tried again, `WriteConflictRetry` for a run's listing, `BatchConflicts` for a sweep's).
+    /// The locks are written to the pairs' tuples (a page dirtied a pair listed): listings come after a filter's
+    /// notify is turned on, rare.
     static func listNoted(_ noted: [Int64], on tx: PostgresConnection) throws -> (filters: Int, matches: Int) {
         let locked = try tx.query(
             """

@@ -349,9 +349,10 @@ import Testing
     }
 
     /// Review of session 32: a listing read its pairs without locking them, so a pair another writer had
-    /// deleted and not yet committed (here statements as a sweep's, without the sweeper lock) was listed, and the sweep's next statement, which forgets the entries of the pairs it deleted, could not see the
-    /// uncommitted entry: it stayed without its pair, counted by the next digest and in the way of the pair's
-    /// next listing (a unique violation every run). The listing now waits for the sweep and leaves the pair out.
+    /// deleted and not yet committed (here statements as a sweep's, without the sweeper lock) was listed, and the
+    /// sweep's next statement, which forgets the entries of the pairs it deleted, could not see the uncommitted
+    /// entry: it stayed without its pair, counted by the next digest and in the way of the pair's next listing
+    /// (a unique violation every run). The listing now waits for the deleting writer and leaves the pair out.
     @Test func aListingWaitsForASweepThatDeletedOneOfItsPairs() throws {
         let database = try MigratedDatabase.create()
         let connection = try database.connect()

@@ -297,15 +297,15 @@ public struct RetentionOutcome: Sendable, Hashable {
     /// unit): each was tried again, or the sweep stopped at it.
     public let conflictsRolledBack: Int
     /// Why the sweep stopped early with a backlog: a batch kept conflicting with another writer (the
-    /// database's reason). The run does not fail for it; the next runs forget the rest.
+    /// database's reason), its first listing included. The run does not fail for it; the next runs forget the
+    /// rest.
     public let stoppedByConflict: String?
 
     /// The stop request (SIGTERM, SIGINT) that ended the sweep early, leaving the rest for the next runs.
     public let stoppedByRequest: String?
 
     /// Why the sweep could not start (no connection for it: the database's or the role's connection slots
-    /// full; the matches of notifying filters recorded while notify was off could not be listed first). The
-    /// run's units are committed by then, and the run does not fail for it; the next runs forget.
+    /// full). The run's units are committed by then, and the run does not fail for it; the next runs forget.
     public let notStartedBecause: String?
 
     /// The filters and matches the sweep listed first: matches recorded while a filter's notify was off, the
@@ -422,21 +422,22 @@ public protocol MatchRepository: RecordedPairLookup {
     ) throws -> T
     /// Forgets pairs recorded before `cutoff` (runs.md retention), except matches waiting for a digest, in
     /// bounded batches, after listing as waiting the matches that every filter notifying now (by the app's table:
-    /// not deleted, notify on) recorded while its notify was off (`listUnlistedMatches`, for every shard's
-    /// filters: the sweep is service-wide; when that cannot be done, nothing is forgotten, with a backlog); once none is left, also sent notifications created before it (and, in PostgreSQL, the
-    /// bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process is sweeping.
-    /// When `stop` is requested (SIGTERM), it ends after the batches in progress and leaves the rest for the
-    /// next runs (`RetentionOutcome.stoppedByRequest`).
+    /// not deleted, notify on) recorded while its notify was off (as `listUnlistedMatches` does, for every
+    /// shard's filters: the sweep is service-wide; when that cannot be done, nothing is forgotten, with a backlog,
+    /// `RetentionOutcome.stoppedByConflict`); once none is left, also sent notifications created before it (and,
+    /// in PostgreSQL, the bookkeeping rows of `RetentionSQL.forgetBookkeeping`). Returns nil when another process
+    /// is sweeping. When `stop` is requested (SIGTERM), it ends after the batches in progress and leaves the rest
+    /// for the next runs (`RetentionOutcome.stoppedByRequest`).
     func forgetExpired(
         before cutoff: Timestamp, passedOverBefore: Timestamp?, batchSize: Int, maxBatches: Int, stop: StopRequest
     ) throws -> RetentionOutcome?
     /// Of `filterIds` (filters with `notify` on), those noted as having recorded matches while `notify` was off
     /// (`UnitTransaction.markUnlisted`): lists as waiting for a digest their unnotified, non-silent matches
     /// recorded since the note, unless listed already, and clears the notes, together. Returns how many filters
-    /// and matches. runs.md: a filter with notify on and unnotified matches gets a digest when due, those
-    /// recorded while notify was off included, and forgetting never drops a match that waits for its digest: a
-    /// match still recorded is listed even when it is past the retention now (no run forgot it while notify was
-    /// off; review of session 37).
+    /// and matches, and the noted filters it left for a later pass (`UnlistedListing.deferred`). runs.md: a filter
+    /// with notify on and unnotified matches gets a digest when due, those recorded while notify was off included,
+    /// and forgetting never drops a match that waits for its digest: a match still recorded is listed even when it
+    /// is past the retention now (no run forgot it while notify was off; review of session 37).
     func listUnlistedMatches(ofNotifying filterIds: [Int64]) throws -> UnlistedListing
     func matches(filterId: Int64) throws -> [FilterMatch]
     func notifications(filterId: Int64) throws -> [MatchNotification]
