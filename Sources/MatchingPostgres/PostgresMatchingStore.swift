@@ -688,8 +688,8 @@ extension PostgresMatchingStore: MatchRepository {
     /// digest now, review of session 37), which a sweep forgets: a sweep's statement that read the waiting list
     /// before the listing committed would delete the pair and keep its new entry, counted by the next digest
     /// without its pair. So the transaction first tries the sweeper lock, shared (`sweeperLock`), before any row
-    /// lock: while another process sweeps, the listing is left to the next run, the notes kept and the filters
-    /// returned as `deferred`, whose matches the pass then keeps as recorded (that sweep may not have listed them:
+    /// lock: while another process sweeps, the listing is left to the next run, the notes kept and the matches it
+    /// would list returned as `deferred`, which the pass then keeps as recorded (that sweep may not have listed them:
     /// its own listing may have failed, or come before the notify was turned on; the review of the last commits
     /// found a backfill without --notify then recording them again as silent). It never waits for a sweep (the
     /// review of the change: a run waited for another's whole sweep, past its statement timeout, deaf to
@@ -703,8 +703,19 @@ extension PostgresMatchingStore: MatchRepository {
         guard !noted.isEmpty else { return .none }
         return try connection.transaction { tx in
             let locked = try tx.query("SELECT pg_try_advisory_xact_lock_shared($1, $2)", Self.sweeperLock)
-            // A sweep in progress: listed later; meanwhile the pass keeps their matches (`UnlistedListing.deferred`).
-            guard try locked.rows[0].bool(0) else { return UnlistedListing(filters: 0, matches: 0, deferred: noted) }
+            // A sweep in progress: listed later; meanwhile the pass keeps their matches (`UnlistedListing.deferred`),
+            // read without a lock.
+            guard try locked.rows[0].bool(0) else {
+                let deferred = try tx.query(
+                    """
+                    SELECT m.filter_id, m.profile_id
+                    FROM matcher_filter_state s JOIN filter_matches m ON m.filter_id = s.filter_id
+                    WHERE s.filter_id = ANY($1) AND m.notification_id IS NULL AND NOT m.silent
+                      AND m.matched_at >= s.unlisted_from
+                    """, [.int8Array(noted)]
+                ).rows.map { MatchPair(filterId: try $0.int64(0), profileId: try $0.int64(1)) }
+                return UnlistedListing(filters: 0, matches: 0, deferred: Set(deferred))
+            }
             let listed = try Self.listNoted(noted, on: tx)
             return UnlistedListing(filters: listed.filters, matches: listed.matches)
         }

@@ -550,7 +550,7 @@ import Testing
         _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
         let started = Date()
         let skipped = try store.listUnlistedMatches(ofNotifying: [100])
-        #expect(skipped == UnlistedListing(filters: 0, matches: 0, deferred: [100]))
+        #expect(skipped == UnlistedListing(filters: 0, matches: 0, deferred: [MatchPair(filterId: 100, profileId: 10)]))
         #expect(Date().timeIntervalSince(started) < 5, "it did not wait for the sweep")
         let noted = try connection.query("SELECT count(*) FROM matcher_filter_state WHERE unlisted_from IS NOT NULL")
         #expect(try noted.rows[0].int64(0) == 1, "the note stays")
@@ -590,6 +590,40 @@ import Testing
         let next = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day4, retentionDays: 2))
         #expect(next.counters.notificationsWritten == 1)
         #expect(try store.notifications(filterId: 100).map(\.profileIds) == [[10]])
+    }
+
+    /// The review of that fix: it kept every expired pair of a deferred filter, so a notified pair past the
+    /// retention, whose profile changed, was not recorded again, and its change was used up. Only the matches the
+    /// listing would have listed are kept; the notified pair matches again.
+    @Test func aDeferredListingKeepsOnlyTheMatchesItWouldList() throws {
+        let database = try MigratedDatabase.create()
+        let connection = try database.connect()
+        let writer = AppTableWriter(connection: connection)
+        let day1 = ScenarioWorld.day1, day2 = ScenarioWorld.day2
+        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(11)], updatedAt: day1)
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
+        let run = { (clock: Timestamp) in
+            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: clock, retentionDays: 2))
+        }
+        #expect(try run(day1).counters.notificationsWritten == 1)  // 11, notified
+        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+        try writer.upsertProfiles([World.profile(10, at: day2)], updatedAt: day2)
+        #expect(try run(day2).counters.matchesWritten == 1)  // 10, while notify is off: noted
+        try writer.upsertFilters([World.filter(100, owner: 1)])
+        let day5 = day1.adding(days: 4)
+        try writer.upsertProfiles(
+            [World.profile(10, residence: 14, at: day5), World.profile(11, residence: 14, at: day5)], updatedAt: day5)
+        let sweeper = try database.connect()
+        defer { sweeper.close() }
+        _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
+        let deferred = try run(day5)
+        #expect(deferred.counters.matchesWritten == 1, "11 matches again; 10 is kept as recorded")
+        let rows = try connection.query(
+            "SELECT profile_id, matched_at = $1 FROM filter_matches ORDER BY 1", [.timestamptz(day2)]
+        ).rows.map { [try $0.int64(0), try $0.bool(1) ? 1 : 0] }
+        #expect(rows == [[10, 1], [11, 0]])
+        _ = try sweeper.query("SELECT pg_advisory_unlock($1, $2)", PostgresMatchingStore.sweeperLock)
     }
 
     /// The sweep's first listing meets a note another writer holds (a unit of another shard noting the filter,

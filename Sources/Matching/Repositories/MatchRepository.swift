@@ -358,15 +358,16 @@ public struct RecordedPairs: Sendable, Equatable {
 }
 
 /// What `MatchRepository.listUnlistedMatches` did: the noted filters it listed and their matches now waiting, and
-/// the noted filters it left for later (`deferred`: a sweep in progress; their notes stay).
+/// the matches it left for later (`deferred`: a sweep in progress; their notes stay).
 public struct UnlistedListing: Sendable, Equatable {
     public let filters: Int
     public let matches: Int
-    /// Noted filters not listed now. Their matches recorded while notify was off still wait for a digest: the pass
-    /// must not take those past the retention for expired (`ExpiredKeptLookup`).
-    public let deferred: [Int64]
+    /// The matches a listing would have listed (unnotified, non-silent, recorded since their filter's note), not
+    /// listed now. They still wait for a digest: the pass must not take those past the retention for expired
+    /// (`ExpiredKeptLookup`).
+    public let deferred: Set<MatchPair>
 
-    public init(filters: Int, matches: Int, deferred: [Int64] = []) {
+    public init(filters: Int, matches: Int, deferred: Set<MatchPair> = []) {
         self.filters = filters
         self.matches = matches
         self.deferred = deferred
@@ -375,21 +376,23 @@ public struct UnlistedListing: Sendable, Equatable {
     public static let none = UnlistedListing(filters: 0, matches: 0)
 }
 
-/// A lookup that counts the expired pairs of `filters` as kept: a pass whose listing of matches recorded while
-/// notify was off was deferred (`UnlistedListing.deferred`) neither records them again as new (a backfill
+/// A lookup that counts `waiting` as kept when it finds them expired: a pass whose listing of matches recorded
+/// while notify was off was deferred (`UnlistedListing.deferred`) neither records them again as new (a backfill
 /// without --notify: as silent, never in a digest; review of session 37) nor forgets them before recording.
+/// Only those: a notified pair of the same filter past the retention is forgotten and may match again (the
+/// review of the change: keeping every expired pair of the filter lost that re-match).
 public struct ExpiredKeptLookup: RecordedPairLookup {
-    let filters: Set<Int64>
+    let waiting: Set<MatchPair>
     let base: any RecordedPairLookup
 
-    public init(filters: Set<Int64>, base: any RecordedPairLookup) {
-        self.filters = filters
+    public init(waiting: Set<MatchPair>, base: any RecordedPairLookup) {
+        self.waiting = waiting
         self.base = base
     }
 
     public func recordedPairs(among pairs: [MatchPair], forgottenBefore: Timestamp?) throws -> RecordedPairs {
         let found = try base.recordedPairs(among: pairs, forgottenBefore: forgottenBefore)
-        let waiting = found.expired.filter { filters.contains($0.filterId) }
+        let waiting = found.expired.intersection(self.waiting)
         guard !waiting.isEmpty else { return found }
         return RecordedPairs(kept: found.kept.union(waiting), expired: found.expired.subtracting(waiting))
     }

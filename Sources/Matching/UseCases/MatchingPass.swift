@@ -127,18 +127,18 @@ struct MatchingPass {
         // it notifying (runs.md: a filter with notify on and unnotified matches gets a digest when due). Listed
         // before the new pairs are chosen: one past the retention then waits, and is recorded, not new (by a
         // backfill without --notify too, which would otherwise record it again, silent: review of session 37).
-        // Deferred while another process sweeps: those filters' expired pairs are kept as recorded this pass.
-        var deferred: Set<Int64> = []
+        // Deferred while another process sweeps: those matches, if expired, are kept as recorded this pass.
+        var deferred: Set<MatchPair> = []
         if plan.run != nil {
             let notifying = chosen.filter { $0.notify && prepared[$0.id] != nil }.map(\.id)
             let listed = try WriteConflictRetry.run { try matches.listUnlistedMatches(ofNotifying: notifying) }
             if listed.filters > 0 {
                 output.handle(.unlistedMatchesListed(filters: listed.filters, matches: listed.matches))
             }
-            deferred = Set(listed.deferred)
+            deferred = listed.deferred
         }
         let probers: [any RecordedPairLookup] =
-            deferred.isEmpty ? connections : connections.map { ExpiredKeptLookup(filters: deferred, base: $0) }
+            deferred.isEmpty ? connections : connections.map { ExpiredKeptLookup(waiting: deferred, base: $0) }
         let evaluation = WindowedEvaluation(
             engine: engine, candidates: candidates, clock: plan.clock,
             limit: plan.maxPerFilter, blocks: blockSet)
