@@ -531,20 +531,34 @@ import Testing
         try expectSameRows(twin, "day 4")
     }
 
+    /// A database where filter 100 (owner 1, notify off) recorded profile 10 on day 1: the filter is noted.
+    struct NotedFilterWorld {
+        let database: TestDatabase
+        let connection: PostgresConnection
+        let writer: AppTableWriter
+        let store: PostgresMatchingStore
+
+        init() throws {
+            let database = try MigratedDatabase.create()
+            let connection = try database.connect()
+            writer = AppTableWriter(connection: connection)
+            try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: ScenarioWorld.day1)
+            try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
+            store = PostgresMatchingStore(connection: connection) { try database.connect() }
+            let first = try RunMatching(MatchingRepositories(store: store)).execute(.init(now: ScenarioWorld.day1))
+            #expect(first.counters.matchesWritten == 1)
+            self.database = database
+            self.connection = connection
+        }
+    }
+
     /// A run's listing of matches that may be past the retention never overlaps a sweep (the sweeper lock, held
     /// here by another session as `forgetExpired` holds it): while one is in progress it is left to the next run,
     /// its note kept (that sweep listed every notifying filter when it started), and it does not wait (review of
     /// session 37: it waited for the whole sweep, past its statement timeout, deaf to SIGTERM).
     @Test func aRunsListingIsLeftToTheNextRunWhileASweepIsInProgress() throws {
-        let database = try MigratedDatabase.create()
-        let connection = try database.connect()
-        let writer = AppTableWriter(connection: connection)
-        let day1 = ScenarioWorld.day1
-        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
-        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
-        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        #expect(
-            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
+        let world = try NotedFilterWorld()
+        let (database, connection, store) = (world.database, world.connection, world.store)
         let sweeper = try database.connect()
         defer { sweeper.close() }
         _ = try sweeper.query("SELECT pg_advisory_lock($1, $2)", PostgresMatchingStore.sweeperLock)
@@ -562,18 +576,12 @@ import Testing
     /// Review of the last commits of session 37: a backfill without --notify whose own listing was left for later
     /// (another process sweeping, whose listing had failed or come before notify was turned on) found a
     /// notifying filter's match recorded while notify was off, past the retention, expired, and recorded it
-    /// again, silent: never in a digest. The listing now returns the filters it left (`deferred`), and the pass
-    /// keeps their expired pairs as recorded; the next run lists and notifies the match.
+    /// again, silent: never in a digest. The listing now returns the matches it would have listed (`deferred`),
+    /// and the pass keeps those, if expired, as recorded; the next run lists and notifies the match.
     @Test func aPassWhoseListingIsDeferredKeepsThoseMatchesRecorded() throws {
-        let database = try MigratedDatabase.create()
-        let connection = try database.connect()
-        let writer = AppTableWriter(connection: connection)
+        let world = try NotedFilterWorld()
+        let (database, connection, writer, store) = (world.database, world.connection, world.writer, world.store)
         let day1 = ScenarioWorld.day1
-        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
-        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
-        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        #expect(
-            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
         try writer.upsertFilters([World.filter(100, owner: 1)])
         let day4 = day1.adding(days: 3)
         try writer.upsertProfiles([World.profile(10, residence: 14, at: day4)], updatedAt: day4)
@@ -633,15 +641,9 @@ import Testing
     /// by a conflict: the metrics' stopped-early gauge and the runbook's advice), and forgets nothing it should
     /// keep.
     @Test func aSweepWhoseListingMeetsAHeldNoteIsLeftToTheNextRun() throws {
-        let database = try MigratedDatabase.create()
-        let connection = try database.connect()
-        let writer = AppTableWriter(connection: connection)
+        let world = try NotedFilterWorld()
+        let (database, connection, writer, store) = (world.database, world.connection, world.writer, world.store)
         let day1 = ScenarioWorld.day1
-        try writer.upsertProfiles([World.profile(1, gender: 1), World.profile(10)], updatedAt: day1)
-        try writer.upsertFilters([World.filter(100, owner: 1, notify: false)])
-        let store = PostgresMatchingStore(connection: connection) { try database.connect() }
-        #expect(
-            try RunMatching(MatchingRepositories(store: store)).execute(.init(now: day1)).counters.matchesWritten == 1)
         try writer.upsertFilters([World.filter(100, owner: 1)])
         let holder = try database.connect()
         defer { holder.close() }
